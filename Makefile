@@ -1,0 +1,33 @@
+# Every target starts with the same idempotent set-up: venv, pinned packages, checksummed jars, Airflow home.
+PYTHON ?= python3
+VENV := .venv
+VENV_PY := $(VENV)/bin/python
+INSTALLED := $(VENV)/.installed
+PIPELINE := $(VENV)/bin/pipeline
+
+.PHONY: setup test demo airflow bench clean
+
+$(INSTALLED): requirements.txt constraints.txt pyproject.toml
+	@test -x $(VENV_PY) || $(PYTHON) -m venv $(VENV)
+	$(VENV_PY) -m pip install --quiet --disable-pip-version-check --upgrade pip==25.2
+	$(VENV_PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt -c constraints.txt
+	$(VENV_PY) -m pip install --quiet --disable-pip-version-check --no-deps -e . --config-settings editable_mode=compat
+	@touch $(INSTALLED)
+
+setup: $(INSTALLED)
+	$(VENV_PY) -m include.bootstrap
+
+test: setup
+	$(PIPELINE) test
+
+demo: setup
+	$(PIPELINE) demo
+
+airflow: setup
+	$(PIPELINE) airflow standalone
+
+bench: setup
+	$(PIPELINE) bench
+
+clean:
+	rm -rf var

@@ -1,0 +1,284 @@
+"""The one place that owns configuration and paths.
+
+Everything a run writes lives under ``var/`` (or ``$PIPELINE_VAR_DIR``). The Iceberg catalog is declared here once
+and rendered twice: as Spark properties (for spark-submit and the test SparkSession) and as a pyiceberg catalog.
+Environment variables select another catalog or warehouse; no job or DAG repeats these settings.
+
+| variable | default | meaning |
+|---|---|---|
+| ``PIPELINE_VAR_DIR`` | ``<project>/var`` | root of all run state |
+| ``ICEBERG_CATALOG_NAME`` | ``lakehouse`` | catalog name, identical for Spark and pyiceberg |
+| ``ICEBERG_CATALOG_TYPE`` | ``jdbc`` | ``jdbc`` (SQLite or Postgres, by URI) or ``rest`` |
+| ``ICEBERG_CATALOG_URI`` | ``jdbc:sqlite:<var>/catalog/iceberg_catalog.db`` | JDBC URL or REST endpoint |
+| ``ICEBERG_CATALOG_USER`` / ``ICEBERG_CATALOG_PASSWORD`` | unset | JDBC credentials |
+| ``ICEBERG_WAREHOUSE`` | ``file://<var>/warehouse`` | warehouse root (``s3://bucket/prefix`` for S3) |
+| ``S3_ENDPOINT`` | unset | S3-compatible endpoint (MinIO) for an ``s3://`` warehouse |
+| ``SPARK_DRIVER_MEMORY`` | ``2g`` | driver memory of every Spark job |
+| ``SPARK_SHUFFLE_PARTITIONS`` | ``4`` | ``spark.sql.shuffle.partitions`` |
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+JARS_DIR = PROJECT_ROOT / "jars"
+SPARK_JOBS_DIR = PROJECT_ROOT / "spark_jobs"
+DAGS_DIR = PROJECT_ROOT / "dags"
+PLUGINS_DIR = PROJECT_ROOT / "plugins"
+LOG4J2_PROPERTIES = PROJECT_ROOT / "include" / "templates" / "log4j2.properties"
+
+ICEBERG_NAMESPACE = "nyc_taxi"
+OPENLINEAGE_NAMESPACE = "nyc_taxi_pipeline"
+SPARK_VERSION = "3.5"
+SCALA_VERSION = "2.12"
+
+
+def _env(name: str, default: str) -> str:
+    value = os.environ.get(name, "").strip()
+    return value or default
+
+
+@dataclass(frozen=True)
+class Paths:
+    """The ``var/`` layout. Every path is absolute."""
+
+    var: Path
+
+    @classmethod
+    def current(cls) -> "Paths":
+        return cls(Path(_env("PIPELINE_VAR_DIR", str(PROJECT_ROOT / "var"))).resolve())
+
+    @property
+    def airflow_home(self) -> Path:
+        return self.var / "airflow"
+
+    @property
+    def catalog_dir(self) -> Path:
+        return self.var / "catalog"
+
+    @property
+    def warehouse(self) -> Path:
+        return self.var / "warehouse"
+
+    @property
+    def landing(self) -> Path:
+        return self.var / "landing"
+
+    @property
+    def models(self) -> Path:
+        return self.var / "models"
+
+    @property
+    def lineage(self) -> Path:
+        return self.var / "lineage"
+
+    @property
+    def lineage_events(self) -> Path:
+        return self.lineage / "events.jsonl"
+
+    @property
+    def spark_lineage_events(self) -> Path:
+        return self.lineage / "spark" / "events.jsonl"
+
+    @property
+    def job_reports(self) -> Path:
+        return self.lineage / "reports"
+
+    @property
+    def lineage_spool(self) -> Path:
+        return self.lineage / "spool"
+
+    @property
+    def bench(self) -> Path:
+        return self.var / "bench"
+
+    @property
+    def spark_local_dir(self) -> Path:
+        return self.var / "spark" / "tmp"
+
+    def ensure(self) -> "Paths":
+        for folder in (
+            self.airflow_home,
+            self.catalog_dir,
+            self.warehouse,
+            self.landing,
+            self.models,
+            self.spark_lineage_events.parent,
+            self.job_reports,
+            self.lineage_spool,
+            self.bench,
+            self.spark_local_dir,
+        ):
+            folder.mkdir(parents=True, exist_ok=True)
+        return self
+
+
+@dataclass(frozen=True)
+class CatalogSettings:
+    """One Iceberg catalog, seen identically by Spark and pyiceberg."""
+
+    name: str
+    type: str
+    uri: str
+    warehouse: str
+    user: str | None = None
+    password: str | None = None
+    s3_endpoint: str | None = None
+
+    @classmethod
+    def current(cls, paths: Paths | None = None) -> "CatalogSettings":
+        paths = paths or Paths.current()
+        catalog_type = _env("ICEBERG_CATALOG_TYPE", "jdbc").lower()
+        if catalog_type not in ("jdbc", "rest"):
+            raise ValueError(f"ICEBERG_CATALOG_TYPE={catalog_type!r} is not supported; use 'jdbc' or 'rest'")
+        return cls(
+            name=_env("ICEBERG_CATALOG_NAME", "lakehouse"),
+            type=catalog_type,
+            uri=_env("ICEBERG_CATALOG_URI", f"jdbc:sqlite:{paths.catalog_dir / 'iceberg_catalog.db'}"),
+            warehouse=_env("ICEBERG_WAREHOUSE", paths.warehouse.as_uri()),
+            user=os.environ.get("ICEBERG_CATALOG_USER") or None,
+            password=os.environ.get("ICEBERG_CATALOG_PASSWORD") or None,
+            s3_endpoint=os.environ.get("S3_ENDPOINT") or None,
+        )
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.uri.startswith("jdbc:sqlite:")
+
+    @property
+    def sqlite_path(self) -> Path | None:
+        return Path(self.uri.removeprefix("jdbc:sqlite:")) if self.is_sqlite else None
+
+    def table(self, table: str, namespace: str = ICEBERG_NAMESPACE) -> str:
+        """Fully qualified Spark name, e.g. ``lakehouse.nyc_taxi.yellow_taxi_raw``."""
+        return f"{self.name}.{namespace}.{table}"
+
+    def spark_properties(self) -> dict[str, str]:
+        prefix = f"spark.sql.catalog.{self.name}"
+        props = {
+            prefix: "org.apache.iceberg.spark.SparkCatalog",
+            f"{prefix}.type": self.type,
+            f"{prefix}.uri": self.uri,
+            f"{prefix}.warehouse": self.warehouse,
+        }
+        if self.type == "jdbc":
+            props[f"{prefix}.jdbc.schema-version"] = "V1"
+            if self.user:
+                props[f"{prefix}.jdbc.user"] = self.user
+            if self.password:
+                props[f"{prefix}.jdbc.password"] = self.password
+        if self.warehouse.startswith("s3"):
+            props[f"{prefix}.io-impl"] = "org.apache.iceberg.aws.s3.S3FileIO"
+            if self.s3_endpoint:
+                props[f"{prefix}.s3.endpoint"] = self.s3_endpoint
+                props[f"{prefix}.s3.path-style-access"] = "true"
+        return props
+
+    def pyiceberg_properties(self) -> dict[str, str]:
+        if self.type == "rest":
+            props = {"type": "rest", "uri": self.uri, "warehouse": self.warehouse}
+        else:
+            props = {"type": "sql", "uri": _sqlalchemy_url(self.uri, self.user, self.password), "warehouse": self.warehouse}
+        if self.s3_endpoint:
+            props["s3.endpoint"] = self.s3_endpoint
+        return props
+
+
+def _sqlalchemy_url(jdbc_uri: str, user: str | None, password: str | None) -> str:
+    if jdbc_uri.startswith("jdbc:sqlite:"):
+        return "sqlite:///" + jdbc_uri.removeprefix("jdbc:sqlite:")
+    if jdbc_uri.startswith("jdbc:postgresql:"):
+        parsed = urlparse(jdbc_uri.removeprefix("jdbc:"))
+        credentials = f"{user}:{password}@" if user and password else (f"{user}@" if user else "")
+        return f"postgresql+psycopg2://{credentials}{parsed.netloc}{parsed.path}"
+    raise ValueError(f"ICEBERG_CATALOG_URI={jdbc_uri!r}: only jdbc:sqlite: and jdbc:postgresql: URLs are supported")
+
+
+def jar_paths() -> list[Path]:
+    from include.jars import load_lock
+
+    _, artifacts = load_lock()
+    return [JARS_DIR / artifact.file_name for artifact in artifacts]
+
+
+def spark_conf(paths: Paths | None = None, catalog: CatalogSettings | None = None) -> dict[str, str]:
+    """Spark properties for every job: Iceberg extensions and catalog, the OpenLineage listener, local tuning.
+
+    The jars go on the driver's and executors' class path as well as ``--jars``: the OpenLineage listener must
+    see Iceberg's classes from the same class loader, or it drops every Iceberg input and output.
+    """
+    paths = paths or Paths.current()
+    catalog = catalog or CatalogSettings.current(paths)
+    conf = {
+        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        "spark.sql.defaultCatalog": catalog.name,
+        **catalog.spark_properties(),
+        "spark.driver.extraClassPath": os.pathsep.join(str(path) for path in jar_paths()),
+        "spark.executor.extraClassPath": os.pathsep.join(str(path) for path in jar_paths()),
+        "spark.extraListeners": "io.openlineage.spark.agent.OpenLineageSparkListener",
+        "spark.openlineage.namespace": OPENLINEAGE_NAMESPACE,
+        "spark.openlineage.transport.type": "file",
+        "spark.openlineage.transport.location": str(paths.spark_lineage_events),
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG4J2_PROPERTIES.as_uri()}",
+        "spark.driver.memory": _env("SPARK_DRIVER_MEMORY", "2g"),
+        "spark.sql.shuffle.partitions": _env("SPARK_SHUFFLE_PARTITIONS", "4"),
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": "false",
+        "spark.local.dir": str(paths.spark_local_dir),
+        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.driver.python": sys.executable,
+        "spark.executorEnv.PIPELINE_VAR_DIR": str(paths.var),
+    }
+    return conf
+
+
+def spark_submit_jars() -> str:
+    return ",".join(str(path) for path in jar_paths())
+
+
+def spark_submit_env(paths: Paths | None = None) -> dict[str, str]:
+    """Environment for spark-submit, so the job sees the same ``var/`` and catalog as the DAG that started it."""
+    paths = paths or Paths.current()
+    env = {"PIPELINE_VAR_DIR": str(paths.var), "PYTHONPATH": str(PROJECT_ROOT)}
+    for name in ("ICEBERG_CATALOG_NAME", "ICEBERG_CATALOG_TYPE", "ICEBERG_CATALOG_URI", "ICEBERG_WAREHOUSE", "S3_ENDPOINT"):
+        if os.environ.get(name):
+            env[name] = os.environ[name]
+    return env
+
+
+def pyiceberg_catalog(catalog: CatalogSettings | None = None):
+    from pyiceberg.catalog import load_catalog
+
+    catalog = catalog or CatalogSettings.current()
+    return load_catalog(catalog.name, **catalog.pyiceberg_properties())
+
+
+def airflow_env(paths: Paths | None = None) -> dict[str, str]:
+    """Environment every Airflow command of the project runs with."""
+    paths = paths or Paths.current()
+    venv_bin = str(Path(sys.executable).parent)
+    return {
+        "AIRFLOW_HOME": str(paths.airflow_home),
+        "AIRFLOW_CONFIG": str(paths.airflow_home / "airflow.cfg"),
+        "PIPELINE_VAR_DIR": str(paths.var),
+        "PATH": venv_bin + os.pathsep + os.environ.get("PATH", ""),
+        "PYTHONPATH": str(PROJECT_ROOT),
+        "AIRFLOW_CONN_SPARK_DEFAULT": '{"conn_type": "spark", "host": "local[*]"}',
+    }
+
+
+def spark_submit_kwargs(paths: Paths | None = None) -> dict:
+    """Arguments shared by every SparkSubmitOperator (and SparkSubmitHook) of the project."""
+    paths = paths or Paths.current()
+    return {
+        "conn_id": "spark_default",
+        "conf": spark_conf(paths),
+        "jars": spark_submit_jars(),
+        "env_vars": spark_submit_env(paths),
+        "verbose": False,
+    }

@@ -1,0 +1,103 @@
+"""Jar provisioning against a real HTTP server on loopback acting as a Maven repository."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import http.server
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from include import jars
+
+
+@pytest.fixture()
+def maven_repo(tmp_path):
+    """A loopback HTTP server serving tmp_path/repo; records every request path."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    requests: list[str] = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            requests.append(self.path)
+            super().do_GET()
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield root, f"http://127.0.0.1:{server.server_port}", requests
+    server.shutdown()
+
+
+def _publish(root: Path, url: str, content: bytes, tmp_path: Path) -> Path:
+    jar = root / "org/example/demo-lib/1.0.0/demo-lib-1.0.0.jar"
+    jar.parent.mkdir(parents=True)
+    jar.write_bytes(content)
+    lock = tmp_path / "jars.lock.json"
+    lock.write_text(json.dumps({
+        "repository": url,
+        "artifacts": [{
+            "coordinates": "org.example:demo-lib:1.0.0",
+            "sha256": hashlib.sha256(content).hexdigest(),
+            "size": len(content),
+        }],
+    }))
+    return lock
+
+
+def test_fetches_verifies_and_then_reuses_the_cache_without_network(maven_repo, tmp_path):
+    root, url, requests = maven_repo
+    lock = _publish(root, url, b"jar-bytes" * 1000, tmp_path)
+    cache = tmp_path / "jars"
+
+    [path] = jars.ensure_jars(cache, lock, log=lambda message: None)
+    assert path.read_bytes() == b"jar-bytes" * 1000
+    assert len(requests) == 1
+
+    jars.ensure_jars(cache, lock, log=lambda message: None)
+    assert len(requests) == 1, "a valid cache must not touch the network"
+
+
+def test_truncated_jar_in_cache_is_detected_and_refetched(maven_repo, tmp_path):
+    root, url, requests = maven_repo
+    lock = _publish(root, url, b"0123456789" * 500, tmp_path)
+    cache = tmp_path / "jars"
+    cache.mkdir()
+    (cache / "demo-lib-1.0.0.jar").write_bytes(b"0123456789" * 20)
+    messages: list[str] = []
+
+    [path] = jars.ensure_jars(cache, lock, log=messages.append)
+    assert path.read_bytes() == b"0123456789" * 500
+    assert any("does not match its checksum" in message for message in messages)
+    assert len(requests) == 1
+
+
+def test_repository_serving_corrupt_bytes_stops_setup_naming_the_artifact(maven_repo, tmp_path, monkeypatch):
+    root, url, _ = maven_repo
+    lock = _publish(root, url, b"good", tmp_path)
+    (root / "org/example/demo-lib/1.0.0/demo-lib-1.0.0.jar").write_bytes(b"evil")
+    monkeypatch.setattr(jars.time, "sleep", lambda seconds: None)
+    cache = tmp_path / "jars"
+
+    with pytest.raises(jars.JarProvisioningError, match=r"org\.example:demo-lib:1\.0\.0.*checksum mismatch"):
+        jars.ensure_jars(cache, lock, log=lambda message: None)
+    assert not (cache / "demo-lib-1.0.0.jar").exists(), "a jar that failed verification must not stay in the cache"
+
+
+def test_committed_lock_pins_the_official_maven_central_artifacts():
+    repository, artifacts = jars.load_lock()
+    assert repository == "https://repo1.maven.org/maven2"
+    groups = {artifact.group + ":" + artifact.artifact for artifact in artifacts}
+    assert groups == {
+        "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12",
+        "io.openlineage:openlineage-spark_2.12",
+        "org.xerial:sqlite-jdbc",
+        "org.postgresql:postgresql",
+    }
+    assert all(len(artifact.sha256) == 64 for artifact in artifacts)

@@ -168,6 +168,13 @@ class CatalogSettings:
         }
         if self.type == "jdbc":
             props[f"{prefix}.jdbc.schema-version"] = "V1"
+            if self.is_sqlite:
+                # SQLite allows one writer: one pooled connection per JVM, and wait for other processes' locks.
+                props[f"{prefix}.clients"] = "1"
+                props[f"{prefix}.jdbc.busy_timeout"] = "30000"
+                # WAL: a reader left open by the catalog (seen on CREATE TABLE after a namespace lookup) no
+                # longer blocks the commit of a writer.
+                props[f"{prefix}.jdbc.journal_mode"] = "WAL"
             if self.user:
                 props[f"{prefix}.jdbc.user"] = self.user
             if self.password:

@@ -1,0 +1,83 @@
+"""The one module that owns dataset identity, for Airflow Assets and OpenLineage alike.
+
+Iceberg tables are named by their physical location (``file`` + absolute path locally, ``s3://bucket`` + key on
+S3), the way the OpenLineage Spark listener names them, plus a ``symlinks`` TABLE identifier carrying the catalog's
+table name. Source URLs and landed files follow the OpenLineage naming spec (``openlineage.client.naming``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+from openlineage.client.naming.dataset import S3, LocalFileSystem
+
+from include import config
+
+TAXI_STAGING = "yellow_taxi_staging"
+TAXI_RAW = "yellow_taxi_raw"
+TAXI_QUARANTINE = "yellow_taxi_quarantine"
+WEATHER_STAGING = "weather_staging"
+WEATHER_RAW = "weather_raw"
+HOURLY_ACTUALS = "yellow_rides_hourly_actuals"
+HOURLY_FORECAST = "yellow_rides_hourly_forecast"
+
+
+@dataclass(frozen=True)
+class DatasetId:
+    namespace: str
+    name: str
+
+
+def storage_id(uri: str) -> DatasetId:
+    """OpenLineage id of a file or folder given as a URI or an absolute local path."""
+    parsed = urlparse(uri)
+    if parsed.scheme in ("", "file"):
+        naming = LocalFileSystem(path=str(Path(parsed.path).resolve()))
+    elif parsed.scheme in ("s3", "s3a", "s3n"):
+        naming = S3(bucket_name=parsed.netloc, object_key=parsed.path.lstrip("/"))
+        return DatasetId("s3://" + parsed.netloc, naming.get_name())
+    else:
+        return DatasetId(f"{parsed.scheme}://{parsed.netloc}", parsed.path)
+    return DatasetId(naming.get_namespace(), naming.get_name())
+
+
+def source_url_id(url: str) -> DatasetId:
+    """A remote source file: namespace ``https://host``, name the path."""
+    parsed = urlparse(url)
+    return DatasetId(f"{parsed.scheme}://{parsed.netloc}", parsed.path)
+
+
+def table_location(table: str, catalog: config.CatalogSettings | None = None) -> str:
+    """Default location the catalog gives a new table: ``<warehouse>/<namespace>/<table>``."""
+    catalog = catalog or config.CatalogSettings.current()
+    return f"{catalog.warehouse.rstrip('/')}/{config.ICEBERG_NAMESPACE}/{table}"
+
+
+def table_id(table: str, catalog: config.CatalogSettings | None = None) -> DatasetId:
+    return storage_id(table_location(table, catalog))
+
+
+def table_symlink(table: str, catalog: config.CatalogSettings | None = None) -> DatasetId:
+    """The catalog-side name of a table: the warehouse as namespace, ``<namespace>.<table>`` as name."""
+    catalog = catalog or config.CatalogSettings.current()
+    return DatasetId(catalog.warehouse.rstrip("/"), f"{config.ICEBERG_NAMESPACE}.{table}")
+
+
+def table_asset(table: str):
+    """The Airflow Asset of a table: its physical location as URI, its catalog name as name."""
+    from airflow.sdk import Asset
+
+    catalog = config.CatalogSettings.current()
+    location = table_location(table, catalog)
+    uri = location if "://" in location else Path(location).as_uri()
+    return Asset(name=catalog.table(table), uri=uri, group="iceberg")
+
+
+def model_dir(model_name: str, paths: config.Paths | None = None) -> Path:
+    return (paths or config.Paths.current()).models / model_name
+
+
+def model_id(model_name: str, paths: config.Paths | None = None) -> DatasetId:
+    return storage_id(str(model_dir(model_name, paths)))

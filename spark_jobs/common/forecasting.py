@@ -1,0 +1,92 @@
+"""Pure DataFrame -> DataFrame transforms for the hourly ride forecast (seasonal-naive and weather models)."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+SEASON_HOURS = 168
+HORIZON_HOURS = 24
+LAGS = (24, SEASON_HOURS)
+MODEL_NAMES = ("seasonal_naive", "weather")
+FEATURES = ["lag_24", "lag_168", "prcp_mm", "tavg_c"]
+
+
+def with_hour_timestamp(actuals: DataFrame) -> DataFrame:
+    return actuals.withColumn("ts", F.make_timestamp("year", "month", "day", "hour", F.lit(0), F.lit(0)))
+
+
+def active_zones(actuals_ts: DataFrame, last_ts, hours: int = SEASON_HOURS) -> DataFrame:
+    """Zones with at least one ride in the ``hours`` up to ``last_ts``."""
+    since = F.lit(last_ts) - F.expr(f"INTERVAL {hours} HOURS")
+    return actuals_ts.where(F.col("ts") > since).select("pulocationid").distinct()
+
+
+def hour_range(spark, first_ts, last_ts) -> DataFrame:
+    return spark.sql(
+        "SELECT explode(sequence(to_timestamp(:first), to_timestamp(:last), INTERVAL 1 HOUR)) AS ts",
+        args={"first": str(first_ts), "last": str(last_ts)},
+    )
+
+
+def dense_grid(actuals_ts: DataFrame, zones: DataFrame, hours: DataFrame) -> DataFrame:
+    """Every (zone, hour) pair with its ride count; hours without rides count 0."""
+    return (
+        zones.crossJoin(hours)
+        .join(actuals_ts.select("pulocationid", "ts", "total_rides"), ["pulocationid", "ts"], "left")
+        .select("pulocationid", "ts", F.coalesce("total_rides", F.lit(0)).cast("double").alias("y"))
+    )
+
+
+def with_lags(targets: DataFrame, known: DataFrame, lags=LAGS) -> DataFrame:
+    """Add lag_<h> = rides of the same zone h hours before each target hour (0 when unknown)."""
+    result = targets
+    for lag in lags:
+        shifted = known.select(
+            "pulocationid",
+            (F.col("ts") + F.expr(f"INTERVAL {lag} HOURS")).alias("ts"),
+            F.col("y").alias(f"lag_{lag}"),
+        )
+        result = result.join(shifted, ["pulocationid", "ts"], "left").fillna({f"lag_{lag}": 0.0})
+    return result
+
+
+def with_weather(targets: DataFrame, daily_weather: DataFrame) -> DataFrame:
+    """Add the day's NYC precipitation and temperature; days without observations get the period's mean."""
+    means = daily_weather.agg(F.avg("prcp_mm").alias("m_prcp"), F.avg("tavg_c").alias("m_tavg"))
+    return (
+        targets.withColumn("date", F.to_date("ts"))
+        .join(daily_weather, "date", "left")
+        .crossJoin(means)
+        .withColumn("prcp_mm", F.coalesce("prcp_mm", "m_prcp", F.lit(0.0)))
+        .withColumn("tavg_c", F.coalesce("tavg_c", "m_tavg", F.lit(0.0)))
+        .drop("m_prcp", "m_tavg", "date")
+    )
+
+
+def with_calendar(targets: DataFrame) -> DataFrame:
+    return targets.withColumn("hour", F.hour("ts")).withColumn("weekday", F.dayofweek("ts") - 1)
+
+
+def seasonal_naive(targets_with_lags: DataFrame) -> DataFrame:
+    return targets_with_lags.withColumn("prediction", F.col(f"lag_{SEASON_HOURS}"))
+
+
+def mean_absolute_error(predictions: DataFrame, label: str = "y") -> float:
+    return float(predictions.agg(F.avg(F.abs(F.col("prediction") - F.col(label)))).first()[0])
+
+
+def forecast_rows(predictions: DataFrame, model_name: str, model_version: str, run_id: str) -> DataFrame:
+    """The forecast table's shape: the seed's columns plus model name, version and run id."""
+    return predictions.select(
+        F.year("ts").alias("year"),
+        F.month("ts").alias("month"),
+        F.dayofmonth("ts").alias("day"),
+        F.hour("ts").alias("hour"),
+        F.col("pulocationid"),
+        F.round(F.greatest(F.col("prediction"), F.lit(0.0)), 2).alias("forecasted_total_rides"),
+        F.lit(model_name).alias("model_name"),
+        F.lit(model_version).alias("model_version"),
+        F.lit(run_id).alias("run_id"),
+        F.current_timestamp().alias("created_at"),
+    )

@@ -1,0 +1,115 @@
+"""Inputs, training and persistence of the two forecast models. The model artifact lives under var/models/."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import xxhash
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from include import config, naming
+from spark_jobs.common import forecasting
+from spark_jobs.common.tables import current_snapshot_id, qualified
+from spark_jobs.common.weather import daily_nyc_weather
+
+MODEL_PARAMS = {
+    "seasonal_naive": {"season_hours": forecasting.SEASON_HOURS},
+    "weather": {"features": forecasting.FEATURES + ["hour", "weekday"], "regParam": 0.01, "elasticNetParam": 0.0},
+}
+
+
+def model_version(model_name: str) -> str:
+    """Changes with the model's code or parameters."""
+    digest = xxhash.xxh64()
+    for module in (forecasting.__file__, __file__):
+        digest.update(Path(module).read_bytes())
+    digest.update(json.dumps(MODEL_PARAMS[model_name], sort_keys=True).encode())
+    return f"{model_name}-{digest.hexdigest()[:12]}"
+
+
+@dataclass
+class ForecastInputs:
+    known: DataFrame  # dense (pulocationid, ts, y) over the whole actuals period, active zones only
+    zones: DataFrame
+    first_ts: datetime
+    last_ts: datetime
+    weather: DataFrame | None
+    snapshots: dict
+
+
+def load_inputs(spark, with_weather: bool) -> ForecastInputs:
+    actuals = forecasting.with_hour_timestamp(spark.table(qualified(naming.HOURLY_ACTUALS))).cache()
+    bounds = actuals.agg(F.min("ts").alias("first"), F.max("ts").alias("last")).first()
+    if bounds.last is None:
+        raise ValueError(f"{qualified(naming.HOURLY_ACTUALS)} is empty: ingest taxi data and compute actuals first")
+    zones = forecasting.active_zones(actuals, bounds.last).cache()
+    hours = forecasting.hour_range(spark, bounds.first, bounds.last)
+    known = forecasting.dense_grid(actuals, zones, hours).cache()
+    snapshots = {naming.HOURLY_ACTUALS: current_snapshot_id(spark, naming.HOURLY_ACTUALS)}
+    weather = None
+    if with_weather:
+        weather = daily_nyc_weather(spark.table(qualified(naming.WEATHER_RAW))).cache()
+        snapshots[naming.WEATHER_RAW] = current_snapshot_id(spark, naming.WEATHER_RAW)
+    return ForecastInputs(known, zones, bounds.first, bounds.last, weather, snapshots)
+
+
+def features(targets: DataFrame, known: DataFrame, weather: DataFrame | None) -> DataFrame:
+    framed = forecasting.with_calendar(forecasting.with_lags(targets, known))
+    if weather is not None:
+        framed = forecasting.with_weather(framed, weather)
+    return framed
+
+
+def weather_pipeline():
+    from pyspark.ml import Pipeline
+    from pyspark.ml.feature import OneHotEncoder, VectorAssembler
+    from pyspark.ml.regression import LinearRegression
+
+    params = MODEL_PARAMS["weather"]
+    encoder = OneHotEncoder(inputCols=["hour", "weekday"], outputCols=["hour_vec", "weekday_vec"], dropLast=True)
+    assembler = VectorAssembler(inputCols=forecasting.FEATURES + ["hour_vec", "weekday_vec"], outputCol="features")
+    regression = LinearRegression(labelCol="y", featuresCol="features", regParam=params["regParam"], elasticNetParam=params["elasticNetParam"])
+    return Pipeline(stages=[encoder, assembler, regression])
+
+
+def training_rows(inputs: ForecastInputs, until: datetime) -> DataFrame:
+    earliest = inputs.first_ts + timedelta(hours=forecasting.SEASON_HOURS)
+    targets = inputs.known.where((F.col("ts") >= F.lit(earliest)) & (F.col("ts") <= F.lit(until)))
+    return features(targets, inputs.known, inputs.weather)
+
+
+def fit_and_predict(model_name: str, train: DataFrame, score: DataFrame):
+    """Fit on ``train``, predict ``score``. Returns (fitted model or None, predictions)."""
+    if model_name == "seasonal_naive":
+        return None, forecasting.seasonal_naive(score)
+    fitted = weather_pipeline().fit(train)
+    return fitted, fitted.transform(score)
+
+
+def save_model(model_name: str, fitted, metrics: dict) -> Path:
+    folder = naming.model_dir(model_name)
+    staging = folder.with_name(folder.name + ".tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    if fitted is not None:
+        fitted.write().overwrite().save(str(staging / "spark_model"))
+    (staging / "model.json").write_text(json.dumps({**metrics, "params": MODEL_PARAMS[model_name]}, indent=2, default=str))
+    shutil.rmtree(folder, ignore_errors=True)
+    staging.rename(folder)
+    return folder
+
+
+def load_model(model_name: str):
+    folder = naming.model_dir(model_name)
+    metadata = json.loads((folder / "model.json").read_text())
+    fitted = None
+    if (folder / "spark_model").exists():
+        from pyspark.ml import PipelineModel
+
+        fitted = PipelineModel.load(str(folder / "spark_model"))
+    return fitted, metadata

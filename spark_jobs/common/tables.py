@@ -1,0 +1,37 @@
+"""Iceberg table helpers shared by the jobs."""
+
+from __future__ import annotations
+
+from include import config
+
+
+def qualified(table: str) -> str:
+    return config.CatalogSettings.current().table(table)
+
+
+def table_exists(spark, table: str) -> bool:
+    return spark.catalog.tableExists(qualified(table))
+
+
+def ensure_table(spark, table: str, schema, partitioned_by: str | None = None) -> None:
+    """CREATE TABLE IF NOT EXISTS from a Spark schema (a StructType)."""
+    columns = ", ".join(f"`{field.name}` {field.dataType.simpleString()}" for field in schema.fields)
+    partitioning = f" PARTITIONED BY ({partitioned_by})" if partitioned_by else ""
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {config.CatalogSettings.current().name}.{config.ICEBERG_NAMESPACE}")
+    spark.sql(
+        f"CREATE TABLE IF NOT EXISTS {qualified(table)} ({columns}) USING iceberg{partitioning} "
+        "TBLPROPERTIES ('format-version'='2', 'write.merge.mode'='copy-on-write')"
+    )
+
+
+def current_snapshot_id(spark, table: str) -> int | None:
+    if not table_exists(spark, table):
+        return None
+    rows = spark.sql(
+        f"SELECT snapshot_id FROM {qualified(table)}.refs WHERE name = 'main'"
+    ).collect()
+    return rows[0].snapshot_id if rows else None
+
+
+def row_count(spark, table: str) -> int:
+    return spark.table(qualified(table)).count()

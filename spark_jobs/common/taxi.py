@@ -1,0 +1,114 @@
+"""Pure DataFrame -> DataFrame transforms of the taxi side."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+# Canonical schema: the 2025 TLC file. Older years are normalised to it explicitly.
+CANONICAL_COLUMNS: list[tuple[str, T.DataType]] = [
+    ("VendorID", T.IntegerType()),
+    ("tpep_pickup_datetime", T.TimestampType()),
+    ("tpep_dropoff_datetime", T.TimestampType()),
+    ("passenger_count", T.LongType()),
+    ("trip_distance", T.DoubleType()),
+    ("RatecodeID", T.LongType()),
+    ("store_and_fwd_flag", T.StringType()),
+    ("PULocationID", T.IntegerType()),
+    ("DOLocationID", T.IntegerType()),
+    ("payment_type", T.LongType()),
+    ("fare_amount", T.DoubleType()),
+    ("extra", T.DoubleType()),
+    ("mta_tax", T.DoubleType()),
+    ("tip_amount", T.DoubleType()),
+    ("tolls_amount", T.DoubleType()),
+    ("improvement_surcharge", T.DoubleType()),
+    ("total_amount", T.DoubleType()),
+    ("congestion_surcharge", T.DoubleType()),
+    ("Airport_fee", T.DoubleType()),
+    ("cbd_congestion_fee", T.DoubleType()),
+]
+# Renamed across years: old name -> canonical name.
+RENAMED = {"airport_fee": "Airport_fee"}
+# Absent in older years: filled with null and recorded as drift.
+INTRODUCED_LATER = {"cbd_congestion_fee", "Airport_fee", "congestion_surcharge"}
+REQUIRED = [name for name, _ in CANONICAL_COLUMNS if name not in INTRODUCED_LATER]
+# Types a column may arrive as and be cast from without loss of meaning.
+COMPATIBLE_SOURCE_TYPES = {
+    T.IntegerType: (T.IntegerType, T.LongType, T.ShortType),
+    T.LongType: (T.LongType, T.IntegerType, T.DoubleType),
+    T.DoubleType: (T.DoubleType, T.FloatType, T.IntegerType, T.LongType),
+    T.TimestampType: (T.TimestampType, T.TimestampNTZType),
+    T.StringType: (T.StringType,),
+}
+ROW_ID_COLUMNS = [name for name, _ in CANONICAL_COLUMNS]
+
+
+class SchemaError(ValueError):
+    pass
+
+
+def schema_drift(df: DataFrame) -> dict:
+    """How the file's columns differ from the canonical schema (renamed, missing-but-optional, unexpected)."""
+    present = set(df.columns)
+    canonical = {name for name, _ in CANONICAL_COLUMNS}
+    return {
+        "renamed": {old: new for old, new in RENAMED.items() if old in present},
+        "filled_with_null": sorted(c for c in INTRODUCED_LATER if c not in present and not any(RENAMED.get(p) == c for p in present)),
+        "unexpected": sorted(c for c in present if c not in canonical and c not in RENAMED),
+    }
+
+
+def normalize_taxi_schema(df: DataFrame, source: str) -> DataFrame:
+    """Rename, fill and cast a TLC file of any year into the canonical schema. Raises SchemaError naming the file."""
+    for old, new in RENAMED.items():
+        if old in df.columns and new not in df.columns:
+            df = df.withColumnRenamed(old, new)
+    missing = [c for c in REQUIRED if c not in df.columns]
+    if missing:
+        raise SchemaError(f"{source}: missing required column(s) {', '.join(missing)}")
+    types = dict((f.name, f.dataType) for f in df.schema.fields)
+    for name, wanted in CANONICAL_COLUMNS:
+        if name in types and not isinstance(types[name], COMPATIBLE_SOURCE_TYPES[type(wanted)]):
+            raise SchemaError(
+                f"{source}: column {name} has type {types[name].simpleString()}, expected {wanted.simpleString()}"
+            )
+    return df.select(
+        *[
+            (F.col(name) if name in df.columns else F.lit(None)).cast(wanted).alias(name)
+            for name, wanted in CANONICAL_COLUMNS
+        ]
+    )
+
+
+def add_row_metadata(df: DataFrame, filename: str, source_month: str, ingest_timestamp) -> DataFrame:
+    """unique_row_id (hash of every canonical column, nulls distinguished), filename, ingest time, month."""
+    hashed = [F.coalesce(F.col(c).cast("string"), F.lit("\u0000")) for c in ROW_ID_COLUMNS]
+    return df.select(
+        "*",
+        F.sha2(F.concat_ws("\u0001", *hashed), 256).alias("unique_row_id"),
+        F.lit(filename).alias("filename"),
+        F.lit(ingest_timestamp).cast("timestamp").alias("ingest_timestamp"),
+        F.lit(source_month).alias("source_month"),
+    )
+
+
+def deduplicate(df: DataFrame) -> DataFrame:
+    return df.dropDuplicates(["unique_row_id"])
+
+
+def hourly_actuals(raw: DataFrame) -> DataFrame:
+    """Rides per pickup zone and hour of pickup."""
+    pickup = F.col("tpep_pickup_datetime")
+    return (
+        raw.where(F.col("PULocationID").isNotNull())
+        .groupBy(
+            F.year(pickup).alias("year"),
+            F.month(pickup).alias("month"),
+            F.dayofmonth(pickup).alias("day"),
+            F.hour(pickup).alias("hour"),
+            F.col("PULocationID").alias("pulocationid"),
+        )
+        .agg(F.count(F.lit(1)).alias("total_rides"))
+    )

@@ -1,0 +1,49 @@
+"""Hourly ride actuals per pickup zone from the raw taxi table, MERGEd so a re-run changes nothing."""
+
+from __future__ import annotations
+
+import argparse
+
+from include import naming
+from spark_jobs.common.report import write_report
+from spark_jobs.common.session import spark_session
+from spark_jobs.common.tables import current_snapshot_id, ensure_table, qualified, row_count
+from spark_jobs.common.taxi import hourly_actuals
+
+KEYS = ("year", "month", "day", "hour", "pulocationid")
+
+
+def load(spark, actuals) -> None:
+    ensure_table(spark, naming.HOURLY_ACTUALS, actuals.schema, partitioned_by="year, month")
+    actuals.createOrReplaceTempView("computed_actuals")
+    on = " AND ".join(f"t.{key} = s.{key}" for key in KEYS)
+    spark.sql(
+        f"""MERGE INTO {qualified(naming.HOURLY_ACTUALS)} AS t
+        USING computed_actuals AS s
+        ON {on}
+        WHEN MATCHED AND t.total_rides <> s.total_rides THEN UPDATE SET *
+        WHEN NOT MATCHED THEN INSERT *"""
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--report")
+    args = parser.parse_args(argv)
+
+    spark = spark_session("compute_actuals")
+    raw_snapshot = current_snapshot_id(spark, naming.TAXI_RAW)
+    actuals = hourly_actuals(spark.table(qualified(naming.TAXI_RAW)))
+    load(spark, actuals)
+    write_report(args.report, {
+        "inputs": {naming.TAXI_RAW: {"snapshot_id": raw_snapshot}},
+        "outputs": {naming.HOURLY_ACTUALS: {
+            "snapshot_id": current_snapshot_id(spark, naming.HOURLY_ACTUALS),
+            "rows": row_count(spark, naming.HOURLY_ACTUALS),
+        }},
+    })
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()

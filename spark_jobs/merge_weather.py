@@ -1,0 +1,61 @@
+"""MERGE one staged weather month into the raw table on (region, year, month, element)."""
+
+from __future__ import annotations
+
+import argparse
+
+from pyspark.sql import functions as F
+
+from include import naming, sources
+from spark_jobs.common.report import write_report
+from spark_jobs.common.session import spark_session
+from spark_jobs.common.tables import current_snapshot_id, ensure_table, qualified, row_count
+from spark_jobs.common.weather import DAY_COLUMNS, MERGE_KEYS
+
+
+def extract(spark, month: str):
+    return spark.table(qualified(naming.WEATHER_STAGING)).where(F.col("source_month") == month).drop("source_month")
+
+
+def load(spark, staged) -> None:
+    ensure_table(spark, naming.WEATHER_RAW, staged.schema, partitioned_by="year")
+    staged.createOrReplaceTempView("staged_weather")
+    on = " AND ".join(f"raw.{key} = staged.{key}" for key in MERGE_KEYS)
+    changed = " OR ".join(f"NOT (raw.{day} <=> staged.{day})" for day in DAY_COLUMNS)
+    spark.sql(
+        f"""MERGE INTO {qualified(naming.WEATHER_RAW)} AS raw
+        USING staged_weather AS staged
+        ON {on}
+        WHEN MATCHED AND ({changed}) THEN UPDATE SET *
+        WHEN NOT MATCHED THEN INSERT *"""
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--month", required=True, help="YYYY-MM")
+    parser.add_argument("--report")
+    args = parser.parse_args(argv)
+
+    spark = spark_session("merge_weather")
+    staged = extract(spark, args.month)
+    staging_snapshot = current_snapshot_id(spark, naming.WEATHER_STAGING)
+    before = current_snapshot_id(spark, naming.WEATHER_RAW)
+    load(spark, staged)
+    ledger = sources.IngestLedger()
+    for element in sources.WEATHER_ELEMENTS:
+        landed = sources.noaa_landed_path(element, args.month)
+        ledger.record(landed.name, sources.fingerprint_file(landed), naming.WEATHER_RAW)
+    write_report(args.report, {
+        "inputs": {naming.WEATHER_STAGING: {"snapshot_id": staging_snapshot, "rows": staged.count()}},
+        "outputs": {naming.WEATHER_RAW: {
+            "previous_snapshot_id": before,
+            "snapshot_id": current_snapshot_id(spark, naming.WEATHER_RAW),
+            "rows": row_count(spark, naming.WEATHER_RAW),
+        }},
+    })
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()

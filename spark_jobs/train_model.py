@@ -1,0 +1,61 @@
+"""Train the selected model on hourly actuals, evaluate it and the seasonal-naive baseline on a 24-hour holdout."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from datetime import timedelta
+
+from pyspark.sql import functions as F
+
+from include import naming
+from spark_jobs.common import forecasting, models
+from spark_jobs.common.report import write_report
+from spark_jobs.common.session import spark_session
+
+log = logging.getLogger("train_model")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--model", choices=forecasting.MODEL_NAMES, required=True)
+    parser.add_argument("--report")
+    args = parser.parse_args(argv)
+
+    spark = spark_session(f"train_model_{args.model}")
+    inputs = models.load_inputs(spark, with_weather=args.model == "weather")
+    holdout_start = inputs.last_ts - timedelta(hours=forecasting.HORIZON_HOURS - 1)
+    train = models.training_rows(inputs, until=holdout_start - timedelta(hours=1)).cache()
+    holdout = models.features(
+        inputs.known.where(F.col("ts") >= F.lit(holdout_start)), inputs.known, inputs.weather
+    ).cache()
+
+    _, evaluated = models.fit_and_predict(args.model, train, holdout)
+    mae = forecasting.mean_absolute_error(evaluated)
+    baseline_mae = forecasting.mean_absolute_error(forecasting.seasonal_naive(holdout))
+    fitted, _ = models.fit_and_predict(args.model, models.training_rows(inputs, until=inputs.last_ts), holdout)
+
+    version = models.model_version(args.model)
+    metrics = {
+        "model_name": args.model,
+        "model_version": version,
+        "mae": round(mae, 4),
+        "baseline_mae": round(baseline_mae, 4),
+        "holdout_start": holdout_start,
+        "holdout_end": inputs.last_ts,
+        "holdout_rows": holdout.count(),
+        "training_rows": train.count(),
+        "trained_until": inputs.last_ts,
+        "input_snapshots": inputs.snapshots,
+    }
+    folder = models.save_model(args.model, fitted, metrics)
+    print(f"model {version}: holdout MAE {mae:.3f} (seasonal-naive baseline {baseline_mae:.3f}), saved to {folder}")
+    write_report(args.report, {
+        "inputs": {table: {"snapshot_id": snapshot} for table, snapshot in inputs.snapshots.items()},
+        "model": {"path": str(folder), **metrics},
+    })
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()

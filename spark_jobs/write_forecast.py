@@ -1,0 +1,59 @@
+"""Forecast the next 24 hours for every active pickup zone with the trained model; MERGE into the forecast table."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import timedelta
+
+from include import naming
+from spark_jobs.common import forecasting, models
+from spark_jobs.common.report import write_report
+from spark_jobs.common.session import spark_session
+from spark_jobs.common.tables import current_snapshot_id, ensure_table, qualified, row_count
+
+KEYS = ("year", "month", "day", "hour", "pulocationid", "model_name")
+
+
+def load(spark, rows) -> None:
+    ensure_table(spark, naming.HOURLY_FORECAST, rows.schema, partitioned_by="model_name")
+    rows.createOrReplaceTempView("new_forecast")
+    on = " AND ".join(f"t.{key} = s.{key}" for key in KEYS)
+    spark.sql(
+        f"""MERGE INTO {qualified(naming.HOURLY_FORECAST)} AS t USING new_forecast AS s ON {on}
+        WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"""
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--model", choices=forecasting.MODEL_NAMES, required=True)
+    parser.add_argument("--run-id", required=True)
+    parser.add_argument("--report")
+    args = parser.parse_args(argv)
+
+    spark = spark_session(f"write_forecast_{args.model}")
+    fitted, metadata = models.load_model(args.model)
+    inputs = models.load_inputs(spark, with_weather=args.model == "weather")
+    horizon = forecasting.hour_range(
+        spark, inputs.last_ts + timedelta(hours=1), inputs.last_ts + timedelta(hours=forecasting.HORIZON_HOURS)
+    )
+    targets = models.features(inputs.zones.crossJoin(horizon), inputs.known, inputs.weather)
+    predictions = forecasting.seasonal_naive(targets) if fitted is None else fitted.transform(targets)
+    # Materialised: MERGE rejects a source whose plan holds the model's non-deterministic UDFs.
+    rows = forecasting.forecast_rows(predictions, args.model, metadata["model_version"], args.run_id).localCheckpoint()
+    load(spark, rows)
+    write_report(args.report, {
+        "inputs": {table: {"snapshot_id": snapshot} for table, snapshot in inputs.snapshots.items()},
+        "model": {"path": str(naming.model_dir(args.model)), **metadata},
+        "outputs": {naming.HOURLY_FORECAST: {
+            "snapshot_id": current_snapshot_id(spark, naming.HOURLY_FORECAST),
+            "rows": row_count(spark, naming.HOURLY_FORECAST),
+            "written_rows": rows.count(),
+            "zones": inputs.zones.count(),
+        }},
+    })
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -236,6 +236,7 @@ def spark_conf(paths: Paths | None = None, catalog: CatalogSettings | None = Non
         "spark.sql.shuffle.partitions": _env("SPARK_SHUFFLE_PARTITIONS", "4"),
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
         "spark.local.dir": str(paths.spark_local_dir),
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,

@@ -81,3 +81,33 @@ def model_dir(model_name: str, paths: config.Paths | None = None) -> Path:
 
 def model_id(model_name: str, paths: config.Paths | None = None) -> DatasetId:
     return storage_id(str(model_dir(model_name, paths)))
+
+
+MODEL_PREFIX = "model:"
+
+
+def model_key(model_name: str) -> str:
+    return MODEL_PREFIX + model_name
+
+
+def dataset_for_key(key: str) -> tuple[DatasetId, DatasetId | None]:
+    """Resolve a lineage key declared on a task: a bare table name, ``model:<name>``, or a URI/absolute path.
+
+    Returns the dataset id and, for Iceberg tables, the symlink (catalog table name).
+    """
+    if key.startswith(MODEL_PREFIX):
+        return model_id(key.removeprefix(MODEL_PREFIX)), None
+    if key.startswith(("http://", "https://")):
+        return source_url_id(key), None
+    if "://" in key or key.startswith("/"):
+        return storage_id(key), None
+    return table_id(key), table_symlink(key)
+
+
+def job_report_path(dag_id: str, task_id: str, run_id: str, try_number: int, paths: config.Paths | None = None) -> Path:
+    safe_run_id = run_id.replace("/", "_")
+    return (paths or config.Paths.current()).job_reports / dag_id / task_id / safe_run_id / f"try-{try_number}.json"
+
+
+def is_table_key(key: str) -> bool:
+    return not key.startswith(MODEL_PREFIX) and "://" not in key and not key.startswith("/") and "{" not in key

@@ -1,0 +1,45 @@
+"""
+### Ingest NYC yellow-taxi trips
+
+One run per month (its data interval): download the TLC parquet file of that month into `var/landing/tlc/`
+(skipped when not yet published, or already ingested with the same xxhash64 fingerprint unless `force`), stage it
+into `nyc_taxi.yellow_taxi_staging` (schema drift across years normalised explicitly), then MERGE it into
+`nyc_taxi.yellow_taxi_raw` on `unique_row_id`, so re-running a month changes nothing.
+
+The raw table's Asset schedules `forecast_yellow_rides`.
+"""
+
+from airflow.sdk import DAG, Param
+from airflow.timetables.interval import CronDataIntervalTimetable
+from lakehouse_operators import LakehouseSparkSubmitOperator, LandSourceOperator
+
+from include import naming
+from include.schedules import DEFAULT_ARGS, MONTH, START_DATE
+
+with DAG(
+    dag_id="ingest_yellow_taxi_data",
+    schedule=CronDataIntervalTimetable("@monthly", timezone="UTC"),
+    start_date=START_DATE,
+    catchup=False,
+    max_active_runs=1,
+    default_args=DEFAULT_ARGS,
+    params={"force": Param(False, type="boolean", description="Re-ingest even if the file's fingerprint was ingested")},
+    tags=["ingest", "taxi", "iceberg", "openlineage"],
+    doc_md=__doc__,
+):
+    download = LandSourceOperator(task_id="download_tlc_month", source="tlc", month=MONTH, force="{{ params.force }}")
+    stage = LakehouseSparkSubmitOperator(
+        task_id="stage_yellow_taxi",
+        script="stage_taxi",
+        job_args=["--month", MONTH],
+        inputs=["{{ ti.xcom_pull(task_ids='download_tlc_month')[0]['path'] }}"],
+        outputs=[naming.TAXI_STAGING],
+    )
+    merge = LakehouseSparkSubmitOperator(
+        task_id="merge_yellow_taxi_raw",
+        script="merge_taxi",
+        job_args=["--month", MONTH],
+        inputs=[naming.TAXI_STAGING],
+        outputs=[naming.TAXI_RAW],
+    )
+    download >> stage >> merge

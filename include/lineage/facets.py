@@ -1,0 +1,72 @@
+"""OpenLineage datasets and facets of the project, built with openlineage-python's facet_v2 classes."""
+
+from __future__ import annotations
+
+import attr
+from openlineage.client.event_v2 import InputDataset, OutputDataset
+from openlineage.client.facet_v2 import DatasetFacet, symlinks_dataset
+
+from include import naming
+
+FINGERPRINT_FACET_SCHEMA_URL = (
+    "https://github.com/lineage-aware-pipelines/airflow-spark-iceberg/blob/main/"
+    "include/lineage/schemas/FileFingerprintDatasetFacet.json#/$defs/FileFingerprintDatasetFacet"
+)
+
+
+@attr.define
+class FileFingerprintDatasetFacet(DatasetFacet):
+    """xxhash64 of a source file's bytes: the same fingerprint means the same content was ingested."""
+
+    fingerprint: str
+    sizeBytes: int  # noqa: N815
+    algorithm: str = "xxhash64"
+    sourceUrl: str | None = None  # noqa: N815
+
+    @staticmethod
+    def _get_schema() -> str:
+        return FINGERPRINT_FACET_SCHEMA_URL
+
+
+def _identity(key: str) -> tuple[str, str, dict]:
+    dataset_id, symlink = naming.dataset_for_key(key)
+    facets: dict = {}
+    if symlink is not None:
+        facets["symlinks"] = symlinks_dataset.SymlinksDatasetFacet(
+            identifiers=[symlinks_dataset.Identifier(namespace=symlink.namespace, name=symlink.name, type="TABLE")]
+        )
+    return dataset_id.namespace, dataset_id.name, facets
+
+
+def input_dataset(key: str, facets: dict | None = None, input_facets: dict | None = None) -> InputDataset:
+    namespace, name, base = _identity(key)
+    return InputDataset(namespace=namespace, name=name, facets={**base, **(facets or {})}, inputFacets=input_facets or {})
+
+
+def output_dataset(key: str, facets: dict | None = None, output_facets: dict | None = None) -> OutputDataset:
+    namespace, name, base = _identity(key)
+    return OutputDataset(namespace=namespace, name=name, facets={**base, **(facets or {})}, outputFacets=output_facets or {})
+
+
+def land_source_lineage(operator, complete: bool):
+    """Source URL(s) -> landed file(s) of a LandSourceOperator; on complete, each file's fingerprint."""
+    from airflow.providers.openlineage.extractors import OperatorLineage
+
+    from include import sources
+
+    if operator.source == "tlc":
+        pairs = [(sources.tlc_url(operator.month), sources.tlc_landed_path(operator.month))]
+    else:
+        pairs = [(sources.noaa_url(e, operator.month), sources.noaa_landed_path(e, operator.month)) for e in sources.WEATHER_ELEMENTS]
+    by_url = {download.url: download for download in operator.downloads} if complete else {}
+    inputs, outputs = [], []
+    for url, path in pairs:
+        inputs.append(input_dataset(url))
+        facets = {}
+        download = by_url.get(url)
+        if download is not None and download.fingerprint:
+            facets["fileFingerprint"] = FileFingerprintDatasetFacet(
+                fingerprint=download.fingerprint, sizeBytes=download.size_bytes, sourceUrl=url
+            )
+        outputs.append(output_dataset(str(path), facets))
+    return OperatorLineage(inputs=inputs, outputs=outputs)

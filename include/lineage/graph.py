@@ -1,0 +1,58 @@
+"""The lineage graph of emitted OpenLineage events: datasets and jobs joined by their inputs and outputs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import networkx as nx
+
+
+def load_events(*files: Path) -> list[dict]:
+    events = []
+    for file in files:
+        if file.exists():
+            events += [json.loads(line) for line in file.read_text().splitlines() if line.strip()]
+    return events
+
+
+def dataset_node(dataset: dict) -> str:
+    return f"dataset:{dataset['namespace']}:{dataset['name']}"
+
+
+def job_node(job: dict) -> str:
+    return f"job:{job['namespace']}:{job['name']}"
+
+
+def build_graph(events: list[dict]) -> nx.DiGraph:
+    """Directed graph input dataset -> job -> output dataset, from every run event that names datasets."""
+    graph = nx.DiGraph()
+    for event in events:
+        if "job" not in event or "run" not in event:
+            continue
+        job = job_node(event["job"])
+        graph.add_node(job, kind="job", name=event["job"]["name"], namespace=event["job"]["namespace"])
+        for dataset in event.get("inputs") or []:
+            node = dataset_node(dataset)
+            graph.add_node(node, kind="dataset", name=dataset["name"], namespace=dataset["namespace"])
+            graph.add_edge(node, job)
+        for dataset in event.get("outputs") or []:
+            node = dataset_node(dataset)
+            graph.add_node(node, kind="dataset", name=dataset["name"], namespace=dataset["namespace"])
+            graph.add_edge(job, node)
+    return graph
+
+
+def dataset_lineage(graph: nx.DiGraph) -> nx.DiGraph:
+    """Datasets only: an edge where a job reads one and writes the other."""
+    datasets = nx.DiGraph()
+    for node, data in graph.nodes(data=True):
+        if data.get("kind") == "dataset":
+            datasets.add_node(node, **data)
+    for job, data in graph.nodes(data=True):
+        if data.get("kind") != "job":
+            continue
+        for source in graph.predecessors(job):
+            for target in graph.successors(job):
+                datasets.add_edge(source, target, job=data["name"])
+    return datasets

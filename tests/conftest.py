@@ -12,6 +12,7 @@ import pytest
 
 _SESSION_VAR = Path(tempfile.mkdtemp(prefix="pipeline-test-var-"))
 os.environ.setdefault("PIPELINE_VAR_DIR", str(_SESSION_VAR))
+os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
 
 from include import config  # noqa: E402  (import after PIPELINE_VAR_DIR is set)
 

@@ -1,0 +1,100 @@
+"""The three DAGs, run for real with `airflow dags test`, leave the right rows in the Iceberg tables."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import functions as F
+
+from include import config, naming, sample_data
+from spark_jobs.common import forecasting
+from spark_jobs.common.tables import qualified
+from spark_jobs.common.taxi import hourly_actuals
+
+from .conftest import MONTH, ROWS
+
+pytestmark = pytest.mark.integration
+
+
+def test_raw_taxi_holds_every_distinct_source_row_once(pipeline_run):
+    source = pq.read_table(pipeline_run.paths.var / "source" / "trip-data" / sample_data.taxi_file_name(*MONTH))
+    distinct_source_rows = source.group_by(source.column_names).aggregate([]).num_rows
+    state = pipeline_run.raw_after_first_ingest
+    assert state["rows"] == distinct_source_rows == ROWS
+    assert state["distinct"] == state["rows"]
+
+
+def test_reingesting_the_same_month_changes_nothing_in_raw(pipeline_run):
+    first, again = pipeline_run.raw_after_first_ingest, pipeline_run.raw_after_reingest
+    assert again["rows"] == first["rows"]
+    assert again["distinct"] == again["rows"], "no duplicate unique_row_id"
+    assert again["ids"] == first["ids"]
+    assert "merge_yellow_taxi_raw" in pipeline_run.results["taxi_again"].log
+
+
+def test_second_run_without_force_skips_an_already_ingested_file(pipeline_run, airflow_env):
+    from include import airflow_runs, local_source
+
+    with local_source.serve(pipeline_run.paths.var / "source") as env:
+        result = airflow_runs.dags_test("ingest_yellow_taxi_data", "2025-02-01", {}, env=env)
+    assert result.succeeded
+    assert "already ingested (same xxhash64)" in result.log
+
+
+def test_raw_weather_has_one_row_per_county_month_and_element(spark, pipeline_run):
+    raw = spark.table(qualified(naming.WEATHER_RAW))
+    counties = len(sample_data.NYC_COUNTIES) + len(sample_data.OTHER_COUNTIES)
+    assert raw.count() == counties * len(sample_data.WEATHER_ELEMENTS)
+    assert raw.groupBy("region_code", "year", "month", "meteorological_element").count().where("count > 1").count() == 0
+    row = raw.where("region_code = '36061' AND meteorological_element = 'prcp'").first()
+    assert row.day_05 == sample_data.daily_weather(__import__("datetime").date(2025, 1, 5), "36061").prcp_mm
+
+
+def test_actuals_equal_a_direct_count_of_raw(spark, pipeline_run):
+    actuals = spark.table(qualified(naming.HOURLY_ACTUALS))
+    direct = hourly_actuals(spark.table(qualified(naming.TAXI_RAW)))
+    assert actuals.count() == direct.count() > 0
+    assert actuals.exceptAll(direct).count() == 0
+    assert direct.exceptAll(actuals).count() == 0
+    assert actuals.agg(F.sum("total_rides")).first()[0] == ROWS
+
+
+def test_seasonal_naive_forecast_is_the_actual_seven_days_earlier(spark, pipeline_run):
+    forecast = forecasting.with_hour_timestamp(
+        spark.table(qualified(naming.HOURLY_FORECAST)).where("model_name = 'seasonal_naive'")
+    ).collect()
+    actuals = {
+        (row.pulocationid, row.ts): row.total_rides
+        for row in forecasting.with_hour_timestamp(spark.table(qualified(naming.HOURLY_ACTUALS))).collect()
+    }
+    assert forecast, "no seasonal-naive forecast rows"
+    for row in forecast:
+        assert row.forecasted_total_rides == actuals.get((row.pulocationid, row.ts - timedelta(days=7)), 0)
+
+
+def test_forecast_covers_the_next_24_hours_for_every_active_zone(spark, pipeline_run):
+    actuals = forecasting.with_hour_timestamp(spark.table(qualified(naming.HOURLY_ACTUALS)))
+    last = actuals.agg(F.max("ts")).first()[0]
+    active = {r.pulocationid for r in forecasting.active_zones(actuals, last).collect()}
+    for model in ("seasonal_naive", "weather"):
+        rows = forecasting.with_hour_timestamp(
+            spark.table(qualified(naming.HOURLY_FORECAST)).where(F.col("model_name") == model)
+        ).collect()
+        assert {r.pulocationid for r in rows} == active
+        assert {r.ts for r in rows} == {last + timedelta(hours=h) for h in range(1, 25)}
+        assert len(rows) == 24 * len(active)
+        assert {r.model_version for r in rows} == {json.loads((naming.model_dir(model) / "model.json").read_text())["model_version"]}
+        assert all(r.forecasted_total_rides >= 0 for r in rows)
+
+
+def test_both_models_report_their_holdout_mae(pipeline_run):
+    for model, key in (("seasonal_naive", "forecast_naive"), ("weather", "forecast_weather")):
+        metrics = json.loads((naming.model_dir(model, pipeline_run.paths) / "model.json").read_text())
+        assert metrics["mae"] >= 0 and metrics["baseline_mae"] >= 0
+        assert f"holdout MAE {metrics['mae']:.3f}" in pipeline_run.results[key].log
+    naive = json.loads((naming.model_dir("seasonal_naive", pipeline_run.paths) / "model.json").read_text())
+    assert naive["mae"] == naive["baseline_mae"], "the baseline evaluated twice must agree"
+    assert (naming.model_dir("weather", pipeline_run.paths) / "spark_model").is_dir()

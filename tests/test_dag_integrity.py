@@ -1,0 +1,95 @@
+"""DAG integrity: every DAG imports, is documented, tagged and retried, and parsing touches no DB or connection."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+
+from include import config
+
+EXPECTED_DAGS = {"ingest_yellow_taxi_data", "ingest_weather_data", "forecast_yellow_rides"}
+
+
+@pytest.fixture(scope="module")
+def dagbag_and_parse_activity(airflow_env, monkeypatch_module):
+    from airflow.models.connection import Connection
+    from airflow.sdk import BaseHook
+
+    statements: list[str] = []
+    lookups: list[str] = []
+    sockets: list[object] = []
+
+    def count_statement(conn, cursor, statement, *args):
+        statements.append(statement)
+
+    def forbid_lookup(*args, **kwargs):
+        lookups.append(str(args[:2]))
+        raise AssertionError("connection looked up at parse time")
+
+    def forbid_socket(self, address):
+        sockets.append(address)
+        raise AssertionError(f"network access at parse time: {address}")
+
+    monkeypatch_module.setattr(BaseHook, "get_connection", classmethod(forbid_lookup))
+    monkeypatch_module.setattr(Connection, "get_connection_from_secrets", classmethod(forbid_lookup))
+    monkeypatch_module.setattr(socket.socket, "connect", forbid_socket)
+    event.listen(Engine, "before_cursor_execute", count_statement)
+    try:
+        from airflow.dag_processing.dagbag import DagBag
+
+        dagbag = DagBag(dag_folder=str(config.DAGS_DIR))
+    finally:
+        event.remove(Engine, "before_cursor_execute", count_statement)
+    return dagbag, statements, lookups, sockets
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    mp = pytest.MonkeyPatch()
+    yield mp
+    mp.undo()
+
+
+def test_dagbag_has_the_three_dags_and_no_import_errors(dagbag_and_parse_activity):
+    dagbag, *_ = dagbag_and_parse_activity
+    assert dagbag.import_errors == {}
+    assert set(dagbag.dag_ids) == EXPECTED_DAGS
+
+
+def test_parsing_makes_no_db_query_connection_lookup_or_network_access(dagbag_and_parse_activity):
+    _, statements, lookups, sockets = dagbag_and_parse_activity
+    assert statements == []
+    assert lookups == []
+    assert sockets == []
+
+
+@pytest.mark.parametrize("dag_id", sorted(EXPECTED_DAGS))
+def test_every_dag_is_documented_tagged_and_retried(dagbag_and_parse_activity, dag_id):
+    dag = dagbag_and_parse_activity[0].dags[dag_id]
+    assert dag.doc_md and len(dag.doc_md) > 200
+    assert dag.tags and "openlineage" in dag.tags
+    for task in dag.tasks:
+        assert task.retries >= 1, f"{dag_id}.{task.task_id} has no retries"
+
+
+def test_spark_tasks_run_project_scripts_that_exist(dagbag_and_parse_activity):
+    dagbag = dagbag_and_parse_activity[0]
+    scripts = [task.application for dag in dagbag.dags.values() for task in dag.tasks if hasattr(task, "application")]
+    assert len(scripts) == 7
+    for script in scripts:
+        assert (config.SPARK_JOBS_DIR / script.rsplit("/", 1)[-1]).exists()
+
+
+def test_forecast_dag_is_scheduled_by_the_raw_tables_assets(dagbag_and_parse_activity):
+    from include import naming
+
+    dag = dagbag_and_parse_activity[0].dags["forecast_yellow_rides"]
+    condition = dag.timetable.asset_condition
+    assert type(condition).__name__ == "AssetAll", "the forecast waits for both raw tables"
+    uris = {asset.uri for asset in condition.objects}
+    assert uris == {naming.table_asset(naming.TAXI_RAW).uri, naming.table_asset(naming.WEATHER_RAW).uri}
+    merge = dagbag_and_parse_activity[0].dags["ingest_yellow_taxi_data"].get_task("merge_yellow_taxi_raw")
+    assert [outlet.uri for outlet in merge.outlets] == [naming.table_asset(naming.TAXI_RAW).uri]

@@ -1,0 +1,130 @@
+"""The real downloaders against a real HTTP server on loopback: success, 404, truncated body, stall, fingerprints."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+import time
+
+import pytest
+import xxhash
+
+from include import sources
+
+FAST = sources.Settings(connect_timeout=2, read_timeout=0.5, attempts=3, backoff=0.01)
+
+
+class Behaviour:
+    def __init__(self):
+        self.body = b"PAR1" + b"x" * 10_000 + b"PAR1"
+        self.mode = "ok"  # ok | missing | truncated | stall | flaky
+        self.requests = 0
+
+
+@pytest.fixture()
+def server():
+    behaviour = Behaviour()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            behaviour.requests += 1
+            if behaviour.mode == "missing":
+                self.send_error(404)
+                return
+            if behaviour.mode == "flaky" and behaviour.requests == 1:
+                self.send_error(503)
+                return
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(behaviour.body)))
+            self.end_headers()
+            if behaviour.mode == "truncated":
+                self.wfile.write(behaviour.body[: len(behaviour.body) // 2])
+                self.wfile.flush()
+                self.connection.shutdown(2)
+                return
+            if behaviour.mode == "stall":
+                self.wfile.write(behaviour.body[:100])
+                self.wfile.flush()
+                time.sleep(3)
+                return
+            self.wfile.write(behaviour.body)
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield behaviour, f"http://127.0.0.1:{httpd.server_port}/trip-data/yellow_tripdata_2025-01.parquet"
+    httpd.shutdown()
+
+
+def test_download_lands_the_file_atomically_with_its_xxhash64(server, tmp_path):
+    behaviour, url = server
+    target = tmp_path / "landing" / "f.parquet"
+    result = sources.fetch(url, target, settings=FAST, ledger=sources.IngestLedger(_paths(tmp_path)))
+    assert result.status == "downloaded"
+    assert target.read_bytes() == behaviour.body
+    assert result.fingerprint == xxhash.xxh64(behaviour.body).hexdigest()
+    assert [p.name for p in target.parent.iterdir()] == ["f.parquet"], "no partial file may be left behind"
+
+
+def test_month_not_published_is_reported_not_raised(server, tmp_path):
+    behaviour, url = server
+    behaviour.mode = "missing"
+    result = sources.fetch(url, tmp_path / "f.parquet", settings=FAST, ledger=sources.IngestLedger(_paths(tmp_path)))
+    assert result.status == "not_published"
+    assert not (tmp_path / "f.parquet").exists()
+    assert behaviour.requests == 1, "a 404 is an answer, not a failure to retry"
+
+
+def test_truncated_body_is_retried_then_fails_naming_the_url_and_keeps_the_old_file(server, tmp_path):
+    behaviour, url = server
+    behaviour.mode = "truncated"
+    target = tmp_path / "f.parquet"
+    target.write_bytes(b"previous complete file")
+    with pytest.raises(sources.DownloadError, match=r"yellow_tripdata_2025-01\.parquet.*gave up after 3 attempts"):
+        sources.download(url, target, FAST)
+    assert behaviour.requests == 3
+    assert target.read_bytes() == b"previous complete file"
+    assert list(tmp_path.glob(".*.part")) == []
+
+
+def test_stalled_server_times_out_and_is_retried(server, tmp_path):
+    behaviour, url = server
+    behaviour.mode = "stall"
+    started = time.monotonic()
+    with pytest.raises(sources.DownloadError, match="Read timed out|timed out"):
+        sources.download(url, tmp_path / "f.parquet", FAST)
+    assert behaviour.requests == 3
+    assert time.monotonic() - started < 10
+
+
+def test_transient_503_is_retried_and_succeeds(server, tmp_path):
+    behaviour, url = server
+    behaviour.mode = "flaky"
+    assert sources.download(url, tmp_path / "f.parquet", FAST)[1] == len(behaviour.body)
+    assert behaviour.requests == 2
+
+
+def test_already_ingested_fingerprint_is_skipped_unless_forced(server, tmp_path):
+    behaviour, url = server
+    ledger = sources.IngestLedger(_paths(tmp_path))
+    target = tmp_path / "f.parquet"
+    first = sources.fetch(url, target, settings=FAST, ledger=ledger)
+    ledger.record(target.name, first.fingerprint, "nyc_taxi.yellow_taxi_raw")
+    assert sources.fetch(url, target, settings=FAST, ledger=ledger).status == "already_ingested"
+    assert sources.fetch(url, target, force=True, settings=FAST, ledger=ledger).status == "downloaded"
+    behaviour.body += b"a new revision"
+    assert sources.fetch(url, target, settings=FAST, ledger=ledger).status == "downloaded"
+
+
+def test_real_source_urls():
+    assert sources.TLC_BASE_URL + "/yellow_tripdata_2024-01.parquet" == "https://d37ci6vzurychx.cloudfront.net/trip-data/yellow_tripdata_2024-01.parquet"
+    assert sources.noaa_url("prcp", "2025-03").endswith("/daily-grids/v1-0-0/averages/2025/prcp-202503-cty-scaled.csv")
+
+
+def _paths(tmp_path):
+    from include import config
+
+    return config.Paths(tmp_path / "var")

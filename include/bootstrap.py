@@ -12,7 +12,7 @@ from string import Template
 from include import config, jars
 
 TEMPLATE = config.PROJECT_ROOT / "include" / "templates" / "airflow.cfg.template"
-EXTRACTORS = ""
+EXTRACTORS = "lakehouse_extractor.LakehouseSparkExtractor"
 
 
 def render_airflow_cfg(paths: config.Paths) -> str:

@@ -44,8 +44,9 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
         self.outputs = list(outputs or [])
 
     def lineage_keys(self) -> tuple[list[str], list[str]]:
-        """Declared inputs and outputs, without the blanks a template may leave."""
-        return [k.strip() for k in self.inputs if k.strip()], [k.strip() for k in self.outputs if k.strip()]
+        """Declared inputs and outputs (a rendered template may hold several, comma-separated, or none)."""
+        split = lambda keys: [part.strip() for key in keys for part in str(key).split(",") if part.strip()]  # noqa: E731
+        return split(self.inputs), split(self.outputs)
 
     def execute(self, context) -> None:
         settings = config.spark_submit_kwargs()
@@ -55,7 +56,25 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
         ti = context["ti"]
         report = naming.job_report_path(ti.dag_id, ti.task_id, ti.run_id, ti.try_number)
         self.application_args = [*self.application_args, "--report", str(report)]
-        super().execute(context)
+        try:
+            super().execute(context)
+        except Exception as error:
+            raise self._explained(report, error) from error
+
+    @staticmethod
+    def _explained(report, error: Exception) -> Exception:
+        """Bad input fails without retry and with the job's own message; anything else keeps its retries."""
+        import json
+
+        from airflow.sdk.exceptions import AirflowFailException
+
+        try:
+            failure = json.loads(report.read_text()).get("error", {})
+        except (OSError, ValueError):
+            return error
+        if failure.get("kind") == "bad_input":
+            return AirflowFailException(f"bad input: {failure['message']}")
+        return error
 
 
 class LandSourceOperator(BaseOperator):

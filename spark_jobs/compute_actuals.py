@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 
+from pyspark.sql import functions as F
+
 from include import naming
-from spark_jobs.common.report import write_report
+from spark_jobs.common.runner import run
+from spark_jobs.common.report import assertion, column_metrics, write_report
 from spark_jobs.common.session import spark_session
 from spark_jobs.common.tables import current_snapshot_id, ensure_table, qualified, row_count
 from spark_jobs.common.taxi import hourly_actuals
@@ -33,9 +36,17 @@ def main(argv: list[str] | None = None) -> None:
 
     spark = spark_session("compute_actuals")
     raw_snapshot = current_snapshot_id(spark, naming.TAXI_RAW)
-    actuals = hourly_actuals(spark.table(qualified(naming.TAXI_RAW)))
+    raw = spark.table(qualified(naming.TAXI_RAW))
+    raw_metrics = column_metrics(raw, ["tpep_pickup_datetime", "PULocationID"])
+    actuals = hourly_actuals(raw)
     load(spark, actuals)
+    total = spark.table(qualified(naming.HOURLY_ACTUALS)).agg(F.sum("total_rides")).first()[0] or 0
+    counted = raw_metrics["rowCount"] - raw_metrics["columnMetrics"]["PULocationID"]["nullCount"]
     write_report(args.report, {
+        "input_metrics": {naming.TAXI_RAW: raw_metrics},
+        "assertions": {naming.HOURLY_ACTUALS: [
+            assertion("equals_raw_count", total == counted, "total_rides", total, counted),
+        ]},
         "inputs": {naming.TAXI_RAW: {"snapshot_id": raw_snapshot}},
         "outputs": {naming.HOURLY_ACTUALS: {
             "snapshot_id": current_snapshot_id(spark, naming.HOURLY_ACTUALS),
@@ -46,4 +57,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

@@ -7,9 +7,10 @@ import argparse
 from pyspark.sql import functions as F
 
 from include import naming, sources
-from spark_jobs.common.report import write_report
+from spark_jobs.common.runner import run
+from spark_jobs.common.report import assertion, column_metrics, write_report
 from spark_jobs.common.session import spark_session
-from spark_jobs.common.tables import current_snapshot_id, ensure_table, qualified, row_count
+from spark_jobs.common.tables import current_snapshot_id, ensure_table, qualified
 
 
 def extract(spark, month: str):
@@ -41,16 +42,29 @@ def main(argv: list[str] | None = None) -> None:
     landed = sources.tlc_landed_path(args.month)
     if landed.exists():
         sources.IngestLedger().record(landed.name, sources.fingerprint_file(landed), naming.TAXI_RAW)
+    raw = spark.table(qualified(naming.TAXI_RAW))
+    checks = raw.agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.countDistinct("unique_row_id").alias("ids"),
+        F.sum(F.col("PULocationID").isNull().cast("long")).alias("null_zones"),
+        F.sum((F.col("total_amount") < 0).cast("long")).alias("negative_totals"),
+    ).first()
     write_report(args.report, {
+        "input_metrics": {naming.TAXI_STAGING: column_metrics(staged, ["unique_row_id", "PULocationID", "tpep_pickup_datetime"])},
+        "assertions": {naming.TAXI_RAW: [
+            assertion("unique", checks.ids == checks.rows, "unique_row_id", checks.ids, checks.rows),
+            assertion("not_null", not checks.null_zones, "PULocationID", checks.null_zones or 0, 0),
+            assertion("non_negative", not checks.negative_totals, "total_amount", checks.negative_totals or 0, 0),
+        ]},
         "inputs": {naming.TAXI_STAGING: {"snapshot_id": staging_snapshot, "rows": staged.count()}},
         "outputs": {naming.TAXI_RAW: {
             "previous_snapshot_id": before,
             "snapshot_id": current_snapshot_id(spark, naming.TAXI_RAW),
-            "rows": row_count(spark, naming.TAXI_RAW),
+            "rows": checks.rows,
         }},
     })
     spark.stop()
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

@@ -6,14 +6,28 @@ import argparse
 from datetime import datetime, timezone
 
 from include import naming, sources
-from spark_jobs.common.report import write_report
+from spark_jobs.common.runner import run
+from spark_jobs.common.report import assertion, column_metrics, write_report
 from spark_jobs.common.session import spark_session
 from spark_jobs.common.tables import current_snapshot_id, ensure_table, qualified
+from spark_jobs.common.runner import BadInputError
 from spark_jobs.common.taxi import add_row_metadata, deduplicate, normalize_taxi_schema, schema_drift
 
 
+KEY_COLUMNS = ["tpep_pickup_datetime", "PULocationID", "total_amount"]
+
+
 def extract(spark, path: str):
-    return spark.read.parquet(path)
+    from pyspark.errors import PySparkException
+    from py4j.protocol import Py4JJavaError
+
+    try:
+        df = spark.read.parquet(path)
+        df.limit(1).collect()
+    except (PySparkException, Py4JJavaError) as error:
+        reason = str(error).strip().splitlines()[0][:300]
+        raise BadInputError(f"{path}: not a readable parquet file ({reason})") from error
+    return df
 
 
 def transform(df, source: str, month: str, ingest_timestamp):
@@ -46,10 +60,14 @@ def main(argv: list[str] | None = None) -> None:
         "source_rows": source.count(),
         "staged_rows": staged.count(),
         "schema_drift": drift,
+        "input_metrics": {str(landed): column_metrics(source, [c for c in KEY_COLUMNS if c in source.columns])},
         "outputs": {naming.TAXI_STAGING: {"snapshot_id": current_snapshot_id(spark, naming.TAXI_STAGING)}},
+        "assertions": {naming.TAXI_STAGING: [
+            assertion("unique", staged.select("unique_row_id").distinct().count() == staged.count(), "unique_row_id"),
+        ]},
     })
     spark.stop()
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

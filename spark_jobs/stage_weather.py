@@ -7,6 +7,7 @@ import argparse
 from pyspark.sql import functions as F
 
 from include import naming, sources
+from spark_jobs.common.runner import run
 from spark_jobs.common.report import write_report
 from spark_jobs.common.session import spark_session
 from spark_jobs.common.tables import current_snapshot_id, ensure_table, qualified
@@ -64,4 +65,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attr
 from openlineage.client.event_v2 import InputDataset, OutputDataset
-from openlineage.client.facet_v2 import DatasetFacet, symlinks_dataset
+from openlineage.client.facet_v2 import DatasetFacet, RunFacet, symlinks_dataset
 
 from include import naming
 
@@ -70,3 +70,39 @@ def land_source_lineage(operator, complete: bool):
             )
         outputs.append(output_dataset(str(path), facets))
     return OperatorLineage(inputs=inputs, outputs=outputs)
+
+
+MODEL_METRICS_FACET_SCHEMA_URL = FINGERPRINT_FACET_SCHEMA_URL.replace(
+    "FileFingerprintDatasetFacet.json#/$defs/FileFingerprintDatasetFacet", "ModelMetricsDatasetFacet.json#/$defs/ModelMetricsDatasetFacet"
+)
+SCHEMA_DRIFT_FACET_SCHEMA_URL = FINGERPRINT_FACET_SCHEMA_URL.replace(
+    "FileFingerprintDatasetFacet.json#/$defs/FileFingerprintDatasetFacet", "SchemaDriftRunFacet.json#/$defs/SchemaDriftRunFacet"
+)
+
+
+@attr.define
+class ModelMetricsDatasetFacet(DatasetFacet):
+    """Holdout evaluation of a trained forecast model (mean absolute error, rides per zone-hour)."""
+
+    modelName: str  # noqa: N815
+    modelVersion: str  # noqa: N815
+    mae: float
+    baselineMae: float  # noqa: N815
+    holdoutRows: int | None = None  # noqa: N815
+
+    @staticmethod
+    def _get_schema() -> str:
+        return MODEL_METRICS_FACET_SCHEMA_URL
+
+
+@attr.define
+class SchemaDriftRunFacet(RunFacet):
+    """How a source file's columns differed from the canonical schema, and what the job did about it."""
+
+    renamed: dict = attr.field(factory=dict)
+    filledWithNull: list = attr.field(factory=list)  # noqa: N815
+    unexpected: list = attr.field(factory=list)
+
+    @staticmethod
+    def _get_schema() -> str:
+        return SCHEMA_DRIFT_FACET_SCHEMA_URL

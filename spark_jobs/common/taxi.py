@@ -6,6 +6,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from spark_jobs.common.runner import BadInputError
+
 # Canonical schema: the 2025 TLC file. Older years are normalised to it explicitly.
 CANONICAL_COLUMNS: list[tuple[str, T.DataType]] = [
     ("VendorID", T.IntegerType()),
@@ -45,7 +47,7 @@ COMPATIBLE_SOURCE_TYPES = {
 ROW_ID_COLUMNS = [name for name, _ in CANONICAL_COLUMNS]
 
 
-class SchemaError(ValueError):
+class SchemaError(BadInputError):
     pass
 
 

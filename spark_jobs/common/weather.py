@@ -6,6 +6,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from spark_jobs.common.runner import BadInputError
+
 MISSING = -999.99
 NYC_COUNTY_CODES = ("36005", "36047", "36061", "36081", "36085")
 DAY_COLUMNS = [f"day_{day:02d}" for day in range(1, 32)]
@@ -18,7 +20,7 @@ RAW_SCHEMA = T.StructType(
 MERGE_KEYS = ("region_code", "year", "month", "meteorological_element")
 
 
-class WeatherFileError(ValueError):
+class WeatherFileError(BadInputError):
     pass
 
 

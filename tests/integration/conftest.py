@@ -23,6 +23,7 @@ class PipelineRun:
     results: dict[str, airflow_runs.DagTestResult] = field(default_factory=dict)
     raw_after_first_ingest: dict = field(default_factory=dict)
     raw_after_reingest: dict = field(default_factory=dict)
+    source_env: dict = field(default_factory=dict)
 
 
 def _raw_state(catalog) -> dict:
@@ -43,6 +44,7 @@ def pipeline_run(paths, airflow_env, catalog) -> PipelineRun:
     source_root = paths.var / "source"
     local_source.publish_months(source_root, [MONTH], ROWS)
     with local_source.serve(source_root) as env:
+        run.source_env = env
         _run(run, "taxi", "ingest_yellow_taxi_data", INGEST_DATE, {}, env)
         run.raw_after_first_ingest = _raw_state(catalog)
         _run(run, "taxi_again", "ingest_yellow_taxi_data", INGEST_DATE, {"force": True}, env)

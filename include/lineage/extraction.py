@@ -1,0 +1,246 @@
+"""Task-level lineage of a Spark task: its declared datasets, enriched on completion.
+
+Used by ``plugins/lakehouse_extractor.py``. On START: the declared inputs and outputs with their identity (and
+symlinks for Iceberg tables). On COMPLETE and FAIL: the same datasets with facets read from the Iceberg catalog
+through pyiceberg (schema, snapshot as version, output statistics, catalog) and from the job's report (data-quality
+metrics and assertions, fingerprints, model metrics, schema drift), plus column lineage and the script's source.
+Every lookup runs under one time budget; what does not finish in time is left out, never waited for.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from pathlib import Path
+
+from openlineage.client.facet_v2 import (
+    catalog_dataset,
+    data_quality_assertions_dataset,
+    data_quality_metrics_input_dataset,
+    dataset_version_dataset,
+    output_statistics_output_dataset,
+    schema_dataset,
+    source_code_job,
+    source_code_location_job,
+)
+
+from include import config, naming
+from include.lineage import column_lineage
+from include.lineage.facets import (
+    FileFingerprintDatasetFacet,
+    ModelMetricsDatasetFacet,
+    SchemaDriftRunFacet,
+    input_dataset,
+    output_dataset,
+)
+
+log = logging.getLogger(__name__)
+TIME_BUDGET_SECONDS = 5.0
+_executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="lineage-facets")
+
+
+def declared_keys(operator) -> tuple[list[str], list[str]]:
+    """Inputs and outputs of a project operator, or of a stock SparkSubmitOperator from its inlets/outlets."""
+    if hasattr(operator, "lineage_keys"):
+        return operator.lineage_keys()
+    return [_asset_key(asset) for asset in operator.inlets or []], [_asset_key(asset) for asset in operator.outlets or []]
+
+
+def _asset_key(asset) -> str:
+    """An Asset named ``<catalog>.<namespace>.<table>`` is that Iceberg table; any other is its URI."""
+    name, uri = getattr(asset, "name", "") or "", getattr(asset, "uri", "") or ""
+    prefix = f"{config.CatalogSettings.current().name}.{config.ICEBERG_NAMESPACE}."
+    return name.removeprefix(prefix) if name.startswith(prefix) else uri
+
+
+def report_path(operator, task_instance) -> Path | None:
+    if _argument(operator, "--report"):
+        return Path(_argument(operator, "--report"))
+    if task_instance is not None:
+        return naming.job_report_path(task_instance.dag_id, task_instance.task_id, task_instance.run_id, task_instance.try_number)
+    return None
+
+
+def read_report(path: Path | None) -> dict:
+    if path is None or not path.exists():
+        return {}
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        log.warning("lineage: unreadable job report %s: %s", path, error)
+        return {}
+
+
+def _argument(operator, name: str) -> str | None:
+    args = [str(arg) for arg in operator.application_args or []]
+    return args[args.index(name) + 1] if name in args[:-1] else None
+
+
+def source_code_facets(application: str, model: str | None = None) -> dict:
+    """sourceCodeLocation (git) and sourceCode of the Spark script, with the chosen model's definition: a change of
+    code or of model is a new job version."""
+    from openlineage.client import git
+
+    script = Path(application)
+    facets: dict = {}
+    if script.is_file():
+        code = script.read_text()
+        if model:
+            from spark_jobs.common.models import model_source
+
+            code += "\n\n" + model_source(model)
+        facets["sourceCode"] = source_code_job.SourceCodeJobFacet(language="python", sourceCode=code)
+    git_dir = git._find_git_dir(str(config.PROJECT_ROOT))
+    if git_dir is not None and script.is_file():
+        facets["sourceCodeLocation"] = source_code_location_job.SourceCodeLocationJobFacet(
+            type="git",
+            url=script.resolve().as_uri(),
+            repoUrl=git.get_git_repo_url(git_dir=git_dir) or config.PROJECT_ROOT.as_uri(),
+            path=str(script.resolve().relative_to(config.PROJECT_ROOT)),
+            version=git.get_git_version(git_dir),
+            branch=git.get_git_branch(git_dir),
+        )
+    return facets
+
+
+class _TableFacets:
+    """Facets of one Iceberg table read through pyiceberg."""
+
+    def __init__(self, catalog, table_name: str):
+        self.table = catalog.load_table(f"{config.ICEBERG_NAMESPACE}.{table_name}")
+        self.settings = config.CatalogSettings.current()
+
+    def dataset_facets(self, snapshot_id: int | None) -> dict:
+        fields = [
+            schema_dataset.SchemaDatasetFacetFields(name=f.name, type=str(f.field_type), ordinal_position=i + 1)
+            for i, f in enumerate(self.table.schema().fields)
+        ]
+        snapshot_id = snapshot_id or getattr(self.table.current_snapshot(), "snapshot_id", None)
+        facets = {
+            "schema": schema_dataset.SchemaDatasetFacet(fields=fields),
+            "catalog": catalog_dataset.CatalogDatasetFacet(
+                framework="iceberg",
+                type=self.settings.type,
+                name=self.settings.name,
+                metadataUri=_redact_uri(self.settings.uri),
+                warehouseUri=self.settings.warehouse,
+                source="spark",
+            ),
+        }
+        if snapshot_id is not None:
+            facets["version"] = dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion=str(snapshot_id))
+        return facets
+
+    def output_statistics(self, snapshot_id: int | None):
+        snapshot = self.table.snapshot_by_id(snapshot_id) if snapshot_id else self.table.current_snapshot()
+        if snapshot is None or snapshot.summary is None:
+            return None
+        summary = snapshot.summary.additional_properties
+        return output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
+            rowCount=int(summary.get("added-records", 0)),
+            size=int(summary.get("added-files-size", 0)),
+            fileCount=int(summary.get("added-data-files", 0)),
+        )
+
+
+def _redact_uri(uri: str) -> str:
+    """A catalog URI without credentials or query parameters."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    if uri.startswith("jdbc:"):
+        return "jdbc:" + _redact_uri(uri.removeprefix("jdbc:"))
+    parts = urlsplit(uri)
+    host = parts.hostname or ""
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def _dataset_facets(key: str, role: str, report: dict, catalog) -> tuple[dict, dict]:
+    """(dataset facets, input/output facets) of one key."""
+    facets: dict = {}
+    io_facets: dict = {}
+    section = report.get("inputs" if role == "input" else "outputs", {}).get(key, {})
+    if naming.is_table_key(key):
+        table = _TableFacets(catalog, key)
+        facets.update(table.dataset_facets(section.get("snapshot_id")))
+        if role == "output":
+            statistics = table.output_statistics(section.get("snapshot_id"))
+            if statistics is not None:
+                io_facets["outputStatistics"] = statistics
+    elif key.startswith(naming.MODEL_PREFIX) and report.get("model"):
+        model = report["model"]
+        facets["modelMetrics"] = ModelMetricsDatasetFacet(
+            modelName=model["model_name"], modelVersion=model["model_version"], mae=model["mae"],
+            baselineMae=model["baseline_mae"], holdoutRows=model.get("holdout_rows"),
+        )
+        facets["version"] = dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion=model["model_version"])
+    fingerprints = {report.get("source_file"): report.get("source_fingerprint"), **report.get("source_fingerprints", {})}
+    if fingerprints.get(key):
+        facets["fileFingerprint"] = FileFingerprintDatasetFacet(fingerprint=fingerprints[key], sizeBytes=Path(key).stat().st_size)
+    if role == "input" and key in report.get("input_metrics", {}):
+        metrics = report["input_metrics"][key]
+        io_facets["dataQualityMetrics"] = data_quality_metrics_input_dataset.DataQualityMetricsInputDatasetFacet(
+            rowCount=metrics["rowCount"],
+            columnMetrics={
+                column: data_quality_metrics_input_dataset.ColumnMetrics(nullCount=values["nullCount"])
+                for column, values in metrics["columnMetrics"].items()
+            },
+        )
+    if role == "output" and key in report.get("assertions", {}):
+        facets["dataQualityAssertions"] = data_quality_assertions_dataset.DataQualityAssertionsDatasetFacet(
+            assertions=[data_quality_assertions_dataset.Assertion(**a) for a in report["assertions"][key]]
+        )
+    return facets, io_facets
+
+
+def _enriched(inputs: list[str], outputs: list[str], report: dict, script: str):
+    catalog = config.pyiceberg_catalog()
+    enriched_inputs = []
+    for key in inputs:
+        facets, input_facets = _dataset_facets(key, "input", report, catalog)
+        enriched_inputs.append(input_dataset(key, facets, input_facets))
+    enriched_outputs = []
+    for key in outputs:
+        facets, output_facets = _dataset_facets(key, "output", report, catalog)
+        column_facet = column_lineage.facet_for(script, key, inputs)
+        if column_facet is not None:
+            facets["columnLineage"] = column_facet
+        enriched_outputs.append(output_dataset(key, facets, output_facets))
+    return enriched_inputs, enriched_outputs
+
+
+def lineage_of(operator, task_instance=None, complete: bool = False):
+    """OperatorLineage of a Spark task; rich facets when ``complete`` (COMPLETE or FAIL)."""
+    from airflow.providers.openlineage.extractors import OperatorLineage
+
+    started = time.monotonic()
+    inputs, outputs = declared_keys(operator)
+    plain = OperatorLineage(
+        inputs=[input_dataset(key) for key in inputs],
+        outputs=[output_dataset(key) for key in outputs],
+        job_facets=source_code_facets(str(operator.application), _argument(operator, "--model")),
+    )
+    if not complete:
+        return plain
+    report = read_report(report_path(operator, task_instance))
+    script = Path(str(operator.application)).stem
+    future = _executor.submit(_enriched, inputs, outputs, report, script)
+    try:
+        enriched_inputs, enriched_outputs = future.result(timeout=TIME_BUDGET_SECONDS)
+    except FutureTimeout:
+        log.warning("lineage: facets of %s not ready within %.1fs; emitting identities only", operator.task_id, TIME_BUDGET_SECONDS)
+        return plain
+    except Exception as error:  # lineage must never fail the task
+        log.warning("lineage: could not read facets of %s: %s", operator.task_id, error)
+        return plain
+    run_facets = {}
+    drift = report.get("schema_drift")
+    if drift and (drift.get("renamed") or drift.get("filled_with_null") or drift.get("unexpected")):
+        run_facets["schemaDrift"] = SchemaDriftRunFacet(
+            renamed=drift.get("renamed", {}), filledWithNull=drift.get("filled_with_null", []), unexpected=drift.get("unexpected", [])
+        )
+    log.info("lineage: extracted %s in %.3fs", operator.task_id, time.monotonic() - started)
+    return OperatorLineage(inputs=enriched_inputs, outputs=enriched_outputs, job_facets=plain.job_facets, run_facets=run_facets)

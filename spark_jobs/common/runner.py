@@ -1,0 +1,32 @@
+"""Entry-point wrapper of every job: bad input fails fast with a clear message the operator can act on."""
+
+from __future__ import annotations
+
+import sys
+import traceback
+
+from spark_jobs.common.report import write_report
+
+BAD_INPUT_EXIT_CODE = 3
+
+
+class BadInputError(ValueError):
+    """The input itself is wrong (corrupt, empty, wrong schema): retrying cannot help."""
+
+
+def _report_path(argv: list[str]) -> str | None:
+    return argv[argv.index("--report") + 1] if "--report" in argv[:-1] else None
+
+
+def run(main, argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        main(argv)
+    except BadInputError as error:
+        write_report(_report_path(argv), {"error": {"kind": "bad_input", "message": str(error)}})
+        print(f"BAD INPUT: {error}", file=sys.stderr)
+        sys.exit(BAD_INPUT_EXIT_CODE)
+    except Exception as error:
+        write_report(_report_path(argv), {"error": {"kind": "failure", "message": f"{type(error).__name__}: {error}",
+                                                    "traceback": traceback.format_exc(limit=5)}})
+        raise

@@ -1,0 +1,193 @@
+"""Lineage of a real run of the three DAGs: schema-valid events, one connected graph, the run hierarchy, failures."""
+
+from __future__ import annotations
+
+import json
+
+import networkx as nx
+import pytest
+
+from include import airflow_runs, local_source, naming, sources
+from include.lineage.graph import build_graph, dataset_lineage, dataset_node, load_events
+from include.lineage.validation import EventValidator
+
+pytestmark = pytest.mark.integration
+
+DAG_IDS = {"ingest_yellow_taxi_data", "ingest_weather_data", "forecast_yellow_rides"}
+
+
+@pytest.fixture(scope="session")
+def events(pipeline_run):
+    return load_events(pipeline_run.paths.lineage_events)
+
+
+@pytest.fixture(scope="session")
+def spark_events(pipeline_run):
+    return load_events(pipeline_run.paths.spark_lineage_events)
+
+
+def _node(key: str) -> str:
+    dataset_id, _ = naming.dataset_for_key(key)
+    return dataset_node({"namespace": dataset_id.namespace, "name": dataset_id.name})
+
+
+def _task_events(events, task: str, event_type: str = "COMPLETE") -> list[dict]:
+    return [e for e in events if e["job"]["name"].endswith("." + task) and e["eventType"] == event_type]
+
+
+def test_every_event_validates_against_the_official_schemas(events, spark_events):
+    validator = EventValidator()
+    result = validator.validate(events + spark_events)
+    assert result.errors == []
+    for facet in ("parent", "schema", "symlinks", "version", "catalog", "outputStatistics", "columnLineage",
+                  "dataQualityMetrics", "dataQualityAssertions", "fileFingerprint", "modelMetrics", "sourceCode",
+                  "sourceCodeLocation", "jobType"):
+        assert facet in result.facets_checked, f"no {facet} facet was emitted"
+        assert facet not in result.facets_without_schema
+    broken = json.loads(json.dumps(_task_events(events, "merge_yellow_taxi_raw")[0]))
+    broken["outputs"][0]["facets"]["symlinks"]["identifiers"] = [{"namespace": 1}]
+    assert validator.validate([broken]).errors, "the validator must reject an invalid facet"
+
+
+def test_graph_has_the_path_from_tlc_source_to_forecast(events, pipeline_run, monkeypatch):
+    monkeypatch.setenv("TLC_BASE_URL", pipeline_run.source_env["TLC_BASE_URL"])
+    graph = dataset_lineage(build_graph(events))
+    month = "2025-01"
+    chain = [
+        dataset_node(naming.source_url_id(sources.tlc_url(month)).__dict__),
+        _node(str(sources.tlc_landed_path(month))),
+        _node(naming.TAXI_STAGING),
+        _node(naming.TAXI_RAW),
+        _node(naming.HOURLY_ACTUALS),
+        _node(naming.model_key("seasonal_naive")),
+        _node(naming.HOURLY_FORECAST),
+    ]
+    for source, target in zip(chain, chain[1:]):
+        assert graph.has_edge(source, target), f"missing edge {source} -> {target}"
+
+
+def test_graph_has_the_path_from_weather_source_to_weather_model(events, pipeline_run, monkeypatch):
+    monkeypatch.setenv("NOAA_BASE_URL", pipeline_run.source_env["NOAA_BASE_URL"])
+    graph = dataset_lineage(build_graph(events))
+    source = dataset_node(naming.source_url_id(sources.noaa_url("prcp", "2025-01")).__dict__)
+    assert nx.has_path(graph, source, _node(naming.WEATHER_RAW))
+    assert nx.has_path(graph, _node(naming.WEATHER_RAW), _node(naming.model_key("weather")))
+    assert nx.has_path(graph, source, _node(naming.HOURLY_FORECAST))
+    assert not nx.has_path(graph, source, _node(naming.model_key("seasonal_naive")))
+
+
+def test_forecast_dag_reads_the_very_datasets_the_ingest_dags_wrote(events):
+    def ids(dag_prefix, side):
+        return {(d["namespace"], d["name"]) for e in events if e["job"]["name"].startswith(dag_prefix) for d in e.get(side) or []}
+
+    written = ids("ingest_yellow_taxi_data.", "outputs") | ids("ingest_weather_data.", "outputs")
+    read = ids("forecast_yellow_rides.compute_hourly_actuals", "inputs") | ids("forecast_yellow_rides.train_model", "inputs")
+    raw_ids = {(naming.table_id(t).namespace, naming.table_id(t).name) for t in (naming.TAXI_RAW, naming.WEATHER_RAW)}
+    assert raw_ids <= written and raw_ids <= read
+
+
+def test_task_runs_are_children_of_their_dag_run_and_spark_runs_children_of_their_task_run(events, spark_events):
+    dag_runs = {e["run"]["runId"]: e["job"]["name"] for e in events if e["job"]["name"] in DAG_IDS}
+    task_runs = {}
+    for event in events:
+        if event["job"]["name"] in DAG_IDS:
+            continue
+        parent = event["run"]["facets"]["parent"]
+        assert parent["run"]["runId"] in dag_runs, f"{event['job']['name']}: parent is not a DAG run"
+        assert event["job"]["name"].startswith(parent["job"]["name"] + ".")
+        task_runs[event["run"]["runId"]] = (event["job"]["name"], parent["run"]["runId"])
+    spark_apps = [e for e in spark_events if e["eventType"] == "START" and e["run"]["facets"].get("spark_applicationDetails")
+                  and e["run"]["facets"]["parent"]["job"]["name"] in {name for name, _ in task_runs.values()}]
+    assert {app["run"]["facets"]["parent"]["job"]["name"].rsplit(".", 1)[-1] for app in spark_apps} == {
+        "stage_yellow_taxi", "merge_yellow_taxi_raw", "stage_weather", "merge_weather_raw",
+        "compute_hourly_actuals", "train_model", "write_forecast"}
+    for app in spark_apps:
+        parent = app["run"]["facets"]["parent"]
+        task_name, dag_run_id = task_runs[parent["run"]["runId"]]
+        assert parent["job"]["name"] == task_name
+        assert parent["root"]["run"]["runId"] == dag_run_id
+
+
+def test_switching_to_the_weather_model_adds_the_weather_input_and_changes_the_job_version(events):
+    trains = _task_events(events, "train_model")
+    by_model = {e["outputs"][0]["name"].rsplit("/", 1)[-1]: e for e in trains}
+    naive, weather = by_model["seasonal_naive"], by_model["weather"]
+    naive_inputs = {(d["namespace"], d["name"]) for d in naive["inputs"]}
+    weather_inputs = {(d["namespace"], d["name"]) for d in weather["inputs"]}
+    weather_raw = (naming.table_id(naming.WEATHER_RAW).namespace, naming.table_id(naming.WEATHER_RAW).name)
+    assert weather_inputs - naive_inputs == {weather_raw}
+    assert naive["job"]["facets"]["sourceCode"]["sourceCode"] != weather["job"]["facets"]["sourceCode"]["sourceCode"]
+    naive_model, weather_model = naive["outputs"][0]["facets"], weather["outputs"][0]["facets"]
+    assert naive_model["version"]["datasetVersion"] != weather_model["version"]["datasetVersion"]
+    assert weather_model["modelMetrics"]["mae"] >= 0 and naive_model["modelMetrics"]["baselineMae"] >= 0
+
+
+def test_complete_events_carry_iceberg_facets_that_match_the_catalog(events, catalog):
+    merge = _task_events(events, "merge_yellow_taxi_raw")[0]
+    raw = merge["outputs"][0]
+    table = catalog.load_table(f"nyc_taxi.{naming.TAXI_RAW}")
+    snapshot = table.snapshot_by_id(int(raw["facets"]["version"]["datasetVersion"]))
+    assert snapshot is not None
+    assert raw["outputFacets"]["outputStatistics"]["rowCount"] == int(snapshot.summary["added-records"]) > 0
+    assert [f["name"] for f in raw["facets"]["schema"]["fields"]] == [f.name for f in table.schema().fields]
+    assert raw["facets"]["symlinks"]["identifiers"][0] == {"namespace": naming.table_symlink(naming.TAXI_RAW).namespace,
+                                                          "name": f"nyc_taxi.{naming.TAXI_RAW}", "type": "TABLE"}
+    assert {a["assertion"]: a["success"] for a in raw["facets"]["dataQualityAssertions"]["assertions"]} == {
+        "unique": True, "not_null": True, "non_negative": True}
+    staging_metrics = merge["inputs"][0]["inputFacets"]["dataQualityMetrics"]
+    assert staging_metrics["rowCount"] > 0 and staging_metrics["columnMetrics"]["PULocationID"]["nullCount"] == 0
+    actuals = _task_events(events, "compute_hourly_actuals")[0]["outputs"][0]["facets"]["columnLineage"]["fields"]
+    assert {(f["field"], f["transformations"][0]["type"]) for f in actuals["total_rides"]["inputFields"]} >= {
+        ("tpep_pickup_datetime", "INDIRECT"), ("PULocationID", "INDIRECT")}
+
+
+def test_landed_file_carries_its_fingerprint_from_download_to_stage(events, pipeline_run):
+    landed = sources.tlc_landed_path("2025-01", pipeline_run.paths)
+    fingerprint = sources.fingerprint_file(landed)
+    download = _task_events(events, "download_tlc_month")[0]["outputs"][0]
+    stage = _task_events(events, "stage_yellow_taxi")[0]["inputs"][0]
+    assert download["name"] == stage["name"] == str(landed)
+    assert download["facets"]["fileFingerprint"]["fingerprint"] == stage["facets"]["fileFingerprint"]["fingerprint"] == fingerprint
+
+
+def test_spark_listener_and_extractor_name_datasets_identically(events, spark_events, spark, pipeline_run):
+    """The listener names the landed file the stage task reads exactly as the extractor does. For Iceberg tables of a
+    JDBC catalog openlineage-spark 1.53 names nothing (OpenLineage#4677), so the table's id is checked by reading
+    the table by its location, which the listener resolves through its path-based Iceberg branch."""
+    stage_task = _task_events(events, "stage_yellow_taxi")[0]
+    extractor_input = (stage_task["inputs"][0]["namespace"], stage_task["inputs"][0]["name"])
+    parent_of = lambda e: e["run"]["facets"].get("parent", {})  # noqa: E731
+    applications = {e["run"]["runId"] for e in spark_events
+                    if parent_of(e).get("job", {}).get("name") == "ingest_yellow_taxi_data.stage_yellow_taxi"}
+    listener_inputs = {(d["namespace"], d["name"]) for e in spark_events
+                       if e["run"]["runId"] in applications or parent_of(e).get("run", {}).get("runId") in applications
+                       for d in e.get("inputs") or []}
+    assert extractor_input in listener_inputs
+
+    before = len(load_events(pipeline_run.paths.spark_lineage_events))
+    location = naming.table_location(naming.TAXI_RAW)
+    spark.read.format("iceberg").load(location).limit(1).collect()
+    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(10_000)
+    new_events = load_events(pipeline_run.paths.spark_lineage_events)[before:]
+    listener_ids = {(d["namespace"], d["name"]) for e in new_events for d in e.get("inputs") or []}
+    raw_id = naming.table_id(naming.TAXI_RAW)
+    assert (raw_id.namespace, raw_id.name) in listener_ids
+
+
+@pytest.fixture(scope="session")
+def failed_run(pipeline_run):
+    root = pipeline_run.paths.var / "bad-source"
+    (root / "trip-data").mkdir(parents=True, exist_ok=True)
+    (root / "trip-data" / "yellow_tripdata_2025-03.parquet").write_bytes(b"PAR1 this is not parquet at all")
+    with local_source.serve(root) as env:
+        return airflow_runs.dags_test("ingest_yellow_taxi_data", "2025-04-01", {}, env=env)
+
+
+def test_bad_input_fails_at_once_with_a_fail_event_carrying_the_error(failed_run, pipeline_run):
+    assert failed_run.state == "failed"
+    events = load_events(pipeline_run.paths.lineage_events)
+    fails = [e for e in events if e["eventType"] == "FAIL" and e["job"]["name"] == "ingest_yellow_taxi_data.stage_yellow_taxi"]
+    assert len(fails) == 1, "bad input must not be retried"
+    message = fails[0]["run"]["facets"]["errorMessage"]["message"]
+    assert "yellow_tripdata_2025-03.parquet" in message and "not a readable parquet file" in message
+    assert fails[0]["outputs"][0]["name"] == naming.table_id(naming.TAXI_STAGING).name

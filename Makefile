@@ -18,6 +18,7 @@ setup: $(INSTALLED)
 	$(VENV_PY) -m include.bootstrap
 
 test: setup
+	@include/system_packages.sh
 	$(PIPELINE) test
 
 demo: setup

@@ -238,7 +238,7 @@ def spark_conf(paths: Paths | None = None, catalog: CatalogSettings | None = Non
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.local.dir": str(paths.spark_local_dir),
-        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.python": _env("SPARK_PYSPARK_PYTHON", sys.executable),
         "spark.pyspark.driver.python": sys.executable,
         "spark.executorEnv.PIPELINE_VAR_DIR": str(paths.var),
     }

@@ -43,16 +43,12 @@ def build_graph(events: list[dict]) -> nx.DiGraph:
     return graph
 
 
-def dataset_lineage(graph: nx.DiGraph) -> nx.DiGraph:
-    """Datasets only: an edge where a job reads one and writes the other."""
+def dataset_lineage(events: list[dict]) -> nx.DiGraph:
+    """Datasets only: an edge where one run read the first and wrote the second (per run, so two runs of one job
+    with different inputs, e.g. two models, do not cross)."""
     datasets = nx.DiGraph()
-    for node, data in graph.nodes(data=True):
-        if data.get("kind") == "dataset":
-            datasets.add_node(node, **data)
-    for job, data in graph.nodes(data=True):
-        if data.get("kind") != "job":
-            continue
-        for source in graph.predecessors(job):
-            for target in graph.successors(job):
-                datasets.add_edge(source, target, job=data["name"])
+    for event in events:
+        for source in event.get("inputs") or []:
+            for target in event.get("outputs") or []:
+                datasets.add_edge(dataset_node(source), dataset_node(target), job=event["job"]["name"])
     return datasets

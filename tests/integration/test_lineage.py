@@ -8,7 +8,7 @@ import networkx as nx
 import pytest
 
 from include import airflow_runs, local_source, naming, sources
-from include.lineage.graph import build_graph, dataset_lineage, dataset_node, load_events
+from include.lineage.graph import dataset_lineage, dataset_node, load_events
 from include.lineage.validation import EventValidator
 
 pytestmark = pytest.mark.integration
@@ -51,7 +51,7 @@ def test_every_event_validates_against_the_official_schemas(events, spark_events
 
 def test_graph_has_the_path_from_tlc_source_to_forecast(events, pipeline_run, monkeypatch):
     monkeypatch.setenv("TLC_BASE_URL", pipeline_run.source_env["TLC_BASE_URL"])
-    graph = dataset_lineage(build_graph(events))
+    graph = dataset_lineage(events)
     month = "2025-01"
     chain = [
         dataset_node(naming.source_url_id(sources.tlc_url(month)).__dict__),
@@ -68,7 +68,7 @@ def test_graph_has_the_path_from_tlc_source_to_forecast(events, pipeline_run, mo
 
 def test_graph_has_the_path_from_weather_source_to_weather_model(events, pipeline_run, monkeypatch):
     monkeypatch.setenv("NOAA_BASE_URL", pipeline_run.source_env["NOAA_BASE_URL"])
-    graph = dataset_lineage(build_graph(events))
+    graph = dataset_lineage(events)
     source = dataset_node(naming.source_url_id(sources.noaa_url("prcp", "2025-01")).__dict__)
     assert nx.has_path(graph, source, _node(naming.WEATHER_RAW))
     assert nx.has_path(graph, _node(naming.WEATHER_RAW), _node(naming.model_key("weather")))
@@ -150,10 +150,10 @@ def test_landed_file_carries_its_fingerprint_from_download_to_stage(events, pipe
     assert download["facets"]["fileFingerprint"]["fingerprint"] == stage["facets"]["fileFingerprint"]["fingerprint"] == fingerprint
 
 
-def test_spark_listener_and_extractor_name_datasets_identically(events, spark_events, spark, pipeline_run):
+def test_spark_listener_and_extractor_name_datasets_identically(events, spark_events, spark, pipeline_run, catalog):
     """The listener names the landed file the stage task reads exactly as the extractor does. For Iceberg tables of a
     JDBC catalog openlineage-spark 1.53 names nothing (OpenLineage#4677), so the table's id is checked by reading
-    the table by its location, which the listener resolves through its path-based Iceberg branch."""
+    the table from its metadata file, which the listener resolves without the catalog."""
     stage_task = _task_events(events, "stage_yellow_taxi")[0]
     extractor_input = (stage_task["inputs"][0]["namespace"], stage_task["inputs"][0]["name"])
     parent_of = lambda e: e["run"]["facets"].get("parent", {})  # noqa: E731
@@ -165,13 +165,16 @@ def test_spark_listener_and_extractor_name_datasets_identically(events, spark_ev
     assert extractor_input in listener_inputs
 
     before = len(load_events(pipeline_run.paths.spark_lineage_events))
-    location = naming.table_location(naming.TAXI_RAW)
-    spark.read.format("iceberg").load(location).limit(1).collect()
+    table = catalog.load_table(f"nyc_taxi.{naming.TAXI_RAW}")
+    spark.read.format("iceberg").load(table.metadata_location).limit(1).collect()
     spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(10_000)
     new_events = load_events(pipeline_run.paths.spark_lineage_events)[before:]
-    listener_ids = {(d["namespace"], d["name"]) for e in new_events for d in e.get("inputs") or []}
+    listener = {(d["namespace"], d["name"]): d["facets"] for e in new_events for d in e.get("inputs") or []}
     raw_id = naming.table_id(naming.TAXI_RAW)
-    assert (raw_id.namespace, raw_id.name) in listener_ids
+    assert (raw_id.namespace, raw_id.name) in listener
+    assert listener[(raw_id.namespace, raw_id.name)]["version"]["datasetVersion"] == str(table.current_snapshot().snapshot_id)
+    merge = _task_events(events, "merge_yellow_taxi_raw")[-1]["outputs"][0]
+    assert (merge["namespace"], merge["name"]) == (raw_id.namespace, raw_id.name)
 
 
 @pytest.fixture(scope="session")

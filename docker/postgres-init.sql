@@ -1,0 +1,6 @@
+CREATE USER airflow WITH PASSWORD 'airflow';
+CREATE DATABASE airflow OWNER airflow;
+CREATE USER iceberg WITH PASSWORD 'iceberg';
+CREATE DATABASE iceberg OWNER iceberg;
+CREATE USER marquez WITH PASSWORD 'marquez';
+CREATE DATABASE marquez OWNER marquez;

@@ -1,0 +1,152 @@
+"""A spooling OpenLineage transport: lineage never blocks a task and is never lost.
+
+Selected in airflow.cfg by its class path, wrapping any openlineage-python transport::
+
+    transport = {"type": "include.lineage.spool.SpoolingTransport", "timeout": 1.0,
+                 "spool_dir": "/abs/var/lineage/spool",
+                 "inner": {"type": "http", "url": "http://marquez:5000", "endpoint": "api/v1/lineage"}}
+
+``emit`` gives the inner transport at most ``timeout`` seconds. When it fails or is slow, the event is written to the
+spool folder, one file per event (written to a temporary name, fsynced, then renamed: an event is never split, and
+any number of processes can spool at once). Spooled events go out first, oldest first, on the next emit that finds
+the backend back, and with ``lineage replay``. A file leaves the spool only after its send succeeded, and what is
+sent is the original JSON, unchanged, so a receiver can drop a duplicate by run id + event type + event time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import attr
+from openlineage.client.serde import Serde
+from openlineage.client.transport import Config, Transport, get_default_factory
+
+log = logging.getLogger(__name__)
+SUFFIX = ".json"
+
+
+@attr.define
+class SpoolingConfig(Config):
+    inner: dict = attr.field(factory=dict)
+    spool_dir: str = ""
+    timeout: float = 1.0
+    replay_batch: int = 100
+
+    @classmethod
+    def from_dict(cls, params: dict[str, Any]) -> "SpoolingConfig":
+        if not params.get("inner"):
+            raise ValueError("the spooling transport needs an 'inner' transport configuration")
+        if not params.get("spool_dir"):
+            raise ValueError("the spooling transport needs a 'spool_dir'")
+        return cls(
+            inner=params["inner"],
+            spool_dir=params["spool_dir"],
+            timeout=float(params.get("timeout", 1.0)),
+            replay_batch=int(params.get("replay_batch", 100)),
+        )
+
+
+class Spool:
+    """A folder of pending events, one file each, named so that name order is emission order."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.folder.mkdir(parents=True, exist_ok=True)
+
+    def append(self, payload: str) -> Path:
+        name = f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        partial = self.folder / f".{name}.tmp"
+        with partial.open("w") as stream:
+            stream.write(payload)
+            stream.flush()
+            os.fsync(stream.fileno())
+        target = self.folder / f"{name}{SUFFIX}"
+        os.replace(partial, target)
+        directory = os.open(self.folder, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+        return target
+
+    def pending(self) -> list[Path]:
+        return sorted(p for p in self.folder.glob(f"*{SUFFIX}") if not p.name.startswith("."))
+
+    def __len__(self) -> int:
+        return len(self.pending())
+
+
+class SpoolingTransport(Transport):
+    kind = "spooling"
+    config_class = SpoolingConfig
+
+    def __init__(self, config: SpoolingConfig) -> None:
+        self.config = config
+        self.inner = get_default_factory().create(config.inner)
+        self.spool = Spool(Path(config.spool_dir))
+        self._lock = threading.Lock()
+
+    def _send_within_bound(self, send, timeout: float) -> bool:
+        outcome: dict[str, Any] = {}
+
+        def attempt() -> None:
+            try:
+                send()
+                outcome["ok"] = True
+            except Exception as error:  # any failure of the backend means: spool it
+                outcome["error"] = error
+
+        worker = threading.Thread(target=attempt, daemon=True, name="lineage-send")
+        worker.start()
+        worker.join(timeout)
+        if worker.is_alive():
+            log.warning("lineage: backend did not answer within %.1fs; spooling", timeout)
+            return False
+        if "error" in outcome:
+            log.warning("lineage: backend failed (%s); spooling", outcome["error"])
+        return bool(outcome.get("ok"))
+
+    def _send_raw(self, payload: str) -> None:
+        # A dict goes through Serde.to_json unchanged (same keys, sorted): the receiver gets the original event.
+        self.inner.emit(json.loads(payload))
+
+    def emit(self, event: Any) -> None:
+        payload = Serde.to_json(event) if not isinstance(event, str) else event
+        deadline = time.monotonic() + self.config.timeout
+        with self._lock:
+            if self.spool.pending():
+                self.spool.append(payload)
+                self.replay(deadline=deadline)
+                return
+            if not self._send_within_bound(lambda: self._send_raw(payload), self.config.timeout):
+                self.spool.append(payload)
+
+    def replay(self, deadline: float | None = None) -> tuple[int, int]:
+        """Send spooled events oldest first; stop at the first failure. Returns (sent, remaining)."""
+        sent = 0
+        for path in self.spool.pending()[: self.config.replay_batch if deadline else None]:
+            remaining_time = self.config.timeout if deadline is None else deadline - time.monotonic()
+            if remaining_time <= 0:
+                break
+            try:
+                payload = path.read_text()
+                json.loads(payload)
+            except (OSError, ValueError):
+                log.error("lineage: unreadable spool file %s left in place", path)
+                continue
+            if not self._send_within_bound(lambda: self._send_raw(payload), max(remaining_time, 0.05)):
+                break
+            path.unlink(missing_ok=True)
+            sent += 1
+        return sent, len(self.spool)
+
+    def close(self, timeout: float = -1) -> bool:
+        return self.inner.close(timeout) if hasattr(self.inner, "close") else True
+

@@ -1,0 +1,175 @@
+"""The spooling transport against real HTTP servers on loopback: down, failing half the time, stalling."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import multiprocessing
+import os
+import signal
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
+from openlineage.client.transport import get_default_factory
+from openlineage.client.uuid import generate_new_uuid
+
+from include.lineage.spool import Spool, SpoolingTransport
+
+
+class Backend:
+    """Records every event POSTed; behaviour: ok | fail_half | stall."""
+
+    def __init__(self, port: int = 0, behaviour: str = "ok"):
+        self.behaviour = behaviour
+        self.received: list[dict] = []
+        self.requests = 0
+        backend = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                backend.requests += 1
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if backend.behaviour == "stall":
+                    time.sleep(3)
+                if backend.behaviour == "fail_half" and backend.requests % 2 == 1:
+                    self.send_response(503)
+                    self.end_headers()
+                    return
+                backend.received.append(json.loads(body))
+                self.send_response(201)
+                self.end_headers()
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_port
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+    def unique(self) -> set:
+        return {(e["run"]["runId"], e["eventType"], e["eventTime"]) for e in self.received}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def transport_for(port: int, spool_dir: Path, timeout: float = 1.0) -> SpoolingTransport:
+    return get_default_factory().create({
+        "type": "include.lineage.spool.SpoolingTransport",
+        "timeout": timeout,
+        "spool_dir": str(spool_dir),
+        "inner": {"type": "http", "url": f"http://127.0.0.1:{port}", "endpoint": "api/v1/lineage", "timeout": 5,
+                  "retry": {"total": 0}},
+    })
+
+
+def event(i: int) -> RunEvent:
+    return RunEvent(
+        eventType=RunState.COMPLETE, eventTime=f"2025-02-01T00:00:{i:02d}.000000+00:00",
+        run=Run(runId=str(generate_new_uuid())), job=Job(namespace="test", name=f"job_{i}"), producer="https://example.com/test",
+    )
+
+
+@pytest.mark.parametrize("behaviour", ["down", "fail_half", "stall"])
+def test_events_are_spooled_within_the_bound_and_all_delivered_after_replay(tmp_path, behaviour):
+    port = free_port()
+    backend = None if behaviour == "down" else Backend(port, behaviour)
+    transport = transport_for(port, tmp_path / "spool", timeout=1.0)
+    emitted = [event(i) for i in range(8)]
+    durations = []
+    for e in emitted:
+        started = time.monotonic()
+        transport.emit(e)
+        durations.append(time.monotonic() - started)
+    assert max(durations) < 1.5, f"an emit blocked for {max(durations):.2f}s"
+    assert len(transport.spool) > 0
+
+    if backend is None:
+        backend = Backend(port)
+    backend.behaviour = "ok"
+    sent, remaining = transport.replay()
+    while remaining and sent:
+        sent, remaining = transport.replay()
+    time.sleep(3.5 if behaviour == "stall" else 0)
+    assert remaining == 0
+    expected = {(str(e.run.runId), "COMPLETE", e.eventTime) for e in emitted}
+    assert backend.unique() == expected, "every emitted event is received, each once after de-duplication"
+    assert len(transport.spool) == 0
+    backend.stop()
+
+
+def test_replayed_event_is_the_original_unchanged(tmp_path):
+    port = free_port()
+    transport = transport_for(port, tmp_path / "spool", timeout=0.5)
+    original = event(1)
+    transport.emit(original)
+    [spooled] = transport.spool.pending()
+    original_json = spooled.read_text()
+    backend = Backend(port)
+    assert transport.replay() == (1, 0)
+    assert backend.received == [json.loads(original_json)]
+    backend.stop()
+
+
+def test_spool_preserves_order_across_next_successful_emit(tmp_path):
+    port = free_port()
+    transport = transport_for(port, tmp_path / "spool", timeout=0.5)
+    for i in range(3):
+        transport.emit(event(i))
+    backend = Backend(port)
+    transport.emit(event(3))
+    assert [e["job"]["name"] for e in backend.received] == ["job_0", "job_1", "job_2", "job_3"]
+    backend.stop()
+
+
+def _spool_forever(folder: str) -> None:
+    spool = Spool(Path(folder))
+    payload = json.dumps({"padding": "x" * 2_000_000})
+    while True:
+        spool.append(payload)
+
+
+def test_a_process_killed_mid_write_loses_at_most_that_event_and_leaves_the_spool_readable(tmp_path):
+    folder = tmp_path / "spool"
+    writer = multiprocessing.get_context("fork").Process(target=_spool_forever, args=(str(folder),))
+    writer.start()
+    time.sleep(1.0)
+    os.kill(writer.pid, signal.SIGKILL)
+    writer.join()
+    spool = Spool(folder)
+    complete = spool.pending()
+    assert complete, "the writer spooled nothing before it was killed"
+    for path in complete:
+        assert len(json.loads(path.read_text())["padding"]) == 2_000_000
+    leftovers = [p for p in folder.iterdir() if p not in complete]
+    assert len(leftovers) <= 1 and all(p.name.startswith(".") for p in leftovers), "at most the interrupted event"
+
+
+def test_several_processes_spool_at_once_without_losing_or_mixing_events(tmp_path):
+    folder = tmp_path / "spool"
+
+    def writer(worker: int) -> None:
+        spool = Spool(folder)
+        for i in range(50):
+            spool.append(json.dumps({"worker": worker, "i": i}))
+
+    context = multiprocessing.get_context("fork")
+    processes = [context.Process(target=writer, args=(w,)) for w in range(4)]
+    for p in processes:
+        p.start()
+    for p in processes:
+        p.join()
+    records = [json.loads(p.read_text()) for p in Spool(folder).pending()]
+    assert sorted((r["worker"], r["i"]) for r in records) == [(w, i) for w in range(4) for i in range(50)]

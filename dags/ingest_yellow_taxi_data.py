@@ -3,7 +3,9 @@
 
 One run per month (its data interval): download the TLC parquet file of that month into `var/landing/tlc/`
 (skipped when not yet published, or already ingested with the same xxhash64 fingerprint unless `force`), stage it
-into `nyc_taxi.yellow_taxi_staging` (schema drift across years normalised explicitly), then MERGE it into
+into `nyc_taxi.yellow_taxi_staging` (schema drift across years normalised explicitly; rows with a null pickup zone, a
+negative total, a pickup outside the file's month or a dropoff before pickup go to `nyc_taxi.yellow_taxi_quarantine`
+with their reason), then MERGE it into
 `nyc_taxi.yellow_taxi_raw` on `unique_row_id`, so re-running a month changes nothing.
 
 The raw table's Asset schedules `forecast_yellow_rides`.
@@ -33,7 +35,7 @@ with DAG(
         script="stage_taxi",
         job_args=["--month", MONTH],
         inputs=["{{ ti.xcom_pull(task_ids='download_tlc_month')[0]['path'] }}"],
-        outputs=[naming.TAXI_STAGING],
+        outputs=[naming.TAXI_STAGING, naming.TAXI_QUARANTINE],
     )
     merge = LakehouseSparkSubmitOperator(
         task_id="merge_yellow_taxi_raw",

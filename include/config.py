@@ -15,10 +15,13 @@ Environment variables select another catalog or warehouse; no job or DAG repeats
 | ``S3_ENDPOINT`` | unset | S3-compatible endpoint (MinIO) for an ``s3://`` warehouse |
 | ``SPARK_DRIVER_MEMORY`` | ``2g`` | driver memory of every Spark job |
 | ``SPARK_SHUFFLE_PARTITIONS`` | ``4`` | ``spark.sql.shuffle.partitions`` |
+| ``SPARK_CONF_EXTRA`` | unset | JSON object of extra Spark properties (e.g. S3 credentials) |
+| ``SPARK_PYSPARK_PYTHON`` | this venv's python | Python of the Spark driver and executors |
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from dataclasses import dataclass
@@ -242,6 +245,12 @@ def spark_conf(paths: Paths | None = None, catalog: CatalogSettings | None = Non
         "spark.pyspark.driver.python": sys.executable,
         "spark.executorEnv.PIPELINE_VAR_DIR": str(paths.var),
     }
+    extra = os.environ.get("SPARK_CONF_EXTRA", "").strip()
+    if extra:
+        try:
+            conf.update({str(k): str(v) for k, v in json.loads(extra).items()})
+        except (ValueError, AttributeError) as error:
+            raise ValueError(f"SPARK_CONF_EXTRA must be a JSON object of Spark properties: {error}") from error
     return conf
 
 

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-import argparse
 from datetime import datetime, timezone
 
 from include import naming, sources
-from spark_jobs.common.runner import run
+from spark_jobs.common.runner import BadInputError, month_job_args, run
 from spark_jobs.common.report import assertion, column_metrics, write_report
 from spark_jobs.common.session import spark_session
 from spark_jobs.common.tables import current_snapshot_id, ensure_table, qualified
-from spark_jobs.common.runner import BadInputError
-from spark_jobs.common.taxi import add_row_metadata, deduplicate, normalize_taxi_schema, schema_drift
+from spark_jobs.common.taxi import add_row_metadata, deduplicate, normalize_taxi_schema, schema_drift, split_quarantine
 
 
 KEY_COLUMNS = ["tpep_pickup_datetime", "PULocationID", "total_amount"]
+QUARANTINE_COLUMNS = {
+    "null_pickup_zone": "PULocationID",
+    "negative_total": "total_amount",
+    "pickup_outside_file_month": "tpep_pickup_datetime",
+    "dropoff_before_pickup": "tpep_dropoff_datetime",
+}
 
 
 def extract(spark, path: str):
@@ -31,20 +35,23 @@ def extract(spark, path: str):
 
 
 def transform(df, source: str, month: str, ingest_timestamp):
+    """(good rows, quarantined rows with a reason), both normalised, with row ids, deduplicated."""
     normalized = normalize_taxi_schema(df, source)
-    return deduplicate(add_row_metadata(normalized, source.rsplit("/", 1)[-1], month, ingest_timestamp))
+    return split_quarantine(deduplicate(add_row_metadata(normalized, source.rsplit("/", 1)[-1], month, ingest_timestamp)))
 
 
-def load(spark, staged) -> None:
+def load(spark, staged, quarantined, month: str) -> None:
     ensure_table(spark, naming.TAXI_STAGING, staged.schema, partitioned_by="source_month")
+    ensure_table(spark, naming.TAXI_QUARANTINE, quarantined.schema, partitioned_by="source_month")
     staged.writeTo(qualified(naming.TAXI_STAGING)).overwritePartitions()
+    # Replace this month's quarantine even when it is now empty.
+    spark.sql(f"DELETE FROM {qualified(naming.TAXI_QUARANTINE)} WHERE source_month = '{month}'")
+    quarantined.writeTo(qualified(naming.TAXI_QUARANTINE)).append()
+
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--month", required=True, help="YYYY-MM")
-    parser.add_argument("--report")
-    args = parser.parse_args(argv)
+    args = month_job_args(__doc__, argv)
 
     landed = sources.tlc_landed_path(args.month)
     if not landed.exists():
@@ -52,8 +59,10 @@ def main(argv: list[str] | None = None) -> None:
     spark = spark_session("stage_taxi")
     source = extract(spark, str(landed))
     drift = schema_drift(source)
-    staged = transform(source, str(landed), args.month, datetime.now(timezone.utc)).cache()
-    load(spark, staged)
+    staged, quarantined = transform(source, str(landed), args.month, datetime.now(timezone.utc))
+    staged, quarantined = staged.cache(), quarantined.cache()
+    load(spark, staged, quarantined, args.month)
+    reasons = {row.quarantine_reason: row["count"] for row in quarantined.groupBy("quarantine_reason").count().collect()}
     write_report(args.report, {
         "source_file": str(landed),
         "source_fingerprint": sources.fingerprint_file(landed),
@@ -61,10 +70,20 @@ def main(argv: list[str] | None = None) -> None:
         "staged_rows": staged.count(),
         "schema_drift": drift,
         "input_metrics": {str(landed): column_metrics(source, [c for c in KEY_COLUMNS if c in source.columns])},
-        "outputs": {naming.TAXI_STAGING: {"snapshot_id": current_snapshot_id(spark, naming.TAXI_STAGING)}},
-        "assertions": {naming.TAXI_STAGING: [
-            assertion("unique", staged.select("unique_row_id").distinct().count() == staged.count(), "unique_row_id"),
-        ]},
+        "quarantined_rows": reasons,
+        "assertions": {
+            naming.TAXI_STAGING: [
+                assertion("unique", staged.select("unique_row_id").distinct().count() == staged.count(), "unique_row_id"),
+            ],
+            str(landed): [
+                assertion(rule, reasons.get(rule, 0) == 0, column, reasons.get(rule, 0), 0)
+                for rule, column in QUARANTINE_COLUMNS.items()
+            ],
+        },
+        "outputs": {
+            naming.TAXI_STAGING: {"snapshot_id": current_snapshot_id(spark, naming.TAXI_STAGING), "rows": staged.count()},
+            naming.TAXI_QUARANTINE: {"snapshot_id": current_snapshot_id(spark, naming.TAXI_QUARANTINE), "rows": quarantined.count()},
+        },
     })
     spark.stop()
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
 
 from pyspark.sql import functions as F
 
 from include import naming, sources
-from spark_jobs.common.runner import run
+from spark_jobs.common.runner import month_job_args, run
 from spark_jobs.common.report import write_report
 from spark_jobs.common.session import spark_session
 from spark_jobs.common.tables import current_snapshot_id, ensure_table, qualified
@@ -37,10 +36,7 @@ def load(spark, staged) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--month", required=True, help="YYYY-MM")
-    parser.add_argument("--report")
-    args = parser.parse_args(argv)
+    args = month_job_args(__doc__, argv)
 
     spark = spark_session("stage_weather")
     staged_parts, fingerprints = [], {}

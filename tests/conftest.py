@@ -1,16 +1,21 @@
-"""Shared fixtures. Every test session gets its own ``var/`` so tests never touch the demo's state."""
+"""Shared fixtures. Every test session gets its own state folder, ``var/test-runs/<time>-<pid>/``, so tests never
+touch the demo's state; the last three are kept for post-mortems."""
 
 from __future__ import annotations
 
-import os
-import tempfile
-from pathlib import Path
-
 import logging
+import os
+import shutil
+import time
+from pathlib import Path
 
 import pytest
 
-_SESSION_VAR = Path(tempfile.mkdtemp(prefix="pipeline-test-var-"))
+_TEST_RUNS = Path(__file__).resolve().parent.parent / "var" / "test-runs"
+_SESSION_VAR = _TEST_RUNS / f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+_SESSION_VAR.mkdir(parents=True, exist_ok=True)
+for _old in sorted(_TEST_RUNS.iterdir())[:-3]:  # keep the last three runs' state for post-mortems
+    shutil.rmtree(_old, ignore_errors=True)
 os.environ.setdefault("PIPELINE_VAR_DIR", str(_SESSION_VAR))
 os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
 

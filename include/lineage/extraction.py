@@ -189,7 +189,7 @@ def _dataset_facets(key: str, role: str, report: dict, catalog) -> tuple[dict, d
                 for column, values in metrics["columnMetrics"].items()
             },
         )
-    if role == "output" and key in report.get("assertions", {}):
+    if key in report.get("assertions", {}):
         facets["dataQualityAssertions"] = data_quality_assertions_dataset.DataQualityAssertionsDatasetFacet(
             assertions=[data_quality_assertions_dataset.Assertion(**a) for a in report["assertions"][key]]
         )

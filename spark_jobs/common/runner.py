@@ -30,3 +30,13 @@ def run(main, argv: list[str] | None = None) -> None:
         write_report(_report_path(argv), {"error": {"kind": "failure", "message": f"{type(error).__name__}: {error}",
                                                     "traceback": traceback.format_exc(limit=5)}})
         raise
+
+
+def month_job_args(description: str | None, argv: list[str] | None):
+    """Arguments of the ingest jobs: ``--month YYYY-MM`` and the optional ``--report`` path."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--month", required=True, help="YYYY-MM")
+    parser.add_argument("--report")
+    return parser.parse_args(argv)

@@ -114,3 +114,28 @@ def hourly_actuals(raw: DataFrame) -> DataFrame:
         )
         .agg(F.count(F.lit(1)).alias("total_rides"))
     )
+
+
+def quarantine_rules() -> list[tuple[str, object]]:
+    """Row-level problems, in order of precedence: (reason, condition that breaks it)."""
+    return [
+        ("null_pickup_zone", F.col("PULocationID").isNull()),
+        ("negative_total", F.col("total_amount") < 0),
+        ("pickup_outside_file_month", F.date_format("tpep_pickup_datetime", "yyyy-MM") != F.col("source_month")),
+        ("dropoff_before_pickup", F.col("tpep_dropoff_datetime") < F.col("tpep_pickup_datetime")),
+    ]
+
+
+def with_quarantine_reason(df: DataFrame) -> DataFrame:
+    """Add ``quarantine_reason``: the first rule a row breaks, or null for a good row."""
+    reason = F.lit(None).cast("string")
+    for name, broken in reversed(quarantine_rules()):
+        reason = F.when(F.coalesce(broken, F.lit(False)), F.lit(name)).otherwise(reason)
+    return df.withColumn("quarantine_reason", reason)
+
+
+def split_quarantine(df: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(good rows without the reason column, quarantined rows with their reason)."""
+    flagged = with_quarantine_reason(df)
+    good = flagged.where(F.col("quarantine_reason").isNull()).drop("quarantine_reason")
+    return good, flagged.where(F.col("quarantine_reason").isNotNull())

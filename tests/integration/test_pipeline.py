@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import functions as F
 
-from include import config, naming, sample_data
+from include import naming, sample_data
 from spark_jobs.common import forecasting
 from spark_jobs.common.tables import qualified
 from spark_jobs.common.taxi import hourly_actuals

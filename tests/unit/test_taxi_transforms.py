@@ -16,6 +16,7 @@ from spark_jobs.common.taxi import (
     hourly_actuals,
     normalize_taxi_schema,
     schema_drift,
+    split_quarantine,
 )
 
 CANONICAL_SCHEMA = T.StructType([T.StructField(name, dtype) for name, dtype in CANONICAL_COLUMNS])
@@ -92,3 +93,19 @@ def test_hourly_actuals_counts_rides_per_zone_and_hour(spark):
         "year int, month int, day int, hour int, pulocationid int, total_rides long",
     )
     assertDataFrameEqual(hourly_actuals(frame), expected)
+
+
+def test_row_level_problems_go_to_quarantine_with_a_reason_and_good_rows_stay(spark):
+    good = _trip("2025-01-05 10:00:00", 5)
+    null_zone = _trip("2025-01-05 10:00:00", None)
+    negative = _trip("2025-01-05 11:00:00", 5, total=-3.0)
+    outside = _trip("2024-12-31 23:59:00", 5)
+    backwards = {**_trip("2025-01-05 12:00:00", 5), "tpep_dropoff_datetime": datetime(2025, 1, 5, 11, 0)}
+    frame = add_row_metadata(
+        spark.createDataFrame([good, null_zone, negative, outside, backwards], CANONICAL_SCHEMA), "f.parquet", "2025-01", datetime(2025, 2, 1)
+    )
+    kept, quarantined = split_quarantine(frame)
+    assert [(r.PULocationID, r.total_amount) for r in kept.collect()] == [(5, 10.0)]
+    assert "quarantine_reason" not in kept.columns
+    assert sorted(r.quarantine_reason for r in quarantined.collect()) == [
+        "dropoff_before_pickup", "negative_total", "null_pickup_zone", "pickup_outside_file_month"]

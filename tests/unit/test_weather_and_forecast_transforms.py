@@ -8,7 +8,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from include import sample_data
 from spark_jobs.common import forecasting
-from spark_jobs.common.weather import DAY_COLUMNS, RAW_SCHEMA, bad_rows, daily_nyc_weather, parse_weather
+from spark_jobs.common.weather import RAW_SCHEMA, bad_rows, daily_nyc_weather, parse_weather
 
 
 def _csv_frame(spark, text: str):

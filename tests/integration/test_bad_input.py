@@ -1,0 +1,146 @@
+"""Bad input, through real `airflow dags test` runs: a clear error naming the file, a FAIL event with errorMessage,
+raw tables untouched; row-level problems quarantined; unexpected columns accepted and recorded as schema drift."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from include import airflow_runs, config, local_source, naming, sample_data
+from include.lineage.graph import load_events
+
+pytestmark = pytest.mark.integration
+ROWS = 3_000
+
+
+@dataclass
+class Case:
+    dag_id: str
+    logical_date: str
+    month: str
+    result: airflow_runs.DagTestResult | None = None
+    raw_snapshot_before: int | None = None
+    raw_snapshot_after: int | None = None
+
+
+def _taxi_file(root, month: str, transform) -> None:
+    year, mm = map(int, month.split("-"))
+    table = transform(sample_data.generate_taxi_month(year, mm, ROWS))
+    folder = root / "trip-data"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / sample_data.taxi_file_name(year, mm)
+    if table is None:
+        path.write_bytes(b"")
+    else:
+        pq.write_table(table, path)
+
+
+def _with_bad_rows(table: pa.Table) -> pa.Table:
+    rows = table.slice(0, 4).to_pylist()
+    rows[0]["PULocationID"] = None
+    rows[1]["total_amount"] = -12.5
+    rows[2]["tpep_pickup_datetime"] = rows[2]["tpep_pickup_datetime"].replace(year=2024, month=12, day=31)
+    rows[3]["tpep_dropoff_datetime"] = rows[3]["tpep_pickup_datetime"].replace(year=2024)
+    return pa.concat_tables([table.slice(4), pa.Table.from_pylist(rows, schema=table.schema)])
+
+
+def _weather_files(root, month: str, damage) -> None:
+    year, mm = map(int, month.split("-"))
+    folder = root / "averages" / f"{year:04d}"
+    paths = sample_data.write_weather_month(folder, year, mm)
+    paths[0].write_text(damage(paths[0].read_text()))
+
+
+CASES = {
+    "corrupt": ("ingest_yellow_taxi_data", "2025-03", lambda root: (root / "trip-data").mkdir(parents=True, exist_ok=True)
+                or (root / "trip-data" / "yellow_tripdata_2025-03.parquet").write_bytes(b"PAR1 not parquet")),
+    "missing_column": ("ingest_yellow_taxi_data", "2025-04", lambda root: _taxi_file(root, "2025-04", lambda t: t.drop(["PULocationID"]))),
+    "changed_type": ("ingest_yellow_taxi_data", "2025-05", lambda root: _taxi_file(
+        root, "2025-05", lambda t: t.set_column(t.schema.get_field_index("total_amount"), "total_amount", pc.cast(t["total_amount"], pa.string())))),
+    "empty": ("ingest_yellow_taxi_data", "2025-06", lambda root: _taxi_file(root, "2025-06", lambda t: None)),
+    "extra_column": ("ingest_yellow_taxi_data", "2025-07", lambda root: _taxi_file(
+        root, "2025-07", lambda t: t.append_column("surprise_fee", pa.array([1.0] * t.num_rows)))),
+    "bad_rows": ("ingest_yellow_taxi_data", "2025-08", lambda root: _taxi_file(root, "2025-08", _with_bad_rows)),
+    "truncated_csv": ("ingest_weather_data", "2025-03", lambda root: _weather_files(root, "2025-03", lambda text: text[: int(len(text) * 0.55)])),
+    "wrong_field_count": ("ingest_weather_data", "2025-04", lambda root: _weather_files(
+        root, "2025-04", lambda text: text.replace("\n", ",0.00,0.00\n", 1))),
+}
+
+
+def _next_month_start(month: str) -> str:
+    year, mm = map(int, month.split("-"))
+    return f"{year + (mm == 12):04d}-{mm % 12 + 1:02d}-01"
+
+
+@pytest.fixture(scope="session")
+def bad_input_runs(pipeline_run, catalog):
+    root = pipeline_run.paths.var / "bad-input-source"
+    runs = {}
+    for name, (dag_id, month, publish) in CASES.items():
+        publish(root)
+        runs[name] = Case(dag_id, _next_month_start(month), month)
+    raw_table = {"ingest_yellow_taxi_data": naming.TAXI_RAW, "ingest_weather_data": naming.WEATHER_RAW}
+    with local_source.serve(root) as env:
+        for name, case in runs.items():
+            table = catalog.load_table(f"{config.ICEBERG_NAMESPACE}.{raw_table[case.dag_id]}")
+            case.raw_snapshot_before = table.current_snapshot().snapshot_id
+            case.result = airflow_runs.dags_test(case.dag_id, case.logical_date, {}, env=env,
+                                                 log_file=pipeline_run.paths.var / "test-logs" / f"bad-{name}.log")
+            case.raw_snapshot_after = catalog.load_table(f"{config.ICEBERG_NAMESPACE}.{raw_table[case.dag_id]}").current_snapshot().snapshot_id
+    return runs
+
+
+def _fail_event(pipeline_run, dag_id: str, task: str, month: str) -> dict:
+    fails = [e for e in load_events(pipeline_run.paths.lineage_events)
+             if e["eventType"] == "FAIL" and e["job"]["name"] == f"{dag_id}.{task}"
+             and month.replace("-", "") in e["run"]["facets"]["errorMessage"]["message"].replace("-", "")]
+    assert len(fails) == 1, f"expected one FAIL event for {task} {month} (bad input is not retried), got {len(fails)}"
+    return fails[0]
+
+
+@pytest.mark.parametrize("name, task, expected", [
+    ("corrupt", "stage_yellow_taxi", "not a readable parquet file"),
+    ("missing_column", "stage_yellow_taxi", "missing required column(s) PULocationID"),
+    ("changed_type", "stage_yellow_taxi", "column total_amount has type string, expected double"),
+    ("empty", "stage_yellow_taxi", "not a readable parquet file"),
+    ("truncated_csv", "stage_weather", "rows with a wrong number of fields"),
+    ("wrong_field_count", "stage_weather", "rows with a wrong number of fields"),
+])
+def test_bad_file_fails_with_a_clear_error_a_fail_event_and_raw_untouched(bad_input_runs, pipeline_run, name, task, expected):
+    case = bad_input_runs[name]
+    assert case.result.state == "failed"
+    message = _fail_event(pipeline_run, case.dag_id, task, case.month)["run"]["facets"]["errorMessage"]["message"]
+    assert expected in message
+    assert f"{case.month}" in message or case.month.replace("-", "") in message, "the error names the file"
+    assert case.raw_snapshot_after == case.raw_snapshot_before
+
+
+def test_unexpected_extra_column_is_accepted_and_recorded_as_schema_drift(bad_input_runs, pipeline_run):
+    case = bad_input_runs["extra_column"]
+    assert case.result.succeeded
+    stage = [e for e in load_events(pipeline_run.paths.lineage_events) if e["eventType"] == "COMPLETE"
+             and e["job"]["name"] == "ingest_yellow_taxi_data.stage_yellow_taxi"
+             and e["inputs"][0]["name"].endswith("yellow_tripdata_2025-07.parquet")]
+    assert stage[0]["run"]["facets"]["schemaDrift"]["unexpected"] == ["surprise_fee"]
+
+
+def test_bad_rows_are_quarantined_with_reasons_counted_and_good_rows_ingested(bad_input_runs, pipeline_run, spark):
+    case = bad_input_runs["bad_rows"]
+    assert case.result.succeeded
+    quarantine = spark.table(config.CatalogSettings.current().table(naming.TAXI_QUARANTINE)).where("source_month = '2025-08'")
+    assert sorted(r.quarantine_reason for r in quarantine.collect()) == [
+        "dropoff_before_pickup", "negative_total", "null_pickup_zone", "pickup_outside_file_month"]
+    raw = spark.table(config.CatalogSettings.current().table(naming.TAXI_RAW)).where("source_month = '2025-08'")
+    assert raw.count() == ROWS - 4
+    stage = [e for e in load_events(pipeline_run.paths.lineage_events) if e["eventType"] == "COMPLETE"
+             and e["job"]["name"] == "ingest_yellow_taxi_data.stage_yellow_taxi"
+             and e["inputs"][0]["name"].endswith("yellow_tripdata_2025-08.parquet")][0]
+    assertions = {a["assertion"]: (a["success"], a["actual"]) for a in stage["inputs"][0]["facets"]["dataQualityAssertions"]["assertions"]}
+    assert assertions == {"null_pickup_zone": (False, "1"), "negative_total": (False, "1"),
+                          "pickup_outside_file_month": (False, "1"), "dropoff_before_pickup": (False, "1")}
+    outputs = {o["name"].rsplit("/", 1)[-1] for o in stage["outputs"]}
+    assert outputs == {naming.TAXI_STAGING, naming.TAXI_QUARANTINE}

@@ -56,8 +56,8 @@ def _weather_files(root, month: str, damage) -> None:
 
 
 CASES = {
-    "corrupt": ("ingest_yellow_taxi_data", "2025-03", lambda root: (root / "trip-data").mkdir(parents=True, exist_ok=True)
-                or (root / "trip-data" / "yellow_tripdata_2025-03.parquet").write_bytes(b"PAR1 not parquet")),
+    "corrupt": ("ingest_yellow_taxi_data", "2025-09", lambda root: (root / "trip-data").mkdir(parents=True, exist_ok=True)
+                or (root / "trip-data" / "yellow_tripdata_2025-09.parquet").write_bytes(b"PAR1 not parquet")),
     "missing_column": ("ingest_yellow_taxi_data", "2025-04", lambda root: _taxi_file(root, "2025-04", lambda t: t.drop(["PULocationID"]))),
     "changed_type": ("ingest_yellow_taxi_data", "2025-05", lambda root: _taxi_file(
         root, "2025-05", lambda t: t.set_column(t.schema.get_field_index("total_amount"), "total_amount", pc.cast(t["total_amount"], pa.string())))),

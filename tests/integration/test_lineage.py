@@ -96,8 +96,9 @@ def test_task_runs_are_children_of_their_dag_run_and_spark_runs_children_of_thei
         assert parent["run"]["runId"] in dag_runs, f"{event['job']['name']}: parent is not a DAG run"
         assert event["job"]["name"].startswith(parent["job"]["name"] + ".")
         task_runs[event["run"]["runId"]] = (event["job"]["name"], parent["run"]["runId"])
+    task_names = {name for name, _ in task_runs.values()}
     spark_apps = [e for e in spark_events if e["eventType"] == "START" and e["run"]["facets"].get("spark_applicationDetails")
-                  and e["run"]["facets"]["parent"]["job"]["name"] in {name for name, _ in task_runs.values()}]
+                  and e["run"]["facets"].get("parent", {}).get("job", {}).get("name") in task_names]
     assert {app["run"]["facets"]["parent"]["job"]["name"].rsplit(".", 1)[-1] for app in spark_apps} == {
         "stage_yellow_taxi", "merge_yellow_taxi_raw", "stage_weather", "merge_weather_raw",
         "compute_hourly_actuals", "train_model", "write_forecast"}
@@ -189,7 +190,8 @@ def failed_run(pipeline_run):
 def test_bad_input_fails_at_once_with_a_fail_event_carrying_the_error(failed_run, pipeline_run):
     assert failed_run.state == "failed"
     events = load_events(pipeline_run.paths.lineage_events)
-    fails = [e for e in events if e["eventType"] == "FAIL" and e["job"]["name"] == "ingest_yellow_taxi_data.stage_yellow_taxi"]
+    fails = [e for e in events if e["eventType"] == "FAIL" and e["job"]["name"] == "ingest_yellow_taxi_data.stage_yellow_taxi"
+             and "yellow_tripdata_2025-03.parquet" in e["run"]["facets"]["errorMessage"]["message"]]
     assert len(fails) == 1, "bad input must not be retried"
     message = fails[0]["run"]["facets"]["errorMessage"]["message"]
     assert "yellow_tripdata_2025-03.parquet" in message and "not a readable parquet file" in message

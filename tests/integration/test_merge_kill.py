@@ -1,0 +1,64 @@
+"""A Spark job killed in the middle of its MERGE leaves raw at its previous snapshot; the retry ends with the right rows."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from include import config, naming, sample_data
+
+pytestmark = pytest.mark.integration
+MONTH = "2025-10"
+ROWS = 300_000
+
+
+def _submit_command(script: str, args: list[str]) -> list[str]:
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    hook = SparkSubmitHook(**config.spark_submit_kwargs(), application_args=args)
+    return hook._build_spark_submit_command(str(config.SPARK_JOBS_DIR / script))
+
+
+def _run(script: str, args: list[str]) -> None:
+    subprocess.run(_submit_command(script, args), check=True, capture_output=True, timeout=600,
+                   env={**os.environ, **config.spark_submit_env()})
+
+
+def _raw_state(catalog) -> tuple[int, int, int]:
+    table = catalog.load_table(f"{config.ICEBERG_NAMESPACE}.{naming.TAXI_RAW}")
+    ids = table.scan(selected_fields=("unique_row_id",)).to_arrow()["unique_row_id"]
+    return table.current_snapshot().snapshot_id, len(ids), len(set(ids.to_pylist()))
+
+
+def test_killed_merge_leaves_the_previous_snapshot_and_the_retry_is_exact(pipeline_run, catalog):
+    sample_data.write_taxi_month(pipeline_run.paths.landing / "tlc", 2025, 10, ROWS)
+    _run("stage_taxi.py", ["--month", MONTH])
+    snapshot_before, rows_before, _ = _raw_state(catalog)
+    data_dir = Path(naming.table_location(naming.TAXI_RAW).removeprefix("file://")) / "data"
+    files_before = {p for p in data_dir.rglob("*.parquet")}
+
+    job = subprocess.Popen(_submit_command("merge_taxi.py", ["--month", MONTH]), start_new_session=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **config.spark_submit_env()})
+    deadline = time.monotonic() + 300
+    killed = False
+    while time.monotonic() < deadline and job.poll() is None:
+        if {p for p in data_dir.rglob("*.parquet")} - files_before:
+            os.killpg(job.pid, signal.SIGKILL)
+            killed = True
+            break
+        time.sleep(0.02)
+    job.wait(timeout=60)
+    assert killed, "the MERGE finished before its first data file was seen; raise ROWS"
+
+    snapshot_after_kill, rows_after_kill, _ = _raw_state(catalog)
+    assert (snapshot_after_kill, rows_after_kill) == (snapshot_before, rows_before), "a killed MERGE must not commit"
+
+    _run("merge_taxi.py", ["--month", MONTH])
+    snapshot_after_retry, rows_after_retry, distinct = _raw_state(catalog)
+    assert snapshot_after_retry != snapshot_before
+    assert rows_after_retry == distinct == rows_before + ROWS

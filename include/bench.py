@@ -160,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     from include import bootstrap
 
     bootstrap.setup(paths)
+    os.environ.update(config.airflow_env(paths))  # spark-submit on PATH, spark_default connection, AIRFLOW_HOME
     _progress(f"{rows:,} rows per month ({lineage_rows:,} for the DAG runs, {scale_rows:,} for scale), "
               f"{repeats} repeats, state in {paths.var}")
     results = {

@@ -216,7 +216,7 @@ def jar_paths() -> list[Path]:
     return [JARS_DIR / artifact.file_name for artifact in artifacts]
 
 
-def spark_conf(paths: Paths | None = None, catalog: CatalogSettings | None = None) -> dict[str, str]:
+def spark_conf(paths: Paths | None = None, catalog: CatalogSettings | None = None, lineage: bool = True) -> dict[str, str]:
     """Spark properties for every job: Iceberg extensions and catalog, the OpenLineage listener, local tuning.
 
     The jars go on the driver's and executors' class path as well as ``--jars``: the OpenLineage listener must
@@ -230,10 +230,6 @@ def spark_conf(paths: Paths | None = None, catalog: CatalogSettings | None = Non
         **catalog.spark_properties(),
         "spark.driver.extraClassPath": os.pathsep.join(str(path) for path in jar_paths()),
         "spark.executor.extraClassPath": os.pathsep.join(str(path) for path in jar_paths()),
-        "spark.extraListeners": "io.openlineage.spark.agent.OpenLineageSparkListener",
-        "spark.openlineage.namespace": OPENLINEAGE_NAMESPACE,
-        "spark.openlineage.transport.type": "file",
-        "spark.openlineage.transport.location": str(paths.spark_lineage_events),
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG4J2_PROPERTIES.as_uri()}",
         "spark.driver.memory": _env("SPARK_DRIVER_MEMORY", "2g"),
         "spark.sql.shuffle.partitions": _env("SPARK_SHUFFLE_PARTITIONS", "4"),
@@ -245,6 +241,13 @@ def spark_conf(paths: Paths | None = None, catalog: CatalogSettings | None = Non
         "spark.pyspark.driver.python": sys.executable,
         "spark.executorEnv.PIPELINE_VAR_DIR": str(paths.var),
     }
+    if lineage:
+        conf.update({
+            "spark.extraListeners": "io.openlineage.spark.agent.OpenLineageSparkListener",
+            "spark.openlineage.namespace": OPENLINEAGE_NAMESPACE,
+            "spark.openlineage.transport.type": "file",
+            "spark.openlineage.transport.location": str(paths.spark_lineage_events),
+        })
     extra = os.environ.get("SPARK_CONF_EXTRA", "").strip()
     if extra:
         try:
@@ -289,12 +292,12 @@ def airflow_env(paths: Paths | None = None) -> dict[str, str]:
     }
 
 
-def spark_submit_kwargs(paths: Paths | None = None) -> dict:
+def spark_submit_kwargs(paths: Paths | None = None, lineage: bool = True) -> dict:
     """Arguments shared by every SparkSubmitOperator (and SparkSubmitHook) of the project."""
     paths = paths or Paths.current()
     return {
         "conn_id": "spark_default",
-        "conf": spark_conf(paths),
+        "conf": spark_conf(paths, lineage=lineage),
         "jars": spark_submit_jars(),
         "env_vars": spark_submit_env(paths),
         "verbose": False,

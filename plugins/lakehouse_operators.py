@@ -49,7 +49,10 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
         return split(self.inputs), split(self.outputs)
 
     def execute(self, context) -> None:
-        settings = config.spark_submit_kwargs()
+        from airflow.providers.openlineage.conf import is_disabled
+
+        # [openlineage] disabled turns lineage off everywhere, the Spark listener included.
+        settings = config.spark_submit_kwargs(lineage=not is_disabled())
         self.conf = {**settings["conf"], **(self.conf or {})}
         self.jars = self.jars or settings["jars"]
         self.env_vars = {**settings["env_vars"], **(self.env_vars or {})}

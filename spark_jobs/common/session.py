@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import os
+
 from include import config
 
 
 def spark_session(app_name: str, extra_conf: dict[str, str] | None = None):
+    """Under spark-submit the settings came with the command (the operator's choice, e.g. no lineage listener when
+    OpenLineage is disabled) and are kept as they are; elsewhere (tests, a plain ``python job.py``) they are applied here."""
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName(app_name).config("spark.jars", config.spark_submit_jars())
-    for key, value in {**config.spark_conf(), **(extra_conf or {})}.items():
+    paths = config.Paths.current().ensure()  # the listener's file and the catalog's folder must exist first
+    catalog = config.CatalogSettings.current(paths)
+    if catalog.sqlite_path is not None:
+        catalog.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
+    builder = SparkSession.builder.appName(app_name)
+    settings = dict(extra_conf or {})
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        settings = {"spark.jars": config.spark_submit_jars(), **config.spark_conf(paths, catalog), **settings}
+    for key, value in settings.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

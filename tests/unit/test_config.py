@@ -1,0 +1,82 @@
+"""The configuration module and the generated Airflow home."""
+
+from __future__ import annotations
+
+import configparser
+import json
+
+import pytest
+
+from include import bootstrap, config
+
+
+@pytest.fixture()
+def tmp_paths(tmp_path):
+    return config.Paths(tmp_path / "var").ensure()
+
+
+def test_generated_airflow_cfg_has_the_project_settings(tmp_paths):
+    bootstrap.write_airflow_cfg(tmp_paths)
+    cfg = configparser.ConfigParser(interpolation=None)
+    cfg.read(tmp_paths.airflow_home / "airflow.cfg")
+    assert cfg["core"]["dags_folder"] == str(config.DAGS_DIR)
+    assert cfg["core"]["plugins_folder"] == str(config.PLUGINS_DIR)
+    assert cfg["core"]["executor"] == "LocalExecutor" and cfg["core"]["parallelism"] == "4"
+    assert cfg["core"]["load_examples"] == "False"
+    assert cfg["database"]["sql_alchemy_conn"] == f"sqlite:///{tmp_paths.airflow_home}/airflow.db"
+    transport = json.loads(cfg["openlineage"]["transport"])
+    assert transport == {"type": "file", "log_file_path": str(tmp_paths.lineage_events), "append": True}
+    assert cfg["openlineage"]["extractors"] == "lakehouse_extractor.LakehouseSparkExtractor"
+    assert cfg["openlineage"]["spark_inject_parent_job_info"] == "True"
+    assert json.loads(config.airflow_env(tmp_paths)["AIRFLOW_CONN_SPARK_DEFAULT"])["host"] == "local[*]"
+
+
+def test_setup_refreshes_its_own_file_but_keeps_a_file_the_user_edited(tmp_paths):
+    target = tmp_paths.airflow_home / "airflow.cfg"
+    assert bootstrap.write_airflow_cfg(tmp_paths) is True
+    assert bootstrap.write_airflow_cfg(tmp_paths) is False
+    target.write_text(target.read_text().replace('{"type": "file"', '{"type": "console", "x": "file"'))
+    edited = target.read_text()
+    assert bootstrap.write_airflow_cfg(tmp_paths) is False
+    assert target.read_text() == edited
+
+
+def test_catalog_is_shared_by_spark_and_pyiceberg(tmp_paths, monkeypatch):
+    for name in ("ICEBERG_CATALOG_TYPE", "ICEBERG_CATALOG_URI", "ICEBERG_WAREHOUSE", "ICEBERG_CATALOG_NAME"):
+        monkeypatch.delenv(name, raising=False)
+    catalog = config.CatalogSettings.current(tmp_paths)
+    spark = config.spark_conf(tmp_paths, catalog)
+    assert spark["spark.sql.catalog.lakehouse.uri"] == f"jdbc:sqlite:{tmp_paths.catalog_dir / 'iceberg_catalog.db'}"
+    assert catalog.pyiceberg_properties()["uri"] == f"sqlite:///{tmp_paths.catalog_dir / 'iceberg_catalog.db'}"
+    assert spark["spark.sql.catalog.lakehouse.warehouse"] == catalog.pyiceberg_properties()["warehouse"] == tmp_paths.warehouse.as_uri()
+    assert spark["spark.sql.catalog.lakehouse.jdbc.journal_mode"] == "WAL"
+
+
+def test_postgres_and_rest_catalogs_and_s3_warehouse_by_environment(tmp_paths, monkeypatch):
+    monkeypatch.setenv("ICEBERG_CATALOG_URI", "jdbc:postgresql://db:5432/iceberg")
+    monkeypatch.setenv("ICEBERG_CATALOG_USER", "ice")
+    monkeypatch.setenv("ICEBERG_CATALOG_PASSWORD", "pw")
+    monkeypatch.setenv("ICEBERG_WAREHOUSE", "s3://bucket/warehouse")
+    catalog = config.CatalogSettings.current(tmp_paths)
+    assert catalog.pyiceberg_properties()["uri"] == "postgresql+psycopg2://ice:pw@db:5432/iceberg"
+    props = catalog.spark_properties()
+    assert props["spark.sql.catalog.lakehouse.jdbc.user"] == "ice"
+    assert props["spark.sql.catalog.lakehouse.io-impl"] == "org.apache.iceberg.aws.s3.S3FileIO"
+    assert "spark.sql.catalog.lakehouse.clients" not in props
+    monkeypatch.setenv("ICEBERG_CATALOG_TYPE", "rest")
+    monkeypatch.setenv("ICEBERG_CATALOG_URI", "http://rest:8181")
+    assert config.CatalogSettings.current(tmp_paths).pyiceberg_properties()["type"] == "rest"
+    monkeypatch.setenv("ICEBERG_CATALOG_TYPE", "hive")
+    with pytest.raises(ValueError, match="ICEBERG_CATALOG_TYPE='hive' is not supported"):
+        config.CatalogSettings.current(tmp_paths)
+
+
+def test_lineage_switch_removes_the_spark_listener_and_extra_conf_is_merged(tmp_paths, monkeypatch):
+    monkeypatch.setenv("SPARK_CONF_EXTRA", '{"spark.executor.memory": "3g"}')
+    on, off = config.spark_conf(tmp_paths), config.spark_conf(tmp_paths, lineage=False)
+    assert on["spark.extraListeners"] == "io.openlineage.spark.agent.OpenLineageSparkListener"
+    assert not any(key.startswith("spark.openlineage") or key == "spark.extraListeners" for key in off)
+    assert on["spark.executor.memory"] == off["spark.executor.memory"] == "3g"
+    monkeypatch.setenv("SPARK_CONF_EXTRA", "[1, 2]")
+    with pytest.raises(ValueError, match="SPARK_CONF_EXTRA must be a JSON object"):
+        config.spark_conf(tmp_paths)

@@ -37,7 +37,6 @@ def storage_id(uri: str) -> DatasetId:
         naming = LocalFileSystem(path=str(Path(parsed.path).resolve()))
     elif parsed.scheme in ("s3", "s3a", "s3n"):
         naming = S3(bucket_name=parsed.netloc, object_key=parsed.path.lstrip("/"))
-        return DatasetId("s3://" + parsed.netloc, naming.get_name())
     else:
         return DatasetId(f"{parsed.scheme}://{parsed.netloc}", parsed.path)
     return DatasetId(naming.get_namespace(), naming.get_name())

@@ -54,6 +54,12 @@ def airflow_env(paths) -> dict[str, str]:
 
 @pytest.fixture(scope="session", autouse=True)
 def _airflow_process_env(paths):
-    """Make in-process Airflow imports (SparkSubmitHook, DagBag) see the project's connections."""
+    """Make in-process Airflow imports (SparkSubmitHook, DagBag) see the project's airflow.cfg and connections.
+
+    The file is written before anything imports Airflow: Airflow would otherwise write a default one there, which
+    set-up then keeps as a user's edit."""
+    from include import bootstrap
+
+    bootstrap.write_airflow_cfg(paths)
     os.environ.update({k: v for k, v in config.airflow_env(paths).items() if k != "PATH"})
     os.environ["PATH"] = config.airflow_env(paths)["PATH"]

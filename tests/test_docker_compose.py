@@ -9,10 +9,9 @@ import pytest
 import yaml
 from jsonschema import Draft7Validator
 
-from include import config
+from include import config, vendored_specs
 
 COMPOSE = config.PROJECT_ROOT / "docker-compose.yml"
-SPEC = config.PROJECT_ROOT.parent / "shared" / "compose-spec" / "compose-spec.json"
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +20,7 @@ def compose() -> dict:
 
 
 def test_compose_file_validates_against_the_compose_spec(compose):
-    schema = json.loads(SPEC.read_text())
+    schema = json.loads(vendored_specs.COMPOSE_SPEC.read_text())
     errors = [f"{'/'.join(map(str, e.path))}: {e.message}" for e in Draft7Validator(schema).iter_errors(compose)]
     assert errors == []
 

@@ -1,7 +1,8 @@
 """Validate OpenLineage events against the official JSON schemas, offline, each facet against its own schema.
 
-The official schemas come from ``../shared/openlineage-spec/`` (or ``$OPENLINEAGE_SPEC_DIR``); the project's custom
-facets from ``include/lineage/schemas/``. A facet key maps to the schema whose top-level ``properties`` defines it.
+The official schemas are vendored in ``include/lineage/spec/openlineage/`` (provenance and SHA-256 in its
+``lock.json``; ``$OPENLINEAGE_SPEC_DIR`` points elsewhere); the project's custom facets are in
+``include/lineage/schemas/``. A facet key maps to the schema whose top-level ``properties`` defines it.
 """
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ from pathlib import Path
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-from include import config
+from include import config, vendored_specs
 
 PROJECT_SCHEMAS = config.PROJECT_ROOT / "include" / "lineage" / "schemas"
 EVENT_SCHEMA_ID = "https://openlineage.io/spec/2-0-2/OpenLineage.json"
 
 
 def spec_dir() -> Path:
-    return Path(os.environ.get("OPENLINEAGE_SPEC_DIR", config.PROJECT_ROOT.parent / "shared" / "openlineage-spec"))
+    return Path(os.environ.get("OPENLINEAGE_SPEC_DIR") or vendored_specs.OPENLINEAGE_SPEC_DIR)
 
 
 @dataclass

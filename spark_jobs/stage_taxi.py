@@ -64,8 +64,7 @@ def main(argv: list[str] | None = None) -> None:
     load(spark, staged, quarantined, args.month)
     reasons = {row.quarantine_reason: row["count"] for row in quarantined.groupBy("quarantine_reason").count().collect()}
     write_report(args.report, {
-        "source_file": str(landed),
-        "source_fingerprint": sources.fingerprint_file(landed),
+        "source_fingerprints": {str(landed): sources.fingerprint_file(landed)},
         "source_rows": source.count(),
         "staged_rows": staged.count(),
         "schema_drift": drift,

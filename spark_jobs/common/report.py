@@ -1,23 +1,22 @@
-"""The small JSON report each job leaves for the lineage extractor (row counts, snapshots, metrics)."""
+"""The report each job leaves for the lineage extractor (row counts, snapshots, metrics): ``contract.JobReport``."""
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
+from include.contract import Assertion, InputMetrics, JobReport
 
-def write_report(path: str | None, report: dict) -> None:
+
+def write_report(path: str | Path | None, report: JobReport | dict) -> None:
+    """Write the job's report where ``--report`` said; a dict must hold ``JobReport`` fields only."""
     if not path:
         return
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_suffix(".tmp")
-    partial.write_text(json.dumps(report, indent=2, sort_keys=True, default=str))
-    os.replace(partial, target)
+    if not isinstance(report, JobReport):
+        report = JobReport.from_dict(report)
+    report.write(Path(path))
 
 
-def column_metrics(df, columns: list[str]) -> dict:
+def column_metrics(df, columns: list[str]) -> InputMetrics:
     """Row count and null count of each column, in one pass: the dataQualityMetrics of an input."""
     from pyspark.sql import functions as F
 
@@ -28,7 +27,7 @@ def column_metrics(df, columns: list[str]) -> dict:
     return {"rowCount": row["__rows"], "columnMetrics": {c: {"nullCount": int(row[c] or 0)} for c in columns}}
 
 
-def assertion(name: str, success: bool, column: str | None = None, actual=None, expected=None) -> dict:
+def assertion(name: str, success: bool, column: str | None = None, actual=None, expected=None) -> Assertion:
     return {
         "assertion": name,
         "success": bool(success),

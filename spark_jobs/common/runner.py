@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import traceback
 
+from include.contract import REPORT_ARGUMENT, JobReport, report_argument
 from spark_jobs.common.report import write_report
 
 BAD_INPUT_EXIT_CODE = 3
@@ -14,21 +15,18 @@ class BadInputError(ValueError):
     """The input itself is wrong (corrupt, empty, wrong schema): retrying cannot help."""
 
 
-def _report_path(argv: list[str]) -> str | None:
-    return argv[argv.index("--report") + 1] if "--report" in argv[:-1] else None
-
-
 def run(main, argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     try:
         main(argv)
     except BadInputError as error:
-        write_report(_report_path(argv), {"error": {"kind": "bad_input", "message": str(error)}})
+        write_report(report_argument(argv), JobReport(error={"kind": "bad_input", "message": str(error)}))
         print(f"BAD INPUT: {error}", file=sys.stderr)
         sys.exit(BAD_INPUT_EXIT_CODE)
     except Exception as error:
-        write_report(_report_path(argv), {"error": {"kind": "failure", "message": f"{type(error).__name__}: {error}",
-                                                    "traceback": traceback.format_exc(limit=5)}})
+        write_report(report_argument(argv), JobReport(error={
+            "kind": "failure", "message": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc(limit=5),
+        }))
         raise
 
 
@@ -38,5 +36,5 @@ def month_job_args(description: str | None, argv: list[str] | None):
 
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--month", required=True, help="YYYY-MM")
-    parser.add_argument("--report")
+    parser.add_argument(REPORT_ARGUMENT)
     return parser.parse_args(argv)

@@ -6,31 +6,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from include.contract import TAXI_COLUMNS
 from spark_jobs.common.runner import BadInputError
 
-# Canonical schema: the 2025 TLC file. Older years are normalised to it explicitly.
-CANONICAL_COLUMNS: list[tuple[str, T.DataType]] = [
-    ("VendorID", T.IntegerType()),
-    ("tpep_pickup_datetime", T.TimestampType()),
-    ("tpep_dropoff_datetime", T.TimestampType()),
-    ("passenger_count", T.LongType()),
-    ("trip_distance", T.DoubleType()),
-    ("RatecodeID", T.LongType()),
-    ("store_and_fwd_flag", T.StringType()),
-    ("PULocationID", T.IntegerType()),
-    ("DOLocationID", T.IntegerType()),
-    ("payment_type", T.LongType()),
-    ("fare_amount", T.DoubleType()),
-    ("extra", T.DoubleType()),
-    ("mta_tax", T.DoubleType()),
-    ("tip_amount", T.DoubleType()),
-    ("tolls_amount", T.DoubleType()),
-    ("improvement_surcharge", T.DoubleType()),
-    ("total_amount", T.DoubleType()),
-    ("congestion_surcharge", T.DoubleType()),
-    ("Airport_fee", T.DoubleType()),
-    ("cbd_congestion_fee", T.DoubleType()),
-]
+# Canonical schema (include/contract.py): the 2025 TLC file. Older years are normalised to it explicitly.
+_SPARK_TYPES = {t.typeName(): t for t in (T.IntegerType(), T.LongType(), T.DoubleType(), T.StringType(), T.TimestampType())}
+CANONICAL_COLUMNS: list[tuple[str, T.DataType]] = [(name, _SPARK_TYPES[type_name]) for name, type_name in TAXI_COLUMNS]
 # Renamed across years: old name -> canonical name.
 RENAMED = {"airport_fee": "Airport_fee"}
 # Absent in older years: filled with null and recorded as drift.

@@ -19,17 +19,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from include.contract import NYC_COUNTIES, WEATHER_ELEMENTS
+from include.contract import WEATHER_MISSING_VALUE as MISSING
+
 NUM_ZONES = 265
 ACTIVE_ZONES = 260
-WEATHER_ELEMENTS = ("prcp", "tavg", "tmin", "tmax")
-MISSING = -999.99
-NYC_COUNTIES = {
-    "36005": "Bronx County",
-    "36047": "Kings County",
-    "36061": "New York County",
-    "36081": "Queens County",
-    "36085": "Richmond County",
-}
 OTHER_COUNTIES = {
     "34003": "Bergen County",
     "34013": "Essex County",

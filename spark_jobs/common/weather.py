@@ -6,12 +6,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from include.contract import NYC_COUNTIES, WEATHER_DAY_COLUMNS, WEATHER_KEY_COLUMNS, WEATHER_MISSING_VALUE
 from spark_jobs.common.runner import BadInputError
 
-MISSING = -999.99
-NYC_COUNTY_CODES = ("36005", "36047", "36061", "36081", "36085")
-DAY_COLUMNS = [f"day_{day:02d}" for day in range(1, 32)]
-KEY_COLUMNS = ["region_type", "region_code", "region_name", "year", "month", "meteorological_element"]
+DAY_COLUMNS = list(WEATHER_DAY_COLUMNS)
+KEY_COLUMNS = list(WEATHER_KEY_COLUMNS)
 RAW_SCHEMA = T.StructType(
     [T.StructField(name, T.StringType()) for name in KEY_COLUMNS]
     + [T.StructField(day, T.StringType()) for day in DAY_COLUMNS]
@@ -25,7 +24,7 @@ class WeatherFileError(BadInputError):
 
 
 def parse_weather(df: DataFrame) -> DataFrame:
-    """Typed rows from the raw CSV columns; missing values stay -999.99 as in the source."""
+    """Typed rows from the raw CSV columns; missing values stay WEATHER_MISSING_VALUE (-999.99) as in the source."""
     return df.select(
         F.trim("region_type").alias("region_type"),
         F.trim("region_code").alias("region_code"),
@@ -50,13 +49,13 @@ def bad_rows(df: DataFrame) -> DataFrame:
 
 def daily_nyc_weather(raw: DataFrame) -> DataFrame:
     """One row per day: NYC's five-county mean of precipitation (mm) and mean temperature (C)."""
-    long = raw.where(F.col("region_code").isin(*NYC_COUNTY_CODES)).select(
+    long = raw.where(F.col("region_code").isin(*NYC_COUNTIES)).select(
         "year",
         "month",
         "meteorological_element",
         F.posexplode(F.array(*DAY_COLUMNS)).alias("day_index", "value"),
     )
-    valid = long.where(F.col("value") != MISSING).withColumn(
+    valid = long.where(F.col("value") != WEATHER_MISSING_VALUE).withColumn(
         "date", F.make_date("year", "month", F.col("day_index") + 1)
     ).where(F.col("date").isNotNull())
     return (

@@ -150,7 +150,7 @@ class JobReport:
     error: JobError | None = None
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], source: str = "job report") -> "JobReport":
+    def from_dict(cls, data: dict[str, Any], source: str = "job report") -> JobReport:
         if not isinstance(data, dict):
             raise ReportError(f"{source}: a job report is a JSON object, not {type(data).__name__}")
         version = data.get("version", REPORT_VERSION)
@@ -173,7 +173,7 @@ class JobReport:
         os.replace(partial, path)
 
     @classmethod
-    def read(cls, path: Path) -> "JobReport":
+    def read(cls, path: Path) -> JobReport:
         try:
             data = json.loads(path.read_text())
         except ValueError as error:

@@ -11,21 +11,28 @@ import fcntl
 import json
 import logging
 import os
-import time
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import requests
 import xxhash
+from tenacity import (
+    RetryError,
+    Retrying,
+    before_sleep_log,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+)
 
 from include import config
+from include.contract import WEATHER_ELEMENTS
 
 log = logging.getLogger(__name__)
 
 TLC_BASE_URL = "https://d37ci6vzurychx.cloudfront.net/trip-data"
 NOAA_BASE_URL = "https://www.ncei.noaa.gov/pub/data/daily-grids/v1-0-0/averages"
-WEATHER_ELEMENTS = ("prcp", "tavg", "tmin", "tmax")
 CONNECT_TIMEOUT_SECONDS = 10.0
 READ_TIMEOUT_SECONDS = 60.0
 ATTEMPTS = 4
@@ -111,7 +118,7 @@ class IngestLedger:
             "file": file_name,
             "fingerprint": fingerprint,
             "table": table,
-            "ingested_at": datetime.now(timezone.utc).isoformat(),
+            "ingested_at": datetime.now(UTC).isoformat(),
         })
         with self.path.open("a") as stream:
             fcntl.flock(stream, fcntl.LOCK_EX)
@@ -148,20 +155,21 @@ def _fetch_once(session: requests.Session, url: str, target: Path, settings: Set
 
 
 def download(url: str, target: Path, settings: Settings = Settings(), session: requests.Session | None = None) -> tuple[str, int] | None:
-    """Download with retries. Returns (fingerprint, size), or None when the server says 404."""
+    """Download with retries (exponential backoff: ``backoff``, 2x, 4x ... seconds). Returns (fingerprint, size), or
+    None when the server says 404."""
     target.parent.mkdir(parents=True, exist_ok=True)
     session = session or requests.Session()
-    last_error: Exception | None = None
-    for attempt in range(1, settings.attempts + 1):
-        try:
-            return _fetch_once(session, url, target, settings)
-        except (requests.RequestException, DownloadError) as error:
-            last_error = error
-            if attempt < settings.attempts:
-                delay = settings.backoff * 2 ** (attempt - 1)
-                log.warning("download %s failed (attempt %d/%d): %s; retrying in %.1fs", url, attempt, settings.attempts, error, delay)
-                time.sleep(delay)
-    raise DownloadError(f"{url}: gave up after {settings.attempts} attempts: {last_error}") from last_error
+    retrying = Retrying(
+        retry=retry_if_exception_type((requests.RequestException, DownloadError)),
+        stop=stop_after_attempt(settings.attempts),
+        wait=wait_exponential(multiplier=settings.backoff),
+        before_sleep=before_sleep_log(log, logging.WARNING),
+    )
+    try:
+        return retrying(_fetch_once, session, url, target, settings)
+    except RetryError as error:
+        last_error = error.last_attempt.exception()
+        raise DownloadError(f"{url}: gave up after {settings.attempts} attempts: {last_error}") from last_error
 
 
 def fetch(url: str, target: Path, force: bool = False, settings: Settings = Settings(), ledger: IngestLedger | None = None) -> Download:

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from include import airflow_runs, config, local_source, naming
+from include import airflow_runs, config, local_source
+from tests.support import RawState, raw_state
 
 MONTH = (2025, 1)
 ROWS = 20_000
@@ -21,15 +22,9 @@ INGEST_DATE = "2025-02-01"
 class PipelineRun:
     paths: config.Paths
     results: dict[str, airflow_runs.DagTestResult] = field(default_factory=dict)
-    raw_after_first_ingest: dict = field(default_factory=dict)
-    raw_after_reingest: dict = field(default_factory=dict)
+    raw_after_first_ingest: RawState | None = None
+    raw_after_reingest: RawState | None = None
     source_env: dict = field(default_factory=dict)
-
-
-def _raw_state(catalog) -> dict:
-    table = catalog.load_table(f"{config.ICEBERG_NAMESPACE}.{naming.TAXI_RAW}")
-    ids = table.scan(selected_fields=("unique_row_id",)).to_arrow()["unique_row_id"].to_pylist()
-    return {"snapshot_id": table.current_snapshot().snapshot_id, "rows": len(ids), "ids": set(ids), "distinct": len(set(ids))}
 
 
 def _run(run: PipelineRun, key: str, dag_id: str, logical_date: str, conf: dict, env: dict) -> None:
@@ -46,9 +41,9 @@ def pipeline_run(paths, airflow_env, catalog) -> PipelineRun:
     with local_source.serve(source_root) as env:
         run.source_env = env
         _run(run, "taxi", "ingest_yellow_taxi_data", INGEST_DATE, {}, env)
-        run.raw_after_first_ingest = _raw_state(catalog)
+        run.raw_after_first_ingest = raw_state(catalog)
         _run(run, "taxi_again", "ingest_yellow_taxi_data", INGEST_DATE, {"force": True}, env)
-        run.raw_after_reingest = _raw_state(catalog)
+        run.raw_after_reingest = raw_state(catalog)
         _run(run, "weather", "ingest_weather_data", INGEST_DATE, {}, env)
         _run(run, "forecast_naive", "forecast_yellow_rides", "2025-02-01T01:00:00+00:00", {"model": "seasonal_naive"}, env)
         _run(run, "forecast_weather", "forecast_yellow_rides", "2025-02-01T02:00:00+00:00", {"model": "weather"}, env)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import networkx as nx
@@ -62,7 +63,7 @@ def test_graph_has_the_path_from_tlc_source_to_forecast(events, pipeline_run, mo
         _node(naming.model_key("seasonal_naive")),
         _node(naming.HOURLY_FORECAST),
     ]
-    for source, target in zip(chain, chain[1:]):
+    for source, target in itertools.pairwise(chain):
         assert graph.has_edge(source, target), f"missing edge {source} -> {target}"
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from include import config, naming, sample_data
+from tests.support import raw_state
 
 pytestmark = pytest.mark.integration
 MONTH = "2025-10"
@@ -29,16 +30,11 @@ def _run(script: str, args: list[str]) -> None:
                    env={**os.environ, **config.spark_submit_env()})
 
 
-def _raw_state(catalog) -> tuple[int, int, int]:
-    table = catalog.load_table(f"{config.ICEBERG_NAMESPACE}.{naming.TAXI_RAW}")
-    ids = table.scan(selected_fields=("unique_row_id",)).to_arrow()["unique_row_id"]
-    return table.current_snapshot().snapshot_id, len(ids), len(set(ids.to_pylist()))
-
-
 def test_killed_merge_leaves_the_previous_snapshot_and_the_retry_is_exact(pipeline_run, catalog):
     sample_data.write_taxi_month(pipeline_run.paths.landing / "tlc", 2025, 10, ROWS)
     _run("stage_taxi.py", ["--month", MONTH])
-    snapshot_before, rows_before, _ = _raw_state(catalog)
+    before = raw_state(catalog)
+    snapshot_before, rows_before = before.snapshot_id, before.rows
     data_dir = Path(naming.table_location(naming.TAXI_RAW).removeprefix("file://")) / "data"
     files_before = {p for p in data_dir.rglob("*.parquet")}
 
@@ -55,10 +51,10 @@ def test_killed_merge_leaves_the_previous_snapshot_and_the_retry_is_exact(pipeli
     job.wait(timeout=60)
     assert killed, "the MERGE finished before its first data file was seen; raise ROWS"
 
-    snapshot_after_kill, rows_after_kill, _ = _raw_state(catalog)
-    assert (snapshot_after_kill, rows_after_kill) == (snapshot_before, rows_before), "a killed MERGE must not commit"
+    after_kill = raw_state(catalog)
+    assert (after_kill.snapshot_id, after_kill.rows) == (snapshot_before, rows_before), "a killed MERGE must not commit"
 
     _run("merge_taxi.py", ["--month", MONTH])
-    snapshot_after_retry, rows_after_retry, distinct = _raw_state(catalog)
-    assert snapshot_after_retry != snapshot_before
-    assert rows_after_retry == distinct == rows_before + ROWS
+    after_retry = raw_state(catalog)
+    assert after_retry.snapshot_id != snapshot_before
+    assert after_retry.rows == after_retry.distinct == rows_before + ROWS

@@ -23,15 +23,15 @@ def test_raw_taxi_holds_every_distinct_source_row_once(pipeline_run):
     source = pq.read_table(pipeline_run.paths.var / "source" / "trip-data" / sample_data.taxi_file_name(*MONTH))
     distinct_source_rows = source.group_by(source.column_names).aggregate([]).num_rows
     state = pipeline_run.raw_after_first_ingest
-    assert state["rows"] == distinct_source_rows == ROWS
-    assert state["distinct"] == state["rows"]
+    assert state.rows == distinct_source_rows == ROWS
+    assert state.distinct == state.rows
 
 
 def test_reingesting_the_same_month_changes_nothing_in_raw(pipeline_run):
     first, again = pipeline_run.raw_after_first_ingest, pipeline_run.raw_after_reingest
-    assert again["rows"] == first["rows"]
-    assert again["distinct"] == again["rows"], "no duplicate unique_row_id"
-    assert again["ids"] == first["ids"]
+    assert again.rows == first.rows
+    assert again.distinct == again.rows, "no duplicate unique_row_id"
+    assert again.ids == first.ids
     assert "merge_yellow_taxi_raw" in pipeline_run.results["taxi_again"].log
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from include import airflow_runs, config, local_source
+from tests.support import RecordingBackend, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -25,12 +25,6 @@ SECRETS = {
     "spark_key": "s3cr3t-spark-api-key-beef",
     "connection": "s3cr3t-connection-password-44aa",
 }
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_secrets_in_env_spark_conf_and_connections_reach_no_lineage_byte(pipeline_run):
@@ -61,10 +55,8 @@ def test_secrets_in_env_spark_conf_and_connections_reach_no_lineage_byte(pipelin
 @pytest.mark.parametrize("behaviour", ["down", "fail_half", "stall"])
 def test_taxi_dag_succeeds_whatever_the_backend_does_and_replay_delivers_every_event(pipeline_run, tmp_path, behaviour):
     """A file transport beside the spooling one records every emitted event independently of the backend."""
-    from tests.unit.test_spool import Backend
-
-    port = _free_port()
-    backend = None if behaviour == "down" else Backend(port, behaviour)
+    port = free_port()
+    backend = None if behaviour == "down" else RecordingBackend(port, behaviour)
     spool_dir, reference = tmp_path / "spool", tmp_path / "reference.jsonl"
     spooling = {
         "type": "include.lineage.spool.SpoolingTransport", "timeout": 0.5, "spool_dir": str(spool_dir),
@@ -81,7 +73,7 @@ def test_taxi_dag_succeeds_whatever_the_backend_does_and_replay_delivers_every_e
     assert list(spool_dir.glob("*.json")), f"with the backend {behaviour}, events must have been spooled"
 
     if backend is None:
-        backend = Backend(port)
+        backend = RecordingBackend(port)
     backend.behaviour = "ok"
     replay = subprocess.run(
         [str(Path(sys.executable).parent / "lineage"), "replay"],

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import http.server
-import threading
+import re
 import time
 
 import pytest
 import xxhash
 
-from include import sources
+from include import contract, sources
+from tests.support import QuietHandler, loopback_server
 
 FAST = sources.Settings(connect_timeout=2, read_timeout=0.5, attempts=3, backoff=0.01)
 
@@ -19,18 +19,17 @@ class Behaviour:
         self.body = b"PAR1" + b"x" * 10_000 + b"PAR1"
         self.mode = "ok"  # ok | missing | truncated | stall | flaky
         self.requests = 0
+        self.paths: list[str] = []
 
 
 @pytest.fixture()
 def server():
     behaviour = Behaviour()
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
+    class Handler(QuietHandler):
         def do_GET(self):
             behaviour.requests += 1
+            behaviour.paths.append(self.path)
             if behaviour.mode == "missing":
                 self.send_error(404)
                 return
@@ -52,11 +51,8 @@ def server():
                 return
             self.wfile.write(behaviour.body)
 
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield behaviour, f"http://127.0.0.1:{httpd.server_port}/trip-data/yellow_tripdata_2025-01.parquet"
-    httpd.shutdown()
+    with loopback_server(Handler) as base_url:
+        yield behaviour, f"{base_url}/trip-data/yellow_tripdata_2025-01.parquet"
 
 
 def test_download_lands_the_file_atomically_with_its_xxhash64(server, tmp_path):
@@ -119,9 +115,39 @@ def test_already_ingested_fingerprint_is_skipped_unless_forced(server, tmp_path)
     assert sources.fetch(url, target, settings=FAST, ledger=ledger).status == "downloaded"
 
 
-def test_real_source_urls():
-    assert sources.TLC_BASE_URL + "/yellow_tripdata_2024-01.parquet" == "https://d37ci6vzurychx.cloudfront.net/trip-data/yellow_tripdata_2024-01.parquet"
-    assert sources.noaa_url("prcp", "2025-03").endswith("/daily-grids/v1-0-0/averages/2025/prcp-202503-cty-scaled.csv")
+def test_urls_are_the_real_sources_by_default(monkeypatch):
+    monkeypatch.delenv("TLC_BASE_URL", raising=False)
+    monkeypatch.delenv("NOAA_BASE_URL", raising=False)
+    assert sources.tlc_url("2024-01") == "https://d37ci6vzurychx.cloudfront.net/trip-data/yellow_tripdata_2024-01.parquet"
+    assert sources.noaa_url("prcp", "2025-03") == (
+        "https://www.ncei.noaa.gov/pub/data/daily-grids/v1-0-0/averages/2025/prcp-202503-cty-scaled.csv"
+    )
+
+
+def test_base_urls_from_the_environment_keep_the_real_file_layout(monkeypatch):
+    monkeypatch.setenv("TLC_BASE_URL", "http://127.0.0.1:8000/trip-data/")
+    monkeypatch.setenv("NOAA_BASE_URL", "http://127.0.0.1:8000/averages")
+    assert sources.tlc_url("2025-12") == "http://127.0.0.1:8000/trip-data/yellow_tripdata_2025-12.parquet"
+    assert sources.noaa_url("tmax", "2025-12") == "http://127.0.0.1:8000/averages/2025/tmax-202512-cty-scaled.csv"
+
+
+def test_fetching_a_noaa_month_downloads_one_file_per_weather_element(server, tmp_path, monkeypatch):
+    behaviour, url = server
+    monkeypatch.setenv("NOAA_BASE_URL", url.split("/trip-data/")[0] + "/averages")
+    monkeypatch.setenv("PIPELINE_VAR_DIR", str(tmp_path / "var"))
+    downloads = sources.fetch_noaa_month("2025-01", settings=FAST)
+    assert [d.status for d in downloads] == ["downloaded"] * len(contract.WEATHER_ELEMENTS)
+    assert sorted(behaviour.paths) == sorted(f"/averages/2025/{e}-202501-cty-scaled.csv" for e in contract.WEATHER_ELEMENTS)
+
+
+def test_retries_wait_exponentially_longer(server, tmp_path, caplog):
+    behaviour, url = server
+    behaviour.mode = "truncated"
+    settings = sources.Settings(connect_timeout=2, read_timeout=2, attempts=4, backoff=0.05)
+    with caplog.at_level("WARNING", logger=sources.log.name), pytest.raises(sources.DownloadError):
+        sources.download(url, tmp_path / "f.parquet", settings)
+    waits = [float(re.search(r"in ([0-9.]+) seconds", r.getMessage()).group(1)) for r in caplog.records]
+    assert waits == [0.05, 0.1, 0.2]
 
 
 def _paths(tmp_path):

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import http.server
 import json
 import multiprocessing
 import os
 import signal
-import socket
-import threading
 import time
 from pathlib import Path
 
@@ -18,51 +15,8 @@ from openlineage.client.transport import get_default_factory
 from openlineage.client.uuid import generate_new_uuid
 
 from include.lineage.spool import Spool, SpoolingTransport
-
-
-class Backend:
-    """Records every event POSTed; behaviour: ok | fail_half | stall."""
-
-    def __init__(self, port: int = 0, behaviour: str = "ok"):
-        self.behaviour = behaviour
-        self.received: list[dict] = []
-        self.requests = 0
-        backend = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                backend.requests += 1
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                if backend.behaviour == "stall":
-                    time.sleep(3)
-                if backend.behaviour == "fail_half" and backend.requests % 2 == 1:
-                    self.send_response(503)
-                    self.end_headers()
-                    return
-                backend.received.append(json.loads(body))
-                self.send_response(201)
-                self.end_headers()
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.server.daemon_threads = True
-        self.port = self.server.server_port
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-    def unique(self) -> set:
-        return {(e["run"]["runId"], e["eventType"], e["eventTime"]) for e in self.received}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.support import RecordingBackend as Backend
+from tests.support import free_port
 
 
 def transport_for(port: int, spool_dir: Path, timeout: float = 1.0) -> SpoolingTransport:

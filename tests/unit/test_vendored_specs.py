@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -47,7 +47,7 @@ def test_the_validator_loads_every_facet_schema_from_the_repository(monkeypatch)
             assert key in validator.facet_validators, f"{path.name}: facet {key} has no validator"
     event = {
         "eventType": "COMPLETE",
-        "eventTime": datetime.now(timezone.utc).isoformat(),
+        "eventTime": datetime.now(UTC).isoformat(),
         "producer": "https://github.com/lineage-aware-pipelines/airflow-spark-iceberg",
         "schemaURL": validation.EVENT_SCHEMA_ID + "#/$defs/RunEvent",
         "run": {"runId": str(uuid.uuid4()), "facets": {}},

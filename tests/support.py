@@ -1,0 +1,104 @@
+"""Helpers shared by the tests: loopback ports and HTTP servers, a lineage backend that records, the raw table's state.
+
+Fixtures stay in the conftest files; what several test modules build the same way lives here, once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from include import config, naming
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (for a backend that is down, or started later on it)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class QuietHandler(http.server.BaseHTTPRequestHandler):
+    """A request handler that keeps the test output free of access logs."""
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def loopback_server(handler: type[http.server.BaseHTTPRequestHandler], port: int = 0) -> Iterator[str]:
+    """Serve ``handler`` on 127.0.0.1 in a thread; yield the base URL, shut down and close on exit."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class RecordingBackend:
+    """An OpenLineage HTTP backend on loopback that records every event POSTed to it.
+
+    behaviour: ``ok``; ``fail_half`` (answers 503 to every other request); ``stall`` (waits 3 s before answering).
+    """
+
+    def __init__(self, port: int = 0, behaviour: str = "ok"):
+        self.behaviour = behaviour
+        self.posts: list[tuple[str, dict]] = []  # (request path, event) of every accepted event
+        self.requests = 0
+        backend = self
+
+        class Handler(QuietHandler):
+            def do_POST(self):
+                backend.requests += 1
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if backend.behaviour == "stall":
+                    time.sleep(3)
+                if backend.behaviour == "fail_half" and backend.requests % 2 == 1:
+                    self.send_response(503)
+                    self.end_headers()
+                    return
+                backend.posts.append((self.path, json.loads(body)))
+                self.send_response(201)
+                self.end_headers()
+
+        self._serving = loopback_server(Handler, port)
+        self.url = self._serving.__enter__()
+        self.port = int(self.url.rsplit(":", 1)[1])
+
+    @property
+    def received(self) -> list[dict]:
+        return [event for _, event in self.posts]
+
+    def stop(self) -> None:
+        self._serving.__exit__(None, None, None)
+
+    def unique(self) -> set:
+        """Events after de-duplication by run id, event type and event time, as a receiver would."""
+        return {(e["run"]["runId"], e["eventType"], e["eventTime"]) for e in self.received}
+
+
+@dataclass(frozen=True)
+class RawState:
+    snapshot_id: int
+    rows: int
+    ids: frozenset[str]
+
+    @property
+    def distinct(self) -> int:
+        return len(self.ids)
+
+
+def raw_state(catalog) -> RawState:
+    """The raw taxi table as pyiceberg sees it: current snapshot, row count and the set of unique_row_id."""
+    table = catalog.load_table(f"{config.ICEBERG_NAMESPACE}.{naming.TAXI_RAW}")
+    ids = table.scan(selected_fields=("unique_row_id",)).to_arrow()["unique_row_id"].to_pylist()
+    return RawState(table.current_snapshot().snapshot_id, len(ids), frozenset(ids))

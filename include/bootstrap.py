@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
+import json
 import os
+import secrets
 import subprocess
 import sys
 from string import Template
@@ -15,8 +18,45 @@ TEMPLATE = config.PROJECT_ROOT / "include" / "templates" / "airflow.cfg.template
 EXTRACTORS = "lakehouse_extractor.LakehouseSparkExtractor"
 
 
+SECRET_NAMES = ("jwt_secret", "fernet_key", "api_secret_key")
+
+
+def airflow_secrets(paths: config.Paths) -> dict[str, str]:
+    """The secrets every Airflow component must share, made once per ``var/`` and kept (mode 600) while it exists.
+
+    Without one ``[api_auth] jwt_secret`` each component signs task tokens with a key of its own and every task
+    fails under the scheduler (DESIGN trap 10); ``[core] fernet_key`` encrypts connection passwords in the metadata
+    DB, and ``[api] secret_key`` signs the UI's sessions.
+    """
+    secrets_file = paths.secrets / "airflow.json"
+    try:
+        stored = json.loads(secrets_file.read_text())
+    except (OSError, ValueError):
+        stored = {}
+    generated = {
+        "jwt_secret": secrets.token_urlsafe(48),
+        "fernet_key": base64.urlsafe_b64encode(secrets.token_bytes(32)).decode(),
+        "api_secret_key": secrets.token_urlsafe(32),
+    }
+    merged = {name: stored.get(name) or generated[name] for name in SECRET_NAMES}
+    if merged != stored:
+        paths.secrets.mkdir(parents=True, exist_ok=True)
+        os.chmod(paths.secrets, 0o700)
+        _write_private(secrets_file, json.dumps(merged, indent=2))
+    return merged
+
+
+def _write_private(path, text: str) -> None:
+    partial = path.with_name(path.name + ".tmp")
+    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as stream:
+        stream.write(text)
+    os.replace(partial, path)
+
+
 def render_airflow_cfg(paths: config.Paths) -> str:
     return Template(TEMPLATE.read_text()).substitute(
+        **airflow_secrets(paths),
         dags_folder=config.DAGS_DIR,
         plugins_folder=config.PLUGINS_DIR,
         airflow_home=paths.airflow_home,
@@ -43,7 +83,7 @@ def write_airflow_cfg(paths: config.Paths) -> bool:
             if _sha256(rendered) != _sha256(current):
                 print(f"setup: keeping your edited {target}; the template has changes you may want to merge")
             return False
-    target.write_text(rendered)
+    _write_private(target, rendered)
     digest_file.write_text(_sha256(rendered))
     return True
 
@@ -57,13 +97,34 @@ def migrate_airflow_db(paths: config.Paths) -> None:
     subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=env, check=True, stdout=subprocess.DEVNULL)
 
 
+def ensure_spark_connection(paths: config.Paths) -> None:
+    """``spark_default`` as a default in the metadata DB: created when missing, never overwritten, so a connection
+    edited in the UI, or a user's own ``AIRFLOW_CONN_SPARK_DEFAULT``, wins."""
+    env = {**os.environ, **config.airflow_env(paths)}
+    env.pop("AIRFLOW_CONN_SPARK_DEFAULT", None)
+    completed = subprocess.run(
+        [sys.executable, "-m", "airflow", "connections", "add", "spark_default", "--conn-type", "spark",
+         "--conn-host", config.DEFAULT_SPARK_MASTER, "--conn-description", "Set by `make setup`; edit freely"],
+        env=env, capture_output=True, text=True,
+    )
+    if completed.returncode != 0 and "already exist" not in completed.stdout + completed.stderr:
+        raise RuntimeError(f"setup: could not create the spark_default connection:\n{completed.stderr[-2000:]}")
+
+
 def setup(paths: config.Paths | None = None, with_db: bool = True) -> config.Paths:
     paths = (paths or config.Paths.current()).ensure()
     jars.ensure_jars()
+    from include import catalog_server
+
+    catalog_server.launcher_jar()
     changed = write_airflow_cfg(paths)
     db_file = paths.airflow_home / "airflow.db"
+    marker = paths.airflow_home / ".spark_default.created"
     if with_db and (changed or not db_file.exists()):
         migrate_airflow_db(paths)
+    if with_db and not marker.exists():
+        ensure_spark_connection(paths)
+        marker.touch()
     return paths
 
 

@@ -1,53 +1,176 @@
-"""``pipeline``: the project's command line, installed into the venv.
+"""``pipeline``: the project's command line, installed into the venv. ``pipeline COMMAND --help`` for each command.
 
-    pipeline airflow <args>   run an Airflow command with the project's AIRFLOW_HOME and connections
-    pipeline test [args]      pytest
-    pipeline demo             the whole chain on sample data, then the forecast query
+Every command that runs Airflow or Spark first starts this ``var/``'s Iceberg REST catalog server when it is not
+running (one per ``var/``, on 127.0.0.1; ``pipeline catalog stop`` stops it).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
+import subprocess
 import sys
 
-from include import config
+from include import catalog_server, config
+
+SAMPLE_MONTH = (2025, 1)
+SAMPLE_LOGICAL_DATE = "2025-02-01"
 
 
-def run_airflow(args: list[str]) -> int:
-    env = {**os.environ, **config.airflow_env()}
-    if args[:1] == ["standalone"]:
-        password_file = config.Paths.current().airflow_home / "simple_auth_manager_passwords.json.generated"
-        print(
-            "Airflow UI: http://localhost:8080  (user: admin; password: printed below by Airflow and kept in "
-            f"{password_file})",
-            flush=True,
-        )
-    os.execvpe("airflow", ["airflow", *args], env)
+def _ensure_catalog() -> None:
+    try:
+        state = catalog_server.ensure_running()
+    except catalog_server.CatalogServerError as error:
+        print(f"pipeline: {error}", file=sys.stderr)
+        raise SystemExit(1) from error
+    if state:
+        print(f"pipeline: Iceberg REST catalog at {state.endpoint} (log {catalog_server.log_file(config.Paths.current())})", flush=True)
+
+
+def _airflow_command_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    return {**os.environ, **config.airflow_env(), **(extra or {})}
+
+
+def cmd_airflow(options: argparse.Namespace) -> int:
+    _ensure_catalog()
+    os.execvpe("airflow", ["airflow", *options.args], _airflow_command_env())
     return 0  # not reached
 
 
-def run_tests(args: list[str]) -> int:
-    os.execvp(sys.executable, [sys.executable, "-m", "pytest", *args])
+def cmd_ui(options: argparse.Namespace) -> int:
+    """`airflow standalone` on the project's Airflow home; with --sample-data, sources served on loopback."""
+    from include import local_source
+
+    paths = config.Paths.current().ensure()
+    _ensure_catalog()
+    password_file = paths.airflow_home / "simple_auth_manager_passwords.json.generated"
+    extra: dict[str, str] = {}
+    server = None
+    if options.sample_data:
+        root = paths.var / "sample-source"
+        rows = int(os.environ.get("DEMO_ROWS_PER_MONTH", "300000"))
+        local_source.publish_months(root, [SAMPLE_MONTH], rows, only_missing=True)
+        server = local_source.SourceServer(root, port=options.source_port)
+        extra = server.start()
+        print(
+            f"pipeline: sample data for {SAMPLE_MONTH[0]}-{SAMPLE_MONTH[1]:02d} served at {server.base_url}; trigger "
+            f"ingest_yellow_taxi_data and ingest_weather_data with logical date {SAMPLE_LOGICAL_DATE} "
+            "(other months end `skipped`: not published)",
+            flush=True,
+        )
+    print(f"Airflow UI: http://localhost:{options.port}  (user: admin; password in {password_file})", flush=True)
+    child = subprocess.Popen(
+        ["airflow", "standalone"], env=_airflow_command_env({"AIRFLOW__API__PORT": str(options.port), **extra})
+    )
+    try:
+        return child.wait()
+    except KeyboardInterrupt:
+        child.send_signal(signal.SIGINT)
+        return child.wait()
+    finally:
+        if server:
+            server.stop()
+
+
+def cmd_catalog(options: argparse.Namespace) -> int:
+    paths = config.Paths.current()
+    if options.action == "start":
+        _ensure_catalog()
+        return 0
+    if options.action == "stop":
+        stopped = catalog_server.stop(paths)
+        print("pipeline: catalog server stopped" if stopped else "pipeline: no catalog server was running")
+        return 0
+    state = catalog_server.running(paths)
+    if not state:
+        print(f"pipeline: no catalog server running for {paths.var}")
+        return 3
+    rss = catalog_server.memory_rss_kib(state)
+    print(f"pipeline: catalog {state.catalog_name} at {state.endpoint}, pid {state.pid}, started in {state.start_seconds}s, "
+          f"RSS {rss // 1024 if rss else '?'} MiB")
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="pipeline", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("command", choices=["airflow", "test", "demo", "bench"])
-    parser.add_argument("args", nargs=argparse.REMAINDER)
-    options = parser.parse_args(argv)
-    if options.command == "airflow":
-        return run_airflow(options.args)
-    if options.command == "test":
-        return run_tests(options.args)
-    if options.command == "demo":
-        from include.demo import main as demo_main
+def cmd_sample_source(options: argparse.Namespace) -> int:
+    from include import local_source
 
-        return demo_main(options.args)
+    paths = config.Paths.current().ensure()
+    root = paths.var / "sample-source"
+    local_source.publish_months(root, [SAMPLE_MONTH], options.rows, only_missing=True)
+    server = local_source.SourceServer(root, port=options.port)
+    env = server.start()
+    print("pipeline: serving sample sources; export these before starting Airflow:")
+    for name, value in env.items():
+        print(f"  export {name}={value}")
+    try:
+        signal.pause()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0
+
+
+def cmd_demo(options: argparse.Namespace) -> int:
+    from include.demo import main as demo_main
+
+    _ensure_catalog()
+    return demo_main(options.args)
+
+
+def cmd_bench(options: argparse.Namespace) -> int:
     from include.bench import main as bench_main
 
+    _ensure_catalog()
     return bench_main(options.args)
+
+
+def cmd_test(options: argparse.Namespace) -> int:
+    os.execvp(sys.executable, [sys.executable, "-m", "pytest", *options.args])
+    return 0  # not reached
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pipeline", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    airflow = commands.add_parser("airflow", help="any Airflow command, with the project's AIRFLOW_HOME and catalog")
+    airflow.add_argument("args", nargs=argparse.REMAINDER, help="arguments for `airflow`")
+    airflow.set_defaults(handler=cmd_airflow)
+
+    ui = commands.add_parser("ui", help="the Airflow UI and scheduler (`airflow standalone`): what `make airflow` runs")
+    ui.add_argument("--port", type=int, default=int(os.environ.get("AIRFLOW_UI_PORT", "8080")), help="UI port (8080)")
+    ui.add_argument("--sample-data", action="store_true", help="serve generated TLC/NOAA files on loopback (offline)")
+    ui.add_argument("--source-port", type=int, default=None, help="port of the sample source server")
+    ui.set_defaults(handler=cmd_ui)
+
+    catalog = commands.add_parser("catalog", help="this var/'s local Iceberg REST catalog server")
+    catalog.add_argument("action", choices=["start", "stop", "status"])
+    catalog.set_defaults(handler=cmd_catalog)
+
+    sample = commands.add_parser("sample-source", help="serve generated TLC/NOAA files with the real URL layout")
+    sample.add_argument("--port", type=int, default=None, help="port (default SAMPLE_SOURCE_PORT or 18080)")
+    sample.add_argument("--rows", type=int, default=300_000, help="taxi trips in the month")
+    sample.set_defaults(handler=cmd_sample_source)
+
+    demo = commands.add_parser("demo", help="the whole chain on generated data (what `make demo` runs)")
+    demo.add_argument("args", nargs=argparse.REMAINDER)
+    demo.set_defaults(handler=cmd_demo)
+
+    bench = commands.add_parser("bench", help="benchmarks, written to var/bench/")
+    bench.add_argument("args", nargs=argparse.REMAINDER)
+    bench.set_defaults(handler=cmd_bench)
+
+    test = commands.add_parser("test", help="pytest, with any pytest arguments")
+    test.add_argument("args", nargs=argparse.REMAINDER)
+    test.set_defaults(handler=cmd_test)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = build_parser().parse_args(argv)
+    return options.handler(options)
 
 
 if __name__ == "__main__":

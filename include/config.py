@@ -8,9 +8,11 @@ Environment variables select another catalog or warehouse; no job or DAG repeats
 |---|---|---|
 | ``PIPELINE_VAR_DIR`` | ``<project>/var`` | root of all run state |
 | ``ICEBERG_CATALOG_NAME`` | ``lakehouse`` | catalog name, identical for Spark and pyiceberg |
-| ``ICEBERG_CATALOG_TYPE`` | ``jdbc`` | ``jdbc`` (SQLite or Postgres, by URI) or ``rest`` |
-| ``ICEBERG_CATALOG_URI`` | ``jdbc:sqlite:<var>/catalog/iceberg_catalog.db`` | JDBC URL or REST endpoint |
-| ``ICEBERG_CATALOG_USER`` / ``ICEBERG_CATALOG_PASSWORD`` | unset | JDBC credentials |
+| ``ICEBERG_CATALOG_TYPE`` | ``rest`` | ``rest`` (the local server, or a remote one by URI) or ``jdbc`` (server-less) |
+| ``ICEBERG_CATALOG_URI`` | unset: the local REST server | REST endpoint of a remote catalog, or the JDBC URL (``jdbc``) |
+| ``ICEBERG_REST_PORT`` | ``18181`` | port of the local REST catalog server (127.0.0.1 only) |
+| ``ICEBERG_REST_BACKEND_URI`` | ``jdbc:sqlite:<var>/catalog/iceberg_catalog.db`` | JDBC catalog behind the local server |
+| ``ICEBERG_CATALOG_USER`` / ``ICEBERG_CATALOG_PASSWORD`` | unset | JDBC credentials (of the backend, for the server) |
 | ``ICEBERG_WAREHOUSE`` | ``file://<var>/warehouse`` | warehouse root (``s3://bucket/prefix`` for S3) |
 | ``S3_ENDPOINT`` | unset | S3-compatible endpoint (MinIO) for an ``s3://`` warehouse |
 | ``SPARK_DRIVER_MEMORY`` | ``2g`` | driver memory of every Spark job |
@@ -37,6 +39,9 @@ LOG4J2_PROPERTIES = PROJECT_ROOT / "include" / "templates" / "log4j2.properties"
 
 ICEBERG_NAMESPACE = "nyc_taxi"
 OPENLINEAGE_NAMESPACE = "nyc_taxi_pipeline"
+LOCAL_REST_HOST = "127.0.0.1"
+DEFAULT_REST_PORT = 18181
+DEFAULT_SPARK_MASTER = "local[*]"
 SPARK_VERSION = "3.5"
 SCALA_VERSION = "2.12"
 
@@ -59,6 +64,14 @@ class Paths:
     @property
     def airflow_home(self) -> Path:
         return self.var / "airflow"
+
+    @property
+    def logs(self) -> Path:
+        return self.var / "logs"
+
+    @property
+    def secrets(self) -> Path:
+        return self.var / "secrets"
 
     @property
     def catalog_dir(self) -> Path:
@@ -108,6 +121,7 @@ class Paths:
         for folder in (
             self.airflow_home,
             self.catalog_dir,
+            self.logs,
             self.warehouse,
             self.landing,
             self.models,
@@ -132,30 +146,41 @@ class CatalogSettings:
     user: str | None = None
     password: str | None = None
     s3_endpoint: str | None = None
+    is_local_rest_server: bool = False
+    rest_port: int = DEFAULT_REST_PORT
+    rest_backend_uri: str | None = None
 
     @classmethod
     def current(cls, paths: Paths | None = None) -> "CatalogSettings":
         paths = paths or Paths.current()
-        catalog_type = _env("ICEBERG_CATALOG_TYPE", "jdbc").lower()
+        catalog_type = _env("ICEBERG_CATALOG_TYPE", "rest").lower()
         if catalog_type not in ("jdbc", "rest"):
-            raise ValueError(f"ICEBERG_CATALOG_TYPE={catalog_type!r} is not supported; use 'jdbc' or 'rest'")
+            raise ValueError(f"ICEBERG_CATALOG_TYPE={catalog_type!r} is not supported; use 'rest' or 'jdbc'")
+        port_text = _env("ICEBERG_REST_PORT", str(DEFAULT_REST_PORT))
+        if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+            raise ValueError(f"ICEBERG_REST_PORT={port_text!r} is not a TCP port")
+        explicit_uri = os.environ.get("ICEBERG_CATALOG_URI", "").strip()
+        local_server = catalog_type == "rest" and not explicit_uri
+        if local_server:
+            uri = f"http://{LOCAL_REST_HOST}:{port_text}"
+        else:
+            uri = explicit_uri or f"jdbc:sqlite:{paths.catalog_dir / 'iceberg_catalog.db'}"
         return cls(
             name=_env("ICEBERG_CATALOG_NAME", "lakehouse"),
             type=catalog_type,
-            uri=_env("ICEBERG_CATALOG_URI", f"jdbc:sqlite:{paths.catalog_dir / 'iceberg_catalog.db'}"),
+            uri=uri,
             warehouse=_env("ICEBERG_WAREHOUSE", paths.warehouse.as_uri()),
             user=os.environ.get("ICEBERG_CATALOG_USER") or None,
             password=os.environ.get("ICEBERG_CATALOG_PASSWORD") or None,
             s3_endpoint=os.environ.get("S3_ENDPOINT") or None,
+            is_local_rest_server=local_server,
+            rest_port=int(port_text),
+            rest_backend_uri=os.environ.get("ICEBERG_REST_BACKEND_URI", "").strip() or None,
         )
 
     @property
     def is_sqlite(self) -> bool:
         return self.uri.startswith("jdbc:sqlite:")
-
-    @property
-    def sqlite_path(self) -> Path | None:
-        return Path(self.uri.removeprefix("jdbc:sqlite:")) if self.is_sqlite else None
 
     def table(self, table: str, namespace: str = ICEBERG_NAMESPACE) -> str:
         """Fully qualified Spark name, e.g. ``lakehouse.nyc_taxi.yellow_taxi_raw``."""
@@ -210,10 +235,10 @@ def _sqlalchemy_url(jdbc_uri: str, user: str | None, password: str | None) -> st
 
 
 def jar_paths() -> list[Path]:
-    from include.jars import load_lock
+    """The jars on every Spark job's class path."""
+    from include import jars
 
-    _, artifacts = load_lock()
-    return [JARS_DIR / artifact.file_name for artifact in artifacts]
+    return jars.jar_paths(jars.SPARK)
 
 
 def spark_conf(paths: Paths | None = None, catalog: CatalogSettings | None = None, lineage: bool = True) -> dict[str, str]:
@@ -261,11 +286,21 @@ def spark_submit_jars() -> str:
     return ",".join(str(path) for path in jar_paths())
 
 
+PASSED_TO_JOBS = (
+    "ICEBERG_CATALOG_NAME",
+    "ICEBERG_CATALOG_TYPE",
+    "ICEBERG_CATALOG_URI",
+    "ICEBERG_REST_PORT",
+    "ICEBERG_WAREHOUSE",
+    "S3_ENDPOINT",
+)
+
+
 def spark_submit_env(paths: Paths | None = None) -> dict[str, str]:
     """Environment for spark-submit, so the job sees the same ``var/`` and catalog as the DAG that started it."""
     paths = paths or Paths.current()
     env = {"PIPELINE_VAR_DIR": str(paths.var), "PYTHONPATH": str(PROJECT_ROOT)}
-    for name in ("ICEBERG_CATALOG_NAME", "ICEBERG_CATALOG_TYPE", "ICEBERG_CATALOG_URI", "ICEBERG_WAREHOUSE", "S3_ENDPOINT"):
+    for name in PASSED_TO_JOBS:
         if os.environ.get(name):
             env[name] = os.environ[name]
     return env
@@ -288,7 +323,6 @@ def airflow_env(paths: Paths | None = None) -> dict[str, str]:
         "PIPELINE_VAR_DIR": str(paths.var),
         "PATH": venv_bin + os.pathsep + os.environ.get("PATH", ""),
         "PYTHONPATH": str(PROJECT_ROOT),
-        "AIRFLOW_CONN_SPARK_DEFAULT": '{"conn_type": "spark", "host": "local[*]"}',
     }
 
 

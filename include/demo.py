@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         ("ingest_weather_data", INGEST_LOGICAL_DATE, {"force": True}),
         *[("forecast_yellow_rides", date, {"model": model}) for model, date in FORECAST_RUNS],
     ]
-    with local_source.serve(source_root) as source_env:
+    with local_source.serve(source_root, local_source.stable_port()) as source_env:
         for dag_id, logical_date, conf in runs:
             print(f"demo: airflow dags test {dag_id} {logical_date} -c '{json.dumps(conf)}'", flush=True)
             log_file = paths.var / "demo-logs" / f"{dag_id}-{conf.get('model', 'ingest')}.log"

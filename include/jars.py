@@ -1,7 +1,8 @@
-"""Provision the pinned Spark jars from Maven Central into ``jars/``, verified against committed checksums.
+"""Provision the pinned jars from Maven Central into ``jars/``, verified against committed checksums.
 
-Standard library only: it runs during set-up. ``jars/jars.lock.json`` is the single source of the coordinates,
-sizes and SHA-256 digests. A jar already cached with the right digest is never fetched again, so a second set-up
+``jars/jars.lock.json`` is the single source of the coordinates, classifiers, sizes and SHA-256 digests. Each
+artifact names the roles it serves: ``spark`` (on every Spark job's class path) and ``catalog-server`` (the local
+Iceberg REST catalog server). A jar already cached with the right digest is never fetched again, so a second set-up
 makes no network access.
 """
 
@@ -12,20 +13,27 @@ import hashlib
 import json
 import os
 import sys
-import time
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-JARS_DIR = PROJECT_ROOT / "jars"
+from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from include.config import JARS_DIR
+
 LOCK_FILE = JARS_DIR / "jars.lock.json"
 DOWNLOAD_ATTEMPTS = 3
 DOWNLOAD_TIMEOUT_SECONDS = 60
+SPARK = "spark"
+CATALOG_SERVER = "catalog-server"
 
 
 class JarProvisioningError(RuntimeError):
     pass
+
+
+class _BadDownload(OSError):
+    """A download that completed but does not match the lock: worth another attempt, then fatal."""
 
 
 @dataclass(frozen=True)
@@ -35,19 +43,31 @@ class Artifact:
     version: str
     sha256: str
     size: int
+    classifier: str | None = None
+    roles: tuple[str, ...] = field(default=(SPARK,))
 
     @classmethod
     def from_lock(cls, entry: dict) -> "Artifact":
         group, artifact, version = entry["coordinates"].split(":")
-        return cls(group, artifact, version, entry["sha256"], int(entry["size"]))
+        return cls(
+            group,
+            artifact,
+            version,
+            entry["sha256"],
+            int(entry["size"]),
+            entry.get("classifier"),
+            tuple(entry.get("roles", [SPARK])),
+        )
 
     @property
     def coordinates(self) -> str:
-        return f"{self.group}:{self.artifact}:{self.version}"
+        suffix = f":{self.classifier}" if self.classifier else ""
+        return f"{self.group}:{self.artifact}:{self.version}{suffix}"
 
     @property
     def file_name(self) -> str:
-        return f"{self.artifact}-{self.version}.jar"
+        suffix = f"-{self.classifier}" if self.classifier else ""
+        return f"{self.artifact}-{self.version}{suffix}.jar"
 
     def url(self, repository: str) -> str:
         return f"{repository}/{self.group.replace('.', '/')}/{self.artifact}/{self.version}/{self.file_name}"
@@ -56,6 +76,12 @@ class Artifact:
 def load_lock(lock_file: Path = LOCK_FILE) -> tuple[str, list[Artifact]]:
     lock = json.loads(lock_file.read_text())
     return lock["repository"].rstrip("/"), [Artifact.from_lock(entry) for entry in lock["artifacts"]]
+
+
+def jar_paths(role: str, jars_dir: Path = JARS_DIR, lock_file: Path = LOCK_FILE) -> list[Path]:
+    """The cached jars of one role, in lock order."""
+    _, artifacts = load_lock(lock_file)
+    return [jars_dir / artifact.file_name for artifact in artifacts if role in artifact.roles]
 
 
 def sha256_of(path: Path) -> str:
@@ -78,39 +104,44 @@ def download(url: str, target: Path) -> None:
     os.replace(partial, target)
 
 
-def ensure_artifact(artifact: Artifact, repository: str, jars_dir: Path, log=print) -> Path:
+def _fetch_verified(artifact: Artifact, url: str, target: Path, log) -> None:
+    log(f"jars: fetching {artifact.coordinates} from {url}")
+    download(url, target)
+    if not is_valid(target, artifact):
+        problem = (
+            f"checksum mismatch: got sha256 {sha256_of(target)} ({target.stat().st_size} bytes), "
+            f"expected {artifact.sha256} ({artifact.size} bytes)"
+        )
+        target.unlink(missing_ok=True)
+        raise _BadDownload(problem)
+
+
+def ensure_artifact(artifact: Artifact, repository: str, jars_dir: Path, log=print, wait=None) -> Path:
     target = jars_dir / artifact.file_name
     if is_valid(target, artifact):
         return target
     if target.exists():
         log(f"jars: {artifact.file_name} does not match its checksum (corrupt or truncated); fetching it again")
-    url = artifact.url(repository)
-    last_problem = "no attempt made"
-    for attempt in range(1, DOWNLOAD_ATTEMPTS + 1):
-        try:
-            log(f"jars: fetching {artifact.coordinates} from {url}")
-            download(url, target)
-        except OSError as error:
-            last_problem = f"download failed: {error}"
-        else:
-            if is_valid(target, artifact):
-                return target
-            last_problem = (
-                f"checksum mismatch: got sha256 {sha256_of(target)} ({target.stat().st_size} bytes), "
-                f"expected {artifact.sha256} ({artifact.size} bytes)"
-            )
-            target.unlink(missing_ok=True)
-        time.sleep(min(2**attempt, 10) if attempt < DOWNLOAD_ATTEMPTS else 0)
-    raise JarProvisioningError(
-        f"jars: could not provision {artifact.coordinates} into {target} after {DOWNLOAD_ATTEMPTS} attempts: "
-        f"{last_problem}"
+    retrying = Retrying(
+        stop=stop_after_attempt(DOWNLOAD_ATTEMPTS),
+        wait=wait or wait_exponential(multiplier=1, max=10),
+        retry=retry_if_exception_type(OSError),
     )
+    try:
+        retrying(_fetch_verified, artifact, artifact.url(repository), target, log)
+    except RetryError as error:
+        last = error.last_attempt.exception()
+        detail = str(last) if isinstance(last, _BadDownload) else f"download failed: {last}"
+        raise JarProvisioningError(
+            f"jars: could not provision {artifact.coordinates} into {target} after {DOWNLOAD_ATTEMPTS} attempts: {detail}"
+        ) from last
+    return target
 
 
-def ensure_jars(jars_dir: Path = JARS_DIR, lock_file: Path = LOCK_FILE, log=print) -> list[Path]:
+def ensure_jars(jars_dir: Path = JARS_DIR, lock_file: Path = LOCK_FILE, log=print, wait=None) -> list[Path]:
     repository, artifacts = load_lock(lock_file)
     jars_dir.mkdir(parents=True, exist_ok=True)
-    return [ensure_artifact(artifact, repository, jars_dir, log) for artifact in artifacts]
+    return [ensure_artifact(artifact, repository, jars_dir, log, wait) for artifact in artifacts]
 
 
 def main(argv: list[str] | None = None) -> int:

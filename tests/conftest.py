@@ -19,7 +19,19 @@ for _old in sorted(_TEST_RUNS.iterdir())[:-3]:  # keep the last three runs' stat
 os.environ.setdefault("PIPELINE_VAR_DIR", str(_SESSION_VAR))
 os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
 
-from include import config  # noqa: E402  (import after PIPELINE_VAR_DIR is set)
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+# The session's own catalog server (one per var/) on a port no other session or demo uses.
+os.environ.setdefault("ICEBERG_REST_PORT", str(_free_port()))
+
+from include import catalog_server, config  # noqa: E402  (import after PIPELINE_VAR_DIR is set)
 
 logging.getLogger("py4j").setLevel(logging.WARNING)
 
@@ -30,7 +42,7 @@ def paths() -> config.Paths:
 
 
 @pytest.fixture(scope="session")
-def spark(paths):
+def spark(paths, catalog_server_state):
     from spark_jobs.common.session import spark_session
 
     session = spark_session("pytest")
@@ -39,12 +51,20 @@ def spark(paths):
 
 
 @pytest.fixture(scope="session")
-def catalog(paths):
+def catalog_server_state(paths):
+    """This session's Iceberg REST catalog server (the default catalog), stopped when the session ends."""
+    state = catalog_server.ensure_running(paths)
+    yield state
+    catalog_server.stop(paths)
+
+
+@pytest.fixture(scope="session")
+def catalog(paths, catalog_server_state):
     return config.pyiceberg_catalog()
 
 
 @pytest.fixture(scope="session")
-def airflow_env(paths) -> dict[str, str]:
+def airflow_env(paths, catalog_server_state) -> dict[str, str]:
     """Environment for Airflow commands, with a migrated metadata DB in the session's own AIRFLOW_HOME."""
     from include import bootstrap
 
@@ -63,3 +83,8 @@ def _airflow_process_env(paths):
     bootstrap.write_airflow_cfg(paths)
     os.environ.update({k: v for k, v in config.airflow_env(paths).items() if k != "PATH"})
     os.environ["PATH"] = config.airflow_env(paths)["PATH"]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A server started outside the fixture (e.g. by a Spark task) must not outlive the session either."""
+    catalog_server.stop(config.Paths.current())

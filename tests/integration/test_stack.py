@@ -45,8 +45,11 @@ def test_spark_provider_did_not_replace_pyspark_with_pyspark_client():
     assert version("apache-airflow-providers-apache-spark").startswith("5.")
 
 
-def test_spark_submit_job_creates_appends_and_merges_and_pyiceberg_reads_it(paths, catalog):
+def test_spark_submit_job_creates_appends_and_merges_and_pyiceberg_reads_it(paths, catalog, monkeypatch):
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    # Outside a task, Airflow 3's SDK resolves connections from the environment only (no metadata DB).
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[*]"}')
 
     table = "stack_roundtrip"
     hook = SparkSubmitHook(

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tenacity import wait_none
+
 from include import jars
 
 
@@ -82,11 +84,10 @@ def test_repository_serving_corrupt_bytes_stops_setup_naming_the_artifact(maven_
     root, url, _ = maven_repo
     lock = _publish(root, url, b"good", tmp_path)
     (root / "org/example/demo-lib/1.0.0/demo-lib-1.0.0.jar").write_bytes(b"evil")
-    monkeypatch.setattr(jars.time, "sleep", lambda seconds: None)
     cache = tmp_path / "jars"
 
     with pytest.raises(jars.JarProvisioningError, match=r"org\.example:demo-lib:1\.0\.0.*checksum mismatch"):
-        jars.ensure_jars(cache, lock, log=lambda message: None)
+        jars.ensure_jars(cache, lock, log=lambda message: None, wait=wait_none())
     assert not (cache / "demo-lib-1.0.0.jar").exists(), "a jar that failed verification must not stay in the cache"
 
 
@@ -94,10 +95,38 @@ def test_committed_lock_pins_the_official_maven_central_artifacts():
     repository, artifacts = jars.load_lock()
     assert repository == "https://repo1.maven.org/maven2"
     groups = {artifact.group + ":" + artifact.artifact for artifact in artifacts}
-    assert groups == {
+    spark_jars = {a.group + ":" + a.artifact for a in artifacts if jars.SPARK in a.roles}
+    assert spark_jars == {
         "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12",
         "io.openlineage:openlineage-spark_2.12",
         "org.xerial:sqlite-jdbc",
         "org.postgresql:postgresql",
     }
+    server_jars = {a.coordinates for a in artifacts if jars.CATALOG_SERVER in a.roles}
+    iceberg_server = {c for c in server_jars if c.startswith("org.apache.iceberg:iceberg-core:")}
+    assert iceberg_server == {"org.apache.iceberg:iceberg-core:1.11.0", "org.apache.iceberg:iceberg-core:1.11.0:tests"}
+    assert any(c.startswith("org.eclipse.jetty:jetty-server:") for c in server_jars)
     assert all(len(artifact.sha256) == 64 for artifact in artifacts)
+    assert len({a.file_name for a in artifacts}) == len(artifacts), "two artifacts would share one cache file"
+
+
+def test_transient_server_error_is_retried(maven_repo, tmp_path):
+    root, url, requests = maven_repo
+    lock = _publish(root, url, b"payload" * 100, tmp_path)
+    jar = root / "org/example/demo-lib/1.0.0/demo-lib-1.0.0.jar"
+    real = jar.read_bytes()
+    jar.write_bytes(b"half")  # first request gets wrong bytes, then the repository heals
+    original = jars.download
+
+    def heal_after_first(url_, target):
+        original(url_, target)
+        jar.write_bytes(real)
+
+    jars_download = pytest.MonkeyPatch()
+    jars_download.setattr(jars, "download", heal_after_first)
+    try:
+        [path] = jars.ensure_jars(tmp_path / "jars", lock, log=lambda m: None, wait=wait_none())
+    finally:
+        jars_download.undo()
+    assert path.read_bytes() == real
+    assert len(requests) == 2

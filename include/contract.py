@@ -72,8 +72,8 @@ MODEL_DEFINITIONS = {
     "seasonal_naive": ("spark_jobs/common/forecasting.py", "seasonal_naive"),
     "weather": ("spark_jobs/common/models.py", "weather_pipeline"),
 }
-# The module-level dict holding each model's parameters, in the file of ``weather``'s definition.
-MODEL_PARAMS_NAME = "MODEL_PARAMS"
+# The module-level dict of every model's parameters: (file relative to the project, name).
+MODEL_PARAMS_DEFINITION = ("spark_jobs/common/models.py", "MODEL_PARAMS")
 
 # --- The job report ----------------------------------------------------------------------------------------------
 

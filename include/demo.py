@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -46,9 +47,9 @@ def main(argv: list[str] | None = None) -> int:
         metrics = json.loads((naming.model_dir(model, paths) / "model.json").read_text())
         print(f"demo: model {metrics['model_version']}: holdout MAE {metrics['mae']} (seasonal-naive baseline {metrics['baseline_mae']})")
 
-    from spark_jobs import query_forecast
-
-    query_forecast.main(["--zone", "10", "--model", "weather"])
+    # The query is a Spark job like the others, run in its own process (include never imports spark_jobs).
+    query = [sys.executable, str(config.SPARK_JOBS_DIR / "query_forecast.py"), "--zone", "10", "--model", "weather"]
+    subprocess.run(query, check=True, env={**os.environ, **config.spark_submit_env(paths)})
 
     from include.lineage import report
 

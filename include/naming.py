@@ -59,9 +59,11 @@ def table_id(table: str, catalog: config.CatalogSettings | None = None) -> Datas
 
 
 def table_symlink(table: str, catalog: config.CatalogSettings | None = None) -> DatasetId:
-    """The catalog-side name of a table: the warehouse as namespace, ``<namespace>.<table>`` as name."""
+    """The catalog-side name of a table, ``<namespace>.<table>``, in the namespace the OpenLineage Spark listener
+    gives it: the catalog's URI for a REST catalog (e.g. ``http://127.0.0.1:18181``), else the warehouse."""
     catalog = catalog or config.CatalogSettings.current()
-    return DatasetId(catalog.warehouse.rstrip("/"), f"{config.ICEBERG_NAMESPACE}.{table}")
+    namespace = catalog.uri if catalog.type == "rest" else catalog.warehouse
+    return DatasetId(namespace.rstrip("/"), f"{config.ICEBERG_NAMESPACE}.{table}")
 
 
 def table_asset(table: str):
@@ -101,11 +103,6 @@ def dataset_for_key(key: str) -> tuple[DatasetId, DatasetId | None]:
     if "://" in key or key.startswith("/"):
         return storage_id(key), None
     return table_id(key), table_symlink(key)
-
-
-def job_report_path(dag_id: str, task_id: str, run_id: str, try_number: int, paths: config.Paths | None = None) -> Path:
-    safe_run_id = run_id.replace("/", "_")
-    return (paths or config.Paths.current()).job_reports / dag_id / task_id / safe_run_id / f"try-{try_number}.json"
 
 
 def is_table_key(key: str) -> bool:

@@ -16,7 +16,7 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseOperator
 
-from include import config, naming
+from include import config, contract, naming
 
 
 class LakehouseSparkSubmitOperator(SparkSubmitOperator):
@@ -51,14 +51,16 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
     def execute(self, context) -> None:
         from airflow.providers.openlineage.conf import is_disabled
 
+        from include import catalog_server
+
+        catalog_server.ensure_running()
         # [openlineage] disabled turns lineage off everywhere, the Spark listener included.
         settings = config.spark_submit_kwargs(lineage=not is_disabled())
         self.conf = {**settings["conf"], **(self.conf or {})}
         self.jars = self.jars or settings["jars"]
         self.env_vars = {**settings["env_vars"], **(self.env_vars or {})}
-        ti = context["ti"]
-        report = naming.job_report_path(ti.dag_id, ti.task_id, ti.run_id, ti.try_number)
-        self.application_args = [*self.application_args, "--report", str(report)]
+        report = contract.report_path_for(context["ti"])
+        self.application_args = [*self.application_args, contract.REPORT_ARGUMENT, str(report)]
         try:
             super().execute(context)
         except Exception as error:
@@ -67,13 +69,11 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
     @staticmethod
     def _explained(report, error: Exception) -> Exception:
         """Bad input fails without retry and with the job's own message; anything else keeps its retries."""
-        import json
-
         from airflow.sdk.exceptions import AirflowFailException
 
         try:
-            failure = json.loads(report.read_text()).get("error", {})
-        except (OSError, ValueError):
+            failure = contract.JobReport.read(report).error or {}
+        except (OSError, contract.ReportError):
             return error
         if failure.get("kind") == "bad_input":
             return AirflowFailException(f"bad input: {failure['message']}")

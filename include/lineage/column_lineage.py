@@ -5,24 +5,20 @@ from __future__ import annotations
 from openlineage.client.facet_v2 import column_lineage_dataset as cl
 
 from include import naming
-from spark_jobs.common.taxi import CANONICAL_COLUMNS
+from include.contract import TAXI_COLUMN_NAMES, TAXI_ROW_METADATA_COLUMNS, WEATHER_COLUMNS
 
 IDENTITY = ("DIRECT", "IDENTITY")
 TRANSFORMATION = ("DIRECT", "TRANSFORMATION")
 AGGREGATION = ("DIRECT", "AGGREGATION")
 GROUP_BY = ("INDIRECT", "GROUP_BY")
-TAXI_COLUMNS = [name for name, _ in CANONICAL_COLUMNS]
-WEATHER_COLUMNS = ["region_type", "region_code", "region_name", "year", "month", "meteorological_element"] + [
-    f"day_{day:02d}" for day in range(1, 32)
-]
 
 # script -> output table -> output column -> [(input table or "*file*", input column, (type, subtype))]
 MAPPINGS: dict[str, dict[str, dict[str, list[tuple[str, str, tuple[str, str]]]]]] = {
     "stage_taxi": {naming.TAXI_STAGING: {
-        **{c: [("*file*", c, IDENTITY)] for c in TAXI_COLUMNS},
-        "unique_row_id": [("*file*", c, TRANSFORMATION) for c in TAXI_COLUMNS],
+        **{c: [("*file*", c, IDENTITY)] for c in TAXI_COLUMN_NAMES},
+        "unique_row_id": [("*file*", c, TRANSFORMATION) for c in TAXI_COLUMN_NAMES],
     }},
-    "merge_taxi": {naming.TAXI_RAW: {c: [(naming.TAXI_STAGING, c, IDENTITY)] for c in [*TAXI_COLUMNS, "unique_row_id", "filename", "ingest_timestamp", "source_month"]}},
+    "merge_taxi": {naming.TAXI_RAW: {c: [(naming.TAXI_STAGING, c, IDENTITY)] for c in [*TAXI_COLUMN_NAMES, *TAXI_ROW_METADATA_COLUMNS]}},
     "merge_weather": {naming.WEATHER_RAW: {c: [(naming.WEATHER_STAGING, c, IDENTITY)] for c in WEATHER_COLUMNS}},
     "compute_actuals": {naming.HOURLY_ACTUALS: {
         "year": [(naming.TAXI_RAW, "tpep_pickup_datetime", TRANSFORMATION)],

@@ -9,7 +9,7 @@ Every lookup runs under one time budget; what does not finish in time is left ou
 
 from __future__ import annotations
 
-import json
+import ast
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -27,7 +27,8 @@ from openlineage.client.facet_v2 import (
     source_code_location_job,
 )
 
-from include import config, naming
+from include import config, contract, naming
+from include.contract import JobReport, ReportError
 from include.lineage import column_lineage
 from include.lineage.facets import (
     FileFingerprintDatasetFacet,
@@ -56,27 +57,47 @@ def _asset_key(asset) -> str:
     return name.removeprefix(prefix) if name.startswith(prefix) else uri
 
 
-def report_path(operator, task_instance) -> Path | None:
-    if _argument(operator, "--report"):
-        return Path(_argument(operator, "--report"))
-    if task_instance is not None:
-        return naming.job_report_path(task_instance.dag_id, task_instance.task_id, task_instance.run_id, task_instance.try_number)
-    return None
-
-
-def read_report(path: Path | None) -> dict:
+def read_report(path: Path | None) -> JobReport:
+    """The job's report, or an empty one when there is none (a stock operator's script may write none)."""
     if path is None or not path.exists():
-        return {}
+        return JobReport()
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as error:
+        return JobReport.read(path)
+    except (OSError, ReportError) as error:
         log.warning("lineage: unreadable job report %s: %s", path, error)
-        return {}
+        return JobReport()
 
 
 def _argument(operator, name: str) -> str | None:
     args = [str(arg) for arg in operator.application_args or []]
     return args[args.index(name) + 1] if name in args[:-1] else None
+
+
+def _top_level_source(path: Path, name: str) -> str:
+    """The source text of the top-level function or assignment ``name`` in ``path``, read without importing it."""
+    text = path.read_text()
+    for node in ast.parse(text).body:
+        defined = [node.name] if isinstance(node, ast.FunctionDef) else [
+            target.id for target in getattr(node, "targets", []) if isinstance(target, ast.Name)
+        ]
+        if name in defined:
+            return ast.get_source_segment(text, node)
+    raise LookupError(f"{path}: no top-level definition of {name}")
+
+
+def model_definition(model: str) -> str:
+    """The code that defines a forecast model and its parameters (``contract.MODEL_DEFINITIONS``)."""
+    if model not in contract.MODEL_DEFINITIONS:
+        return f"# model {model}: no definition declared in include/contract.py"
+    file_name, function = contract.MODEL_DEFINITIONS[model]
+    params_file, params_name = contract.MODEL_PARAMS_DEFINITION
+    params = ast.parse(_top_level_source(config.PROJECT_ROOT / params_file, params_name)).body[0].value
+    model_params = next(
+        (ast.unparse(value) for key, value in zip(params.keys, params.values, strict=True)
+         if isinstance(key, ast.Constant) and key.value == model),
+        "{}",
+    )
+    return f"# model {model}: {model_params}\n{_top_level_source(config.PROJECT_ROOT / file_name, function)}"
 
 
 def source_code_facets(application: str, model: str | None = None) -> dict:
@@ -89,9 +110,7 @@ def source_code_facets(application: str, model: str | None = None) -> dict:
     if script.is_file():
         code = script.read_text()
         if model:
-            from spark_jobs.common.models import model_source
-
-            code += "\n\n" + model_source(model)
+            code += "\n\n" + model_definition(model)
         facets["sourceCode"] = source_code_job.SourceCodeJobFacet(language="python", sourceCode=code)
     git_dir = git._find_git_dir(str(config.PROJECT_ROOT))
     if git_dir is not None and script.is_file():
@@ -158,11 +177,11 @@ def _redact_uri(uri: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
-def _dataset_facets(key: str, role: str, report: dict, catalog) -> tuple[dict, dict]:
+def _dataset_facets(key: str, role: str, report: JobReport, catalog) -> tuple[dict, dict]:
     """(dataset facets, input/output facets) of one key."""
     facets: dict = {}
     io_facets: dict = {}
-    section = report.get("inputs" if role == "input" else "outputs", {}).get(key, {})
+    section = (report.inputs if role == "input" else report.outputs).get(key, {})
     if naming.is_table_key(key):
         table = _TableFacets(catalog, key)
         facets.update(table.dataset_facets(section.get("snapshot_id")))
@@ -170,18 +189,18 @@ def _dataset_facets(key: str, role: str, report: dict, catalog) -> tuple[dict, d
             statistics = table.output_statistics(section.get("snapshot_id"))
             if statistics is not None:
                 io_facets["outputStatistics"] = statistics
-    elif key.startswith(naming.MODEL_PREFIX) and report.get("model"):
-        model = report["model"]
+    elif key.startswith(naming.MODEL_PREFIX) and report.model:
+        model = report.model
         facets["modelMetrics"] = ModelMetricsDatasetFacet(
             modelName=model["model_name"], modelVersion=model["model_version"], mae=model["mae"],
             baselineMae=model["baseline_mae"], holdoutRows=model.get("holdout_rows"),
         )
         facets["version"] = dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion=model["model_version"])
-    fingerprints = {report.get("source_file"): report.get("source_fingerprint"), **report.get("source_fingerprints", {})}
-    if fingerprints.get(key):
-        facets["fileFingerprint"] = FileFingerprintDatasetFacet(fingerprint=fingerprints[key], sizeBytes=Path(key).stat().st_size)
-    if role == "input" and key in report.get("input_metrics", {}):
-        metrics = report["input_metrics"][key]
+    fingerprint = report.source_fingerprints.get(key)
+    if fingerprint:
+        facets["fileFingerprint"] = FileFingerprintDatasetFacet(fingerprint=fingerprint, sizeBytes=Path(key).stat().st_size)
+    if role == "input" and key in report.input_metrics:
+        metrics = report.input_metrics[key]
         io_facets["dataQualityMetrics"] = data_quality_metrics_input_dataset.DataQualityMetricsInputDatasetFacet(
             rowCount=metrics["rowCount"],
             columnMetrics={
@@ -189,14 +208,14 @@ def _dataset_facets(key: str, role: str, report: dict, catalog) -> tuple[dict, d
                 for column, values in metrics["columnMetrics"].items()
             },
         )
-    if key in report.get("assertions", {}):
+    if key in report.assertions:
         facets["dataQualityAssertions"] = data_quality_assertions_dataset.DataQualityAssertionsDatasetFacet(
-            assertions=[data_quality_assertions_dataset.Assertion(**a) for a in report["assertions"][key]]
+            assertions=[data_quality_assertions_dataset.Assertion(**a) for a in report.assertions[key]]
         )
     return facets, io_facets
 
 
-def _enriched(inputs: list[str], outputs: list[str], report: dict, script: str):
+def _enriched(inputs: list[str], outputs: list[str], report: JobReport, script: str):
     catalog = config.pyiceberg_catalog()
     enriched_inputs = []
     for key in inputs:
@@ -225,7 +244,7 @@ def lineage_of(operator, task_instance=None, complete: bool = False):
     )
     if not complete:
         return plain
-    report = read_report(report_path(operator, task_instance))
+    report = read_report(contract.report_location(operator.application_args, task_instance))
     script = Path(str(operator.application)).stem
     future = _executor.submit(_enriched, inputs, outputs, report, script)
     try:
@@ -237,7 +256,7 @@ def lineage_of(operator, task_instance=None, complete: bool = False):
         log.warning("lineage: could not read facets of %s: %s", operator.task_id, error)
         return plain
     run_facets = {}
-    drift = report.get("schema_drift")
+    drift = report.schema_drift
     if drift and (drift.get("renamed") or drift.get("filled_with_null") or drift.get("unexpected")):
         run_facets["schemaDrift"] = SchemaDriftRunFacet(
             renamed=drift.get("renamed", {}), filledWithNull=drift.get("filled_with_null", []), unexpected=drift.get("unexpected", [])

@@ -113,11 +113,3 @@ def load_model(model_name: str):
 
         fitted = PipelineModel.load(str(folder / "spark_model"))
     return fitted, metadata
-
-
-def model_source(model_name: str) -> str:
-    """The code that defines a model, part of the source code of the jobs that train or apply it."""
-    import inspect
-
-    definition = weather_pipeline if model_name == "weather" else forecasting.seasonal_naive
-    return f"# model {model_name}: {json.dumps(MODEL_PARAMS[model_name], sort_keys=True)}\n{inspect.getsource(definition)}"

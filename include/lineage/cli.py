@@ -1,14 +1,25 @@
 """``lineage``: the lineage command, installed into the project's venv.
 
-    lineage replay     send spooled events (oldest first) through the configured transport; report sent/remaining
-    lineage report     write the HTML lineage report to var/lineage/index.html
-    lineage validate   validate var/lineage's events against the OpenLineage JSON schemas
+    lineage ingest [FILES...|-]        store events (default: every event file under var/lineage/); report how many were new
+    lineage serve --port N             OpenLineage endpoint POST /api/v1/lineage and Marquez's GET /api/v1/lineage
+    lineage upstream NODE              everything a dataset or job comes from
+    lineage downstream NODE            everything that depends on it
+    lineage impact NODE | --run RUN    every dataset, job and run downstream: what to recompute, re-run, roll back
+    lineage runs JOB                   runs of a job, newest first, with their dataset versions
+    lineage diff RUN_A RUN_B           what changed between two runs: versions, code, parameters, schema, state
+    lineage columns DATASET.COLUMN     column-level upstream
+    lineage replay                     send spooled events through the configured transport; report sent/remaining
+    lineage report                     write the HTML lineage report to var/lineage/index.html
+    lineage validate                   validate var/lineage's events against the OpenLineage JSON schemas
+
+NODE: a dataset as namespace:name, its table name (nyc_taxi.yellow_rides_hourly_forecast), a URL or path, a job name,
+or Marquez's dataset:<ns>:<name> / job:<ns>:<name>. The store is $LINEAGE_STORE_URL or var/lineage/store.db (--store).
+Exit status 2: unknown node, empty store, unreadable event file.
 """
 
 from __future__ import annotations
 
 import argparse
-import configparser
 import json
 import os
 import sys
@@ -17,16 +28,14 @@ from include import config
 
 
 def configured_transport() -> dict:
-    """The ``[openlineage] transport`` Airflow uses: the environment override, else the generated airflow.cfg."""
-    if os.environ.get("AIRFLOW__OPENLINEAGE__TRANSPORT"):
-        return json.loads(os.environ["AIRFLOW__OPENLINEAGE__TRANSPORT"])
-    cfg_path = config.Paths.current().airflow_home / "airflow.cfg"
-    parser = configparser.ConfigParser(interpolation=None)
-    parser.read(cfg_path)
-    return json.loads(parser.get("openlineage", "transport"))
+    """The ``[openlineage] transport`` Airflow uses, read through the OpenLineage provider's own configuration."""
+    os.environ.update({k: v for k, v in config.airflow_env().items() if k.startswith("AIRFLOW_")})
+    from airflow.providers.openlineage import conf
+
+    return conf.transport()
 
 
-def replay() -> int:
+def replay(_options) -> int:
     from openlineage.client.transport import get_default_factory
 
     from include.lineage.spool import SpoolingTransport
@@ -45,17 +54,14 @@ def replay() -> int:
     return 0 if remaining == 0 else 1
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="lineage", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("command", choices=["replay", "report", "validate"])
-    options = parser.parse_args(argv)
-    if options.command == "replay":
-        return replay()
-    if options.command == "report":
-        from include.lineage.report import write_report
+def report(_options) -> int:
+    from include.lineage.report import write_report
 
-        print(write_report())
-        return 0
+    print(write_report())
+    return 0
+
+
+def validate(_options) -> int:
     from include.lineage.graph import load_events
     from include.lineage.validation import EventValidator
 
@@ -65,6 +71,161 @@ def main(argv: list[str] | None = None) -> int:
         print(error)
     print(f"lineage validate: {sum(result.facets_checked.values())} facets checked, {len(result.errors)} errors")
     return 1 if result.errors else 0
+
+
+def _store(options):
+    from include.lineage.store import LineageStore
+
+    return LineageStore(options.store)
+
+
+def ingest(options) -> int:
+    from include.lineage.store import discover_event_files
+
+    files = options.files or [str(path) for path in discover_event_files()]
+    if not files:
+        print(f"lineage ingest: no event files under {config.Paths.current().lineage}", file=sys.stderr)
+        return 2
+    with _store(options) as store:
+        result = store.ingest_files(files)
+        print(f"lineage ingest: {result.read} events read from {len(files)} file(s), {result.new} new, "
+              f"{result.duplicates} already stored ({store.url})")
+    return 0
+
+
+def serve(options) -> int:
+    from include.lineage.server import serve as run_server
+
+    run_server(options.store, options.host, options.port)
+    return 0
+
+
+def _emit(options, as_json, as_text) -> None:
+    """Print the answer as JSON (``--json``) or as text; each form is computed only when asked for."""
+    print(json.dumps(as_json(), indent=2, default=str) if options.json else as_text())
+
+
+def upstream(options) -> int:
+    from include.lineage.queries import LineageQueries, render_tree
+
+    with _store(options) as store:
+        queries = LineageQueries(store)
+        sub = queries.upstream(options.node, options.depth)
+        _emit(options, lambda: queries.marquez_graph(sub), lambda: render_tree(sub))
+    return 0
+
+
+def downstream(options) -> int:
+    from include.lineage.queries import LineageQueries, render_tree
+
+    with _store(options) as store:
+        queries = LineageQueries(store)
+        sub = queries.downstream(options.node, options.depth)
+        _emit(options, lambda: queries.marquez_graph(sub), lambda: render_tree(sub))
+    return 0
+
+
+def impact(options) -> int:
+    from include.lineage import queries as q
+
+    if bool(options.node) == bool(options.run):
+        raise SystemExit("lineage impact: give a NODE or --run RUN_ID (one of them)")
+    with _store(options) as store:
+        queries = q.LineageQueries(store)
+        if options.run:
+            result = queries.impact_of_run(options.run)
+            _emit(options, lambda: q.run_impact_json(queries, result), lambda: q.render_run_impact(result))
+        else:
+            result = queries.impact(options.node, options.depth)
+            _emit(options, lambda: q.impact_json(queries, result), lambda: q.render_impact(result))
+    return 0
+
+
+def runs(options) -> int:
+    from include.lineage.queries import LineageQueries, render_runs, runs_json
+
+    with _store(options) as store:
+        result = LineageQueries(store).runs(options.job, options.limit)
+        _emit(options, lambda: runs_json(result), lambda: render_runs(result))
+    return 0
+
+
+def diff(options) -> int:
+    from include.lineage.queries import LineageQueries, render_diff
+
+    with _store(options) as store:
+        result = LineageQueries(store).diff(options.run_a, options.run_b)
+        _emit(options, lambda: result, lambda: render_diff(result))
+    return 0
+
+
+def columns(options) -> int:
+    from include.lineage.queries import LineageQueries, render_columns
+
+    with _store(options) as store:
+        queries = LineageQueries(store)
+        result = queries.columns(options.column, options.depth)
+        _emit(options, lambda: queries.column_graph(result), lambda: render_columns(result))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from include.lineage.queries import DEFAULT_DEPTH
+
+    parser = argparse.ArgumentParser(prog="lineage", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    store_help = "SQLAlchemy URL of the store (default: $LINEAGE_STORE_URL or var/lineage/store.db)"
+    parser.add_argument("--store", metavar="URL", default=None, help=store_help)
+    store = argparse.ArgumentParser(add_help=False)
+    store.add_argument("--store", metavar="URL", default=argparse.SUPPRESS, help=store_help)  # after the command too
+    query = argparse.ArgumentParser(add_help=False, parents=[store])
+    query.add_argument("--json", action="store_true", help="print JSON (Marquez's lineage response shape for graphs)")
+    walk = argparse.ArgumentParser(add_help=False, parents=[query])
+    walk.add_argument("--depth", type=int, default=DEFAULT_DEPTH, help=f"at most this many edges away (default {DEFAULT_DEPTH})")
+
+    def add(name, handler, help_text, parents=()):
+        sub = commands.add_parser(name, help=help_text, description=help_text, parents=list(parents))
+        sub.set_defaults(handler=handler)
+        return sub
+
+    sub = add("ingest", ingest, "store OpenLineage events; a duplicate (run id, event type, event time) is stored once", [store])
+    sub.add_argument("files", nargs="*", metavar="FILE", help="JSON-lines event files, or - for stdin (default: every event file under var/lineage/)")
+    sub = add("serve", serve, "serve POST /api/v1/lineage (OpenLineage http transport) and GET /api/v1/lineage (Marquez)", [store])
+    sub.add_argument("--port", type=int, default=5000, help="port (default 5000, Marquez's)")
+    sub.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    sub = add("upstream", upstream, "every dataset and job a node comes from, as a tree", [walk])
+    sub.add_argument("node", metavar="NODE")
+    sub = add("downstream", downstream, "every dataset and job that depends on a node, as a tree", [walk])
+    sub.add_argument("node", metavar="NODE")
+    sub = add("impact", impact, "every dataset, job and run downstream of a node (or of a run: --run)", [walk])
+    sub.add_argument("node", metavar="NODE", nargs="?")
+    sub.add_argument("--run", metavar="RUN_ID", help="what this run (and its child runs) wrote, and every run that read it")
+    sub = add("runs", runs, "runs of a job, newest first (of a dataset: the runs that wrote it)", [query])
+    sub.add_argument("job", metavar="JOB")
+    sub.add_argument("--limit", type=int, default=20, help="at most this many runs (default 20)")
+    sub = add("diff", diff, "compare two runs: dataset versions, schema, job and code version, parameters, state, error", [query])
+    sub.add_argument("run_a", metavar="RUN_A")
+    sub.add_argument("run_b", metavar="RUN_B")
+    sub = add("columns", columns, "column-level upstream of DATASET.COLUMN", [walk])
+    sub.add_argument("column", metavar="DATASET.COLUMN")
+    add("replay", replay, "send spooled events (oldest first) through the configured transport")
+    add("report", report, "write the HTML lineage report to var/lineage/index.html")
+    add("validate", validate, "validate var/lineage's events against the OpenLineage JSON schemas")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from include.lineage.store import LineageError
+
+    options = build_parser().parse_args(argv)
+    try:
+        return options.handler(options)
+    except LineageError as error:
+        print(f"lineage {options.command}: {error}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # `lineage ... | head`
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

@@ -696,7 +696,7 @@ def render_diff(result: dict) -> str:
         lines.append(f"  {label:<13} {x if width is None else _short(x, width)}  →  {y if width is None else _short(y, width)}")
 
     if "job" in changes:
-        pair("job", changes["job"])
+        pair("job", [job["name"] for job in changes["job"]])
     if "jobVersion" in changes:
         pair("job version", changes["jobVersion"], 16)
     else:

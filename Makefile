@@ -5,7 +5,7 @@ VENV_PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 PIPELINE := $(VENV)/bin/pipeline
 
-.PHONY: setup test demo airflow bench clean
+.PHONY: setup lint test test-fast demo airflow bench clean
 
 $(INSTALLED): requirements.txt constraints.txt pyproject.toml
 	@test -x $(VENV_PY) || $(PYTHON) -m venv $(VENV)
@@ -17,9 +17,18 @@ $(INSTALLED): requirements.txt constraints.txt pyproject.toml
 setup: $(INSTALLED)
 	$(VENV_PY) -m include.bootstrap
 
-test: setup
+# ruff: lint rules and formatting as configured in pyproject.toml; `make test` runs it before pytest.
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test: setup lint
 	@include/system_packages.sh
 	$(PIPELINE) test
+
+# The edit loop: unit tests without Spark, DAG integrity and the compose file, in well under a minute.
+test-fast: setup
+	$(PIPELINE) test tests/unit tests/test_dag_integrity.py tests/test_docker_compose.py -m "not spark" -q
 
 demo: setup
 	$(PIPELINE) demo

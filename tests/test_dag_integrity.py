@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import socket
+from pathlib import Path
 
 import pytest
 from sqlalchemy import event
@@ -75,12 +77,45 @@ def test_every_dag_is_documented_tagged_and_retried(dagbag_and_parse_activity, d
         assert task.retries >= 1, f"{dag_id}.{task.task_id} has no retries"
 
 
-def test_spark_tasks_run_project_scripts_that_exist(dagbag_and_parse_activity):
+SPARK_TASKS = {
+    ("ingest_yellow_taxi_data", "stage_yellow_taxi"): "stage_taxi.py",
+    ("ingest_yellow_taxi_data", "merge_yellow_taxi_raw"): "merge_taxi.py",
+    ("ingest_weather_data", "stage_weather"): "stage_weather.py",
+    ("ingest_weather_data", "merge_weather_raw"): "merge_weather.py",
+    ("forecast_yellow_rides", "compute_hourly_actuals"): "compute_actuals.py",
+    ("forecast_yellow_rides", "train_model"): "train_model.py",
+    ("forecast_yellow_rides", "write_forecast"): "write_forecast.py",
+}
+
+
+def _runs_main_through_the_runner(script) -> bool:
+    """``if __name__ == "__main__": run(main)``: bad input then fails fast and leaves its report."""
+    for node in ast.parse(script.read_text()).body:
+        if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
+            return any("run(main" in ast.unparse(statement) for statement in node.body)
+    return False
+
+
+def test_each_spark_task_runs_its_own_script_through_the_job_runner(dagbag_and_parse_activity):
     dagbag = dagbag_and_parse_activity[0]
-    scripts = [task.application for dag in dagbag.dags.values() for task in dag.tasks if hasattr(task, "application")]
-    assert len(scripts) == 7
-    for script in scripts:
-        assert (config.SPARK_JOBS_DIR / script.rsplit("/", 1)[-1]).exists()
+    applications = {
+        (dag.dag_id, task.task_id): Path(task.application)
+        for dag in dagbag.dags.values() for task in dag.tasks if hasattr(task, "application")
+    }
+    assert {key: path.name for key, path in applications.items()} == SPARK_TASKS
+    for (dag_id, task_id), path in applications.items():
+        assert path.parent == config.SPARK_JOBS_DIR and path.is_file(), f"{dag_id}.{task_id}: no script {path}"
+        assert _runs_main_through_the_runner(path), f"{path.name} does not run main through spark_jobs.common.runner.run"
+
+
+def test_each_spark_task_declares_the_tables_its_column_lineage_writes(dagbag_and_parse_activity):
+    from include.lineage.column_lineage import MAPPINGS
+
+    for dag in dagbag_and_parse_activity[0].dags.values():
+        for task in dag.tasks:
+            if hasattr(task, "script") and task.script in MAPPINGS:
+                _, outputs = task.lineage_keys()
+                assert set(MAPPINGS[task.script]) <= set(outputs), f"{dag.dag_id}.{task.task_id} declares {outputs}"
 
 
 def test_forecast_dag_is_scheduled_by_the_raw_tables_assets(dagbag_and_parse_activity):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from include import naming, sources
+from spark_jobs.common.errors import root_cause
 from spark_jobs.common.runner import BadInputError, month_job_args, run
 from spark_jobs.common.report import assertion, column_metrics, write_report
 from spark_jobs.common.session import spark_session
@@ -21,22 +22,40 @@ QUARANTINE_COLUMNS = {
 }
 
 
+def nanosecond_timestamps(path: str) -> dict[str, bool]:
+    """Columns the file's footer stores as nanosecond timestamps (Spark 3.5 cannot read them as timestamps), each with
+    whether it is zoned (``isAdjustedToUTC=true``). Empty when the footer is unreadable: Spark's read then says why."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        schema = pq.read_schema(path)
+    except (OSError, pa.ArrowException):
+        return {}
+    return {field.name: field.type.tz is not None for field in schema
+            if pa.types.is_timestamp(field.type) and field.type.unit == "ns"}
+
+
 def extract(spark, path: str):
+    """(the file as Spark reads it, its nanosecond timestamp columns). Raises BadInputError naming the file and the
+    innermost cause when Spark cannot read it."""
     from pyspark.errors import PySparkException
     from py4j.protocol import Py4JJavaError
 
+    nanos = nanosecond_timestamps(path)
+    # Read nanosecond timestamps as longs and convert them explicitly (normalize_taxi_schema).
+    spark.conf.set("spark.sql.legacy.parquet.nanosAsLong", str(bool(nanos)).lower())
     try:
         df = spark.read.parquet(path)
         df.limit(1).collect()
     except (PySparkException, Py4JJavaError) as error:
-        reason = str(error).strip().splitlines()[0][:300]
-        raise BadInputError(f"{path}: not a readable parquet file ({reason})") from error
-    return df
+        raise BadInputError(f"{path}: not a readable parquet file ({root_cause(error)})") from error
+    return df, nanos
 
 
-def transform(df, source: str, month: str, ingest_timestamp):
+def transform(df, source: str, month: str, ingest_timestamp, nanosecond_columns: dict[str, bool] | None = None):
     """(good rows, quarantined rows with a reason), both normalised, with row ids, deduplicated."""
-    normalized = normalize_taxi_schema(df, source)
+    normalized = normalize_taxi_schema(df, source, nanosecond_columns)
     return split_quarantine(deduplicate(add_row_metadata(normalized, source.rsplit("/", 1)[-1], month, ingest_timestamp)))
 
 
@@ -57,9 +76,9 @@ def main(argv: list[str] | None = None) -> None:
     if not landed.exists():
         raise FileNotFoundError(f"{landed}: no landed file for month {args.month}; run the download task first")
     spark = spark_session("stage_taxi")
-    source = extract(spark, str(landed))
+    source, nanos = extract(spark, str(landed))
     drift = schema_drift(source)
-    staged, quarantined = transform(source, str(landed), args.month, datetime.now(timezone.utc))
+    staged, quarantined = transform(source, str(landed), args.month, datetime.now(timezone.utc), nanos)
     staged, quarantined = staged.cache(), quarantined.cache()
     load(spark, staged, quarantined, args.month)
     reasons = {row.quarantine_reason: row["count"] for row in quarantined.groupBy("quarantine_reason").count().collect()}
@@ -68,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
         "source_rows": source.count(),
         "staged_rows": staged.count(),
         "schema_drift": drift,
-        "input_metrics": {str(landed): column_metrics(source, [c for c in KEY_COLUMNS if c in source.columns])},
+        "input_metrics": {str(landed): column_metrics(source, [c for c in KEY_COLUMNS if c.lower() in {s.lower() for s in source.columns}])},
         "quarantined_rows": reasons,
         "assertions": {
             naming.TAXI_STAGING: [

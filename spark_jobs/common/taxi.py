@@ -12,12 +12,14 @@ from spark_jobs.common.runner import BadInputError
 # Canonical schema (include/contract.py): the 2025 TLC file. Older years are normalised to it explicitly.
 _SPARK_TYPES = {t.typeName(): t for t in (T.IntegerType(), T.LongType(), T.DoubleType(), T.StringType(), T.TimestampType())}
 CANONICAL_COLUMNS: list[tuple[str, T.DataType]] = [(name, _SPARK_TYPES[type_name]) for name, type_name in TAXI_COLUMNS]
-# Renamed across years: old name -> canonical name.
-RENAMED = {"airport_fee": "Airport_fee"}
+# Renamed across years: old name -> canonical name. Matching is case-insensitive, like Spark's column resolution
+# (``airport_fee`` until 2023-01, ``Airport_fee`` from 2023-02), so this lists renames beyond case only.
+RENAMED: dict[str, str] = {}
 # Absent in older years: filled with null and recorded as drift.
 INTRODUCED_LATER = {"cbd_congestion_fee", "Airport_fee", "congestion_surcharge"}
 REQUIRED = [name for name, _ in CANONICAL_COLUMNS if name not in INTRODUCED_LATER]
-# Types a column may arrive as and be cast from without loss of meaning.
+# Types a column may arrive as and be cast from without loss of meaning. IntegerType also covers the all-null fee
+# columns some months store as Arrow `null` (physical INT32), which Spark reads as int.
 COMPATIBLE_SOURCE_TYPES = {
     T.IntegerType: (T.IntegerType, T.LongType, T.ShortType),
     T.LongType: (T.LongType, T.IntegerType, T.DoubleType),
@@ -26,43 +28,127 @@ COMPATIBLE_SOURCE_TYPES = {
     T.StringType: (T.StringType,),
 }
 ROW_ID_COLUMNS = [name for name, _ in CANONICAL_COLUMNS]
+TIMESTAMP_COLUMNS = [name for name, dtype in CANONICAL_COLUMNS if isinstance(dtype, T.TimestampType)]
+# TLC's times are New York wall-clock times. The tables hold that wall-clock time in `timestamp` columns read with
+# the session time zone UTC (include/config.py): `2025-01-05 08:00:00` is 8 a.m. in New York.
+SOURCE_TIME_ZONE = "America/New_York"
+STORAGE_SESSION_TIME_ZONE = "UTC"
+FIRST_SUPPORTED_MONTH = "2011-01"
+# Columns only the 2009 (`vendor_name`, `Trip_Pickup_DateTime`, `Start_Lon`...) and 2010 (`vendor_id`,
+# `pickup_datetime`, `pickup_longitude`...) files have, lower-cased.
+LEGACY_2009_2010_COLUMNS = {
+    "vendor_name", "trip_pickup_datetime", "start_lon", "start_lat",
+    "vendor_id", "pickup_datetime", "pickup_longitude", "pickup_latitude",
+}
 
 
 class SchemaError(BadInputError):
     pass
 
 
+class UnsupportedEraError(SchemaError):
+    pass
+
+
+def _canonical_names() -> dict[str, str]:
+    names = {name.lower(): name for name, _ in CANONICAL_COLUMNS}
+    names.update({old.lower(): new for old, new in RENAMED.items()})
+    return names
+
+
+def _matches(df: DataFrame, source: str) -> dict[str, str]:
+    """Canonical name -> the file's column, matched case-insensitively. Raises on two columns differing by case."""
+    canonical = _canonical_names()
+    found: dict[str, str] = {}
+    for column in df.columns:
+        target = canonical.get(column.lower())
+        if target is None:
+            continue
+        if target in found:
+            raise SchemaError(f"{source}: columns {found[target]} and {column} both mean {target} (names differ only by case)")
+        found[target] = column
+    return found
+
+
 def schema_drift(df: DataFrame) -> dict:
     """How the file's columns differ from the canonical schema (renamed, missing-but-optional, unexpected)."""
-    present = set(df.columns)
-    canonical = {name for name, _ in CANONICAL_COLUMNS}
+    canonical = _canonical_names()
+    present = {column: canonical.get(column.lower()) for column in df.columns}
+    matched = {target for target in present.values() if target}
     return {
-        "renamed": {old: new for old, new in RENAMED.items() if old in present},
-        "filled_with_null": sorted(c for c in INTRODUCED_LATER if c not in present and not any(RENAMED.get(p) == c for p in present)),
-        "unexpected": sorted(c for c in present if c not in canonical and c not in RENAMED),
+        "renamed": {column: target for column, target in present.items() if target and column != target},
+        "filled_with_null": sorted(c for c in INTRODUCED_LATER if c not in matched),
+        "unexpected": sorted(column for column, target in present.items() if target is None),
     }
 
 
-def normalize_taxi_schema(df: DataFrame, source: str) -> DataFrame:
-    """Rename, fill and cast a TLC file of any year into the canonical schema. Raises SchemaError naming the file."""
-    for old, new in RENAMED.items():
-        if old in df.columns and new not in df.columns:
-            df = df.withColumnRenamed(old, new)
-    missing = [c for c in REQUIRED if c not in df.columns]
+def refuse_unsupported_era(df: DataFrame, source: str) -> None:
+    """2009 and 2010 files have no pickup zone; every table downstream is keyed by it."""
+    columns = {column.lower() for column in df.columns}
+    legacy = sorted(columns & LEGACY_2009_2010_COLUMNS)
+    if legacy and "pulocationid" not in columns:
+        raise UnsupportedEraError(
+            f"{source}: a TLC file of the 2009-2010 era (columns {', '.join(legacy)}: text pickup times and "
+            f"coordinates instead of pickup zones) cannot be ingested: the raw, actuals and forecast tables are keyed "
+            f"by pickup zone (PULocationID), which these files do not have. The first supported month is "
+            f"{FIRST_SUPPORTED_MONTH}."
+        )
+
+
+def wall_clock_time(column, source_type: T.DataType, zoned: bool = False, nanoseconds: bool = False):
+    """A timestamp column of the file as New York wall-clock time (see SOURCE_TIME_ZONE).
+
+    - naive timestamps (Parquet ``isAdjustedToUTC=false``, Spark ``timestamp_ntz``) already are wall-clock times;
+    - zoned timestamps (``isAdjustedToUTC=true``, Spark ``timestamp``) are instants, rendered in New York time;
+    - nanosecond timestamps arrive as longs (``spark.sql.legacy.parquet.nanosAsLong``), truncated to microseconds,
+      then treated as naive or zoned as the file's footer says.
+    """
+    if nanoseconds:
+        if not isinstance(source_type, T.LongType):
+            raise ValueError(f"a nanosecond timestamp must be read as long, not {source_type.simpleString()}")
+        # Exact integer division (a double would lose the last microsecond at today's epoch values).
+        instant_or_wall = F.timestamp_micros(F.floor(column.cast("decimal(20,0)") / F.lit(1000)).cast("long"))
+        return F.from_utc_timestamp(instant_or_wall, SOURCE_TIME_ZONE) if zoned else instant_or_wall
+    if isinstance(source_type, T.TimestampNTZType):
+        return column.cast(T.TimestampType())
+    return F.from_utc_timestamp(column, SOURCE_TIME_ZONE)
+
+
+def normalize_taxi_schema(df: DataFrame, source: str, nanosecond_columns: dict[str, bool] | None = None) -> DataFrame:
+    """Rename, fill and cast a TLC file of any supported era into the canonical schema; times to New York wall clock.
+
+    ``nanosecond_columns`` maps a column the footer stores with nanosecond precision to whether it is zoned.
+    Raises SchemaError (or UnsupportedEraError) naming the file.
+    """
+    session_zone = df.sparkSession.conf.get("spark.sql.session.timeZone")
+    if session_zone != STORAGE_SESSION_TIME_ZONE:
+        raise ValueError(f"spark.sql.session.timeZone is {session_zone}; the taxi tables are written in {STORAGE_SESSION_TIME_ZONE}")
+    refuse_unsupported_era(df, source)
+    found = _matches(df, source)
+    missing = [c for c in REQUIRED if c not in found]
     if missing:
         raise SchemaError(f"{source}: missing required column(s) {', '.join(missing)}")
-    types = dict((f.name, f.dataType) for f in df.schema.fields)
+    nanos = {column.lower(): zoned for column, zoned in (nanosecond_columns or {}).items()}
+    types = {f.name: f.dataType for f in df.schema.fields}
     for name, wanted in CANONICAL_COLUMNS:
-        if name in types and not isinstance(types[name], COMPATIBLE_SOURCE_TYPES[type(wanted)]):
+        column = found.get(name)
+        if column is None or (name in TIMESTAMP_COLUMNS and column.lower() in nanos):
+            continue
+        if not isinstance(types[column], COMPATIBLE_SOURCE_TYPES[type(wanted)]):
             raise SchemaError(
-                f"{source}: column {name} has type {types[name].simpleString()}, expected {wanted.simpleString()}"
+                f"{source}: column {column} has type {types[column].simpleString()}, expected {wanted.simpleString()}"
             )
-    return df.select(
-        *[
-            (F.col(name) if name in df.columns else F.lit(None)).cast(wanted).alias(name)
-            for name, wanted in CANONICAL_COLUMNS
-        ]
-    )
+    selected = []
+    for name, wanted in CANONICAL_COLUMNS:
+        column = found.get(name)
+        if column is None:
+            selected.append(F.lit(None).cast(wanted).alias(name))
+        elif name in TIMESTAMP_COLUMNS:
+            is_nanos = column.lower() in nanos
+            selected.append(wall_clock_time(F.col(f"`{column}`"), types[column], nanos.get(column.lower(), False), is_nanos).alias(name))
+        else:
+            selected.append(F.col(f"`{column}`").cast(wanted).alias(name))
+    return df.select(*selected)
 
 
 def add_row_metadata(df: DataFrame, filename: str, source_month: str, ingest_timestamp) -> DataFrame:

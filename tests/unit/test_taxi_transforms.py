@@ -4,13 +4,19 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import types as T
 from pyspark.testing import assertDataFrameEqual
 
+from include import sample_data
+from spark_jobs.common.errors import root_cause
 from spark_jobs.common.taxi import (
     CANONICAL_COLUMNS,
     SchemaError,
+    UnsupportedEraError,
     add_row_metadata,
     deduplicate,
     hourly_actuals,
@@ -40,7 +46,7 @@ def _trip(pickup: str, zone: int | None, total: float = 10.0) -> dict:
 def test_2023_file_is_normalised_to_the_2025_schema_explicitly(spark):
     old = spark.createDataFrame(
         [(1, datetime(2023, 5, 1, 8), datetime(2023, 5, 1, 9), 1.0, 2.0, 1.0, "N", 10, 20, 1, 5.0, 0.0, 0.5, 1.0, 0.0, 1.0, 9.0, 2.5, 1.75)],
-        "VendorID long, tpep_pickup_datetime timestamp, tpep_dropoff_datetime timestamp, passenger_count double, "
+        "VendorID long, tpep_pickup_datetime timestamp_ntz, tpep_dropoff_datetime timestamp_ntz, passenger_count double, "
         "trip_distance double, RatecodeID double, store_and_fwd_flag string, PULocationID long, DOLocationID long, "
         "payment_type long, fare_amount double, extra double, mta_tax double, tip_amount double, tolls_amount double, "
         "improvement_surcharge double, total_amount double, congestion_surcharge double, airport_fee double",
@@ -109,3 +115,80 @@ def test_row_level_problems_go_to_quarantine_with_a_reason_and_good_rows_stay(sp
     assert "quarantine_reason" not in kept.columns
     assert sorted(r.quarantine_reason for r in quarantined.collect()) == [
         "dropoff_before_pickup", "negative_total", "null_pickup_zone", "pickup_outside_file_month"]
+
+
+def _staged_from_file(spark, path):
+    """The file through the stage job's own read and normalisation."""
+    from spark_jobs.stage_taxi import extract
+
+    frame, nanos = extract(spark, str(path))
+    return normalize_taxi_schema(frame, str(path), nanos)
+
+
+def test_column_matching_is_case_insensitive_like_spark(spark):
+    frame = spark.createDataFrame([_trip("2025-01-01 00:10:00", 5)], CANONICAL_SCHEMA)
+    frame = frame.withColumnRenamed("RatecodeID", "RateCodeID").withColumnRenamed("PULocationID", "pulocationid")
+    normalized = normalize_taxi_schema(frame, "yellow_tripdata_2025-01.parquet")
+    assert normalized.columns == [name for name, _ in CANONICAL_COLUMNS]
+    assert normalized.first().PULocationID == 5
+    assert schema_drift(frame)["renamed"] == {"RateCodeID": "RatecodeID", "pulocationid": "PULocationID"}
+
+
+def test_two_columns_differing_only_by_case_are_refused(spark):
+    frame = spark.createDataFrame([_trip("2025-01-01 00:10:00", 5)], CANONICAL_SCHEMA).selectExpr("*", "1.0 AS airport_fee")
+    with pytest.raises(SchemaError, match=r"f\.parquet: columns Airport_fee and airport_fee both mean Airport_fee"):
+        normalize_taxi_schema(frame, "f.parquet")
+
+
+@pytest.mark.parametrize("year, era_columns", [(2009, "trip_pickup_datetime"), (2010, "pickup_datetime")])
+def test_2009_and_2010_files_are_refused_naming_the_era_and_the_first_supported_month(spark, tmp_path, year, era_columns):
+    path = sample_data.write_taxi_month(tmp_path, year, 2, 200)
+    with pytest.raises(UnsupportedEraError) as refused:
+        _staged_from_file(spark, path)
+    message = str(refused.value)
+    assert message.startswith(f"{path}: a TLC file of the 2009-2010 era")
+    assert era_columns in message and "PULocationID" in message
+    assert message.endswith("The first supported month is 2011-01.")
+
+
+@pytest.mark.parametrize("unit, time_zone", [("ns", None), ("us", "America/New_York"), ("ns", "America/New_York"), ("us", "UTC")])
+def test_nanosecond_and_zoned_timestamps_are_staged_as_new_york_wall_clock_time(spark, tmp_path, unit, time_zone):
+    path = sample_data.write_taxi_month(tmp_path, 2024, 3, 2_000, timestamp_unit=unit, time_zone=time_zone)
+    source = pq.read_table(path)
+    expected = {}
+    for column in ("tpep_pickup_datetime", "tpep_dropoff_datetime"):
+        values = source[column]
+        if time_zone is not None:  # what a New York clock showed at that instant
+            values = pc.local_timestamp(pc.cast(values, pa.timestamp(unit, "America/New_York")))
+        expected[column] = [v.replace(nanosecond=0) if hasattr(v, "nanosecond") else v
+                            for v in pc.cast(values, pa.timestamp("us")).to_pylist()]
+    staged = _staged_from_file(spark, path).select("tpep_pickup_datetime", "tpep_dropoff_datetime").collect()
+    assert len(staged) == source.num_rows
+    assert [row.tpep_pickup_datetime for row in staged] == expected["tpep_pickup_datetime"]
+    assert [row.tpep_dropoff_datetime for row in staged] == expected["tpep_dropoff_datetime"]
+    if time_zone in (None, "America/New_York"):  # the generator's New York times, back unchanged: all in March
+        assert {t.month for t in expected["tpep_pickup_datetime"]} == {3}
+
+
+def test_root_cause_of_a_spark_failure_is_the_innermost_java_error(spark, tmp_path):
+    path = tmp_path / "nanos.parquet"
+    pq.write_table(pa.table({"t": pa.array([1_700_000_000_000_000_123], pa.timestamp("ns"))}), path)
+    spark.conf.set("spark.sql.legacy.parquet.nanosAsLong", "false")
+    with pytest.raises(Exception) as failure:
+        spark.read.parquet(str(path)).collect()
+    assert "An error occurred while calling" in str(failure.value) or "Job aborted" in str(failure.value)
+    assert root_cause(failure.value) == "AnalysisException: Illegal Parquet type: INT64 (TIMESTAMP(NANOS,false))."
+
+
+def test_an_unreadable_file_is_bad_input_naming_the_file_and_the_innermost_cause(spark, tmp_path):
+    from spark_jobs.common.runner import BadInputError
+    from spark_jobs.stage_taxi import extract
+
+    path = tmp_path / "yellow_tripdata_2025-09.parquet"
+    path.write_bytes(b"PAR1 not parquet")
+    with pytest.raises(BadInputError) as refused:
+        extract(spark, str(path))
+    message = str(refused.value)
+    assert message.startswith(f"{path}: not a readable parquet file (")
+    assert "An error occurred while calling" not in message
+    assert "not a Parquet file" in message

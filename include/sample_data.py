@@ -36,8 +36,32 @@ OTHER_COUNTIES = {
 }
 # Relative demand by hour of day (0..23) and by weekday (Monday..Sunday).
 HOURLY_PROFILE = np.array(
-    [0.55, 0.38, 0.26, 0.18, 0.16, 0.22, 0.45, 0.80, 1.05, 1.05, 1.00, 1.05,
-     1.10, 1.10, 1.15, 1.20, 1.25, 1.35, 1.45, 1.40, 1.30, 1.20, 1.05, 0.80]
+    [
+        0.55,
+        0.38,
+        0.26,
+        0.18,
+        0.16,
+        0.22,
+        0.45,
+        0.80,
+        1.05,
+        1.05,
+        1.00,
+        1.05,
+        1.10,
+        1.10,
+        1.15,
+        1.20,
+        1.25,
+        1.35,
+        1.45,
+        1.40,
+        1.30,
+        1.20,
+        1.05,
+        0.80,
+    ]
 )
 WEEKDAY_PROFILE = np.array([0.90, 0.97, 1.02, 1.08, 1.12, 1.05, 0.86])
 
@@ -102,12 +126,25 @@ class TaxiEra:
 
 
 _TPEP_2011 = (
-    ("VendorID", pa.int64()), ("tpep_pickup_datetime", pa.timestamp("us")), ("tpep_dropoff_datetime", pa.timestamp("us")),
-    ("passenger_count", pa.int64()), ("trip_distance", pa.float64()), ("RatecodeID", pa.int64()),
-    ("store_and_fwd_flag", pa.string()), ("PULocationID", pa.int64()), ("DOLocationID", pa.int64()),
-    ("payment_type", pa.int64()), ("fare_amount", pa.float64()), ("extra", pa.float64()), ("mta_tax", pa.float64()),
-    ("tip_amount", pa.float64()), ("tolls_amount", pa.float64()), ("improvement_surcharge", pa.float64()),
-    ("total_amount", pa.float64()), ("congestion_surcharge", pa.float64()), ("airport_fee", pa.float64()),
+    ("VendorID", pa.int64()),
+    ("tpep_pickup_datetime", pa.timestamp("us")),
+    ("tpep_dropoff_datetime", pa.timestamp("us")),
+    ("passenger_count", pa.int64()),
+    ("trip_distance", pa.float64()),
+    ("RatecodeID", pa.int64()),
+    ("store_and_fwd_flag", pa.string()),
+    ("PULocationID", pa.int64()),
+    ("DOLocationID", pa.int64()),
+    ("payment_type", pa.int64()),
+    ("fare_amount", pa.float64()),
+    ("extra", pa.float64()),
+    ("mta_tax", pa.float64()),
+    ("tip_amount", pa.float64()),
+    ("tolls_amount", pa.float64()),
+    ("improvement_surcharge", pa.float64()),
+    ("total_amount", pa.float64()),
+    ("congestion_surcharge", pa.float64()),
+    ("airport_fee", pa.float64()),
 )
 
 
@@ -122,22 +159,58 @@ _TPEP_2023_02 = tuple(
 )
 # The eras of the yellow-taxi files TLC publishes, from the files' own footers (README "TLC schema eras").
 TAXI_ERAS: tuple[TaxiEra, ...] = (
-    TaxiEra("2009", "2009-01", "2009-12", (
-        ("vendor_name", pa.string()), ("Trip_Pickup_DateTime", pa.string()), ("Trip_Dropoff_DateTime", pa.string()),
-        ("Passenger_Count", pa.int64()), ("Trip_Distance", pa.float64()), ("Start_Lon", pa.float64()),
-        ("Start_Lat", pa.float64()), ("Rate_Code", pa.float64()), ("store_and_forward", pa.float64()),
-        ("End_Lon", pa.float64()), ("End_Lat", pa.float64()), ("Payment_Type", pa.string()), ("Fare_Amt", pa.float64()),
-        ("surcharge", pa.float64()), ("mta_tax", pa.float64()), ("Tip_Amt", pa.float64()), ("Tolls_Amt", pa.float64()),
-        ("Total_Amt", pa.float64()),
-    ), ingestible=False),
-    TaxiEra("2010", "2010-01", "2010-12", (
-        ("vendor_id", pa.string()), ("pickup_datetime", pa.string()), ("dropoff_datetime", pa.string()),
-        ("passenger_count", pa.int64()), ("trip_distance", pa.float64()), ("pickup_longitude", pa.float64()),
-        ("pickup_latitude", pa.float64()), ("rate_code", pa.string()), ("store_and_fwd_flag", pa.string()),
-        ("dropoff_longitude", pa.float64()), ("dropoff_latitude", pa.float64()), ("payment_type", pa.string()),
-        ("fare_amount", pa.float64()), ("surcharge", pa.float64()), ("mta_tax", pa.float64()),
-        ("tip_amount", pa.float64()), ("tolls_amount", pa.float64()), ("total_amount", pa.float64()),
-    ), ingestible=False),
+    TaxiEra(
+        "2009",
+        "2009-01",
+        "2009-12",
+        (
+            ("vendor_name", pa.string()),
+            ("Trip_Pickup_DateTime", pa.string()),
+            ("Trip_Dropoff_DateTime", pa.string()),
+            ("Passenger_Count", pa.int64()),
+            ("Trip_Distance", pa.float64()),
+            ("Start_Lon", pa.float64()),
+            ("Start_Lat", pa.float64()),
+            ("Rate_Code", pa.float64()),
+            ("store_and_forward", pa.float64()),
+            ("End_Lon", pa.float64()),
+            ("End_Lat", pa.float64()),
+            ("Payment_Type", pa.string()),
+            ("Fare_Amt", pa.float64()),
+            ("surcharge", pa.float64()),
+            ("mta_tax", pa.float64()),
+            ("Tip_Amt", pa.float64()),
+            ("Tolls_Amt", pa.float64()),
+            ("Total_Amt", pa.float64()),
+        ),
+        ingestible=False,
+    ),
+    TaxiEra(
+        "2010",
+        "2010-01",
+        "2010-12",
+        (
+            ("vendor_id", pa.string()),
+            ("pickup_datetime", pa.string()),
+            ("dropoff_datetime", pa.string()),
+            ("passenger_count", pa.int64()),
+            ("trip_distance", pa.float64()),
+            ("pickup_longitude", pa.float64()),
+            ("pickup_latitude", pa.float64()),
+            ("rate_code", pa.string()),
+            ("store_and_fwd_flag", pa.string()),
+            ("dropoff_longitude", pa.float64()),
+            ("dropoff_latitude", pa.float64()),
+            ("payment_type", pa.string()),
+            ("fare_amount", pa.float64()),
+            ("surcharge", pa.float64()),
+            ("mta_tax", pa.float64()),
+            ("tip_amount", pa.float64()),
+            ("tolls_amount", pa.float64()),
+            ("total_amount", pa.float64()),
+        ),
+        ingestible=False,
+    ),
     TaxiEra("2011-01..2018-06", "2011-01", "2018-06", _TPEP_2011),
     TaxiEra("2018-07..2023-01", "2018-07", "2023-01", _TPEP_2018_07),
     TaxiEra("2023-02..2024-12", "2023-02", "2024-12", _TPEP_2023_02),
@@ -158,8 +231,13 @@ def _months(first: str, last: str) -> set[str]:
 # Months whose never-filled fee column was written as Arrow `null` (physical INT32, no values) instead of double.
 _NULL_TYPED = {
     "congestion_surcharge": (
-        {"2011-02"} | _months("2011-04", "2012-11") | _months("2013-01", "2013-04") | _months("2013-06", "2013-12")
-        | _months("2014-02", "2017-12") | _months("2018-02", "2018-05") | {"2018-07", "2018-08", "2018-10", "2018-12"}
+        {"2011-02"}
+        | _months("2011-04", "2012-11")
+        | _months("2013-01", "2013-04")
+        | _months("2013-06", "2013-12")
+        | _months("2014-02", "2017-12")
+        | _months("2018-02", "2018-05")
+        | {"2018-07", "2018-08", "2018-10", "2018-12"}
     ),
     "airport_fee": _months("2011-02", "2017-12") | _months("2018-02", "2020-07") | {"2020-10"},
     "improvement_surcharge": {"2014-08"},
@@ -191,7 +269,9 @@ def _trips(year: int, month: int, rows: int, seed: int) -> dict[str, np.ndarray]
     start, end = month_bounds(year, month)
     hours = int((end - start).total_seconds() // 3600)
     hour_starts = [start + timedelta(hours=h) for h in range(hours)]
-    rain_boost = {d: 1.0 + min(daily_weather(d, seed=seed).prcp_mm, 30.0) / 60.0 for d in {h.date() for h in hour_starts}}
+    rain_boost = {
+        d: 1.0 + min(daily_weather(d, seed=seed).prcp_mm, 30.0) / 60.0 for d in {h.date() for h in hour_starts}
+    }
     hour_weights = np.array(
         [HOURLY_PROFILE[h.hour] * WEEKDAY_PROFILE[h.weekday()] * rain_boost[h.date()] for h in hour_starts]
     )
@@ -239,8 +319,16 @@ def _trips(year: int, month: int, rows: int, seed: int) -> dict[str, np.ndarray]
         "dropoff_lon": np.round(-73.98 + rng.normal(0, 0.03, rows), 6),
         "dropoff_lat": np.round(40.75 + rng.normal(0, 0.03, rows), 6),
         "payment": payment,
-        "fare": fare, "extra": extra, "mta_tax": mta_tax, "tip": tip, "tolls": tolls, "improvement": improvement,
-        "total": total, "congestion": congestion, "airport": airport, "cbd": cbd,
+        "fare": fare,
+        "extra": extra,
+        "mta_tax": mta_tax,
+        "tip": tip,
+        "tolls": tolls,
+        "improvement": improvement,
+        "total": total,
+        "congestion": congestion,
+        "airport": airport,
+        "cbd": cbd,
     }
 
 
@@ -273,7 +361,12 @@ def _tpep_columns(trips: dict[str, np.ndarray], key: str) -> dict[str, pa.Array]
 
 def _text_times(microseconds: np.ndarray) -> pa.Array:
     """``YYYY-MM-DD HH:MM:SS``, as the 2009 and 2010 files store times."""
-    return pa.array(np.char.replace(np.datetime_as_string(microseconds.astype("datetime64[us]"), unit="s"), "T", " ").astype(object), pa.string())
+    return pa.array(
+        np.char.replace(np.datetime_as_string(microseconds.astype("datetime64[us]"), unit="s"), "T", " ").astype(
+            object
+        ),
+        pa.string(),
+    )
 
 
 def _legacy_columns(trips: dict[str, np.ndarray], era: TaxiEra, key: str) -> list[pa.Array]:
@@ -282,7 +375,9 @@ def _legacy_columns(trips: dict[str, np.ndarray], era: TaxiEra, key: str) -> lis
     vendor = np.where(trips["vendor"] == 1, "CMT", "VTS").astype(object)
     pickup, dropoff = _text_times(trips["pickup_us"]), _text_times(trips["dropoff_us"])
     if era.name == "2009":
-        payment = np.where(trips["payment"] == 1, "Credit", np.where(trips["payment"] == 2, "CASH", "No Charge")).astype(object)
+        payment = np.where(
+            trips["payment"] == 1, "Credit", np.where(trips["payment"] == 2, "CASH", "No Charge")
+        ).astype(object)
         rate_code, store = pa.nulls(rows, pa.float64()), pa.nulls(rows, pa.float64())
     else:
         payment = np.where(trips["payment"] == 1, "CRD", np.where(trips["payment"] == 2, "CSH", "NOC")).astype(object)
@@ -291,11 +386,24 @@ def _legacy_columns(trips: dict[str, np.ndarray], era: TaxiEra, key: str) -> lis
     surcharge = trips["extra"]
     total = np.round(trips["fare"] + surcharge + trips["mta_tax"] + trips["tip"] + trips["tolls"], 2)
     columns = [
-        pa.array(vendor, pa.string()), pickup, dropoff, pa.array(trips["passenger"]), pa.array(trips["distance"]),
-        pa.array(trips["pickup_lon"]), pa.array(trips["pickup_lat"]), rate_code, store,
-        pa.array(trips["dropoff_lon"]), pa.array(trips["dropoff_lat"]), pa.array(payment, pa.string()),
-        pa.array(trips["fare"]), pa.array(surcharge), pa.array(trips["mta_tax"]), pa.array(trips["tip"]),
-        pa.array(trips["tolls"]), pa.array(total),
+        pa.array(vendor, pa.string()),
+        pickup,
+        dropoff,
+        pa.array(trips["passenger"]),
+        pa.array(trips["distance"]),
+        pa.array(trips["pickup_lon"]),
+        pa.array(trips["pickup_lat"]),
+        rate_code,
+        store,
+        pa.array(trips["dropoff_lon"]),
+        pa.array(trips["dropoff_lat"]),
+        pa.array(payment, pa.string()),
+        pa.array(trips["fare"]),
+        pa.array(surcharge),
+        pa.array(trips["mta_tax"]),
+        pa.array(trips["tip"]),
+        pa.array(trips["tolls"]),
+        pa.array(total),
     ]
     if key in ("2010-02", "2010-03"):
         columns[7] = pa.array(trips["rate_code"].astype(np.int64))
@@ -303,8 +411,9 @@ def _legacy_columns(trips: dict[str, np.ndarray], era: TaxiEra, key: str) -> lis
     return columns
 
 
-def generate_taxi_month(year: int, month: int, rows: int, seed: int = 42, *,
-                        timestamp_unit: str = "us", time_zone: str | None = None) -> pa.Table:
+def generate_taxi_month(
+    year: int, month: int, rows: int, seed: int = 42, *, timestamp_unit: str = "us", time_zone: str | None = None
+) -> pa.Table:
     """One month of yellow-taxi trips in that month's exact TLC layout, with daily, weekly and weather seasonality.
 
     Times are New York wall-clock times, like TLC's. ``timestamp_unit="ns"`` stores them with nanosecond precision;
@@ -347,8 +456,16 @@ def taxi_file_name(year: int, month: int) -> str:
     return f"yellow_tripdata_{year:04d}-{month:02d}.parquet"
 
 
-def write_taxi_month(folder: Path, year: int, month: int, rows: int, seed: int = 42, *,
-                     timestamp_unit: str = "us", time_zone: str | None = None) -> Path:
+def write_taxi_month(
+    folder: Path,
+    year: int,
+    month: int,
+    rows: int,
+    seed: int = 42,
+    *,
+    timestamp_unit: str = "us",
+    time_zone: str | None = None,
+) -> Path:
     """Write the month's file; ``timestamp_unit="ns"`` and ``time_zone`` give files like pandas' ``to_parquet`` writes."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / taxi_file_name(year, month)
@@ -373,8 +490,14 @@ def weather_month_csv(element: str, year: int, month: int, last_day: int | None 
                 values.append(MISSING)
                 continue
             weather = daily_weather(date(year, month, day), code, seed)
-            values.append({"prcp": weather.prcp_mm, "tavg": weather.tavg_c, "tmin": weather.tmin_c, "tmax": weather.tmax_c}[element])
-        lines.append(",".join(["cty", code, name, f"{year:04d}", f"{month:02d}", element, *(f"{v:.2f}" for v in values)]))
+            values.append(
+                {"prcp": weather.prcp_mm, "tavg": weather.tavg_c, "tmin": weather.tmin_c, "tmax": weather.tmax_c}[
+                    element
+                ]
+            )
+        lines.append(
+            ",".join(["cty", code, name, f"{year:04d}", f"{month:02d}", element, *(f"{v:.2f}" for v in values)])
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from include import naming, sources
 from spark_jobs.common.errors import root_cause
-from spark_jobs.common.runner import BadInputError, month_job_args, run
 from spark_jobs.common.report import assertion, column_metrics, write_report
+from spark_jobs.common.runner import BadInputError, month_job_args, run
 from spark_jobs.common.session import spark_session
 from spark_jobs.common.tables import current_snapshot_id, ensure_table, qualified
 from spark_jobs.common.taxi import add_row_metadata, deduplicate, normalize_taxi_schema, schema_drift, split_quarantine
-
 
 KEY_COLUMNS = ["tpep_pickup_datetime", "PULocationID", "total_amount"]
 QUARANTINE_COLUMNS = {
@@ -32,15 +31,18 @@ def nanosecond_timestamps(path: str) -> dict[str, bool]:
         schema = pq.read_schema(path)
     except (OSError, pa.ArrowException):
         return {}
-    return {field.name: field.type.tz is not None for field in schema
-            if pa.types.is_timestamp(field.type) and field.type.unit == "ns"}
+    return {
+        field.name: field.type.tz is not None
+        for field in schema
+        if pa.types.is_timestamp(field.type) and field.type.unit == "ns"
+    }
 
 
 def extract(spark, path: str):
     """(the file as Spark reads it, its nanosecond timestamp columns). Raises BadInputError naming the file and the
     innermost cause when Spark cannot read it."""
-    from pyspark.errors import PySparkException
     from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
 
     nanos = nanosecond_timestamps(path)
     # Read nanosecond timestamps as longs and convert them explicitly (normalize_taxi_schema).
@@ -56,7 +58,9 @@ def extract(spark, path: str):
 def transform(df, source: str, month: str, ingest_timestamp, nanosecond_columns: dict[str, bool] | None = None):
     """(good rows, quarantined rows with a reason), both normalised, with row ids, deduplicated."""
     normalized = normalize_taxi_schema(df, source, nanosecond_columns)
-    return split_quarantine(deduplicate(add_row_metadata(normalized, source.rsplit("/", 1)[-1], month, ingest_timestamp)))
+    return split_quarantine(
+        deduplicate(add_row_metadata(normalized, source.rsplit("/", 1)[-1], month, ingest_timestamp))
+    )
 
 
 def load(spark, staged, quarantined, month: str) -> None:
@@ -68,7 +72,6 @@ def load(spark, staged, quarantined, month: str) -> None:
     quarantined.writeTo(qualified(naming.TAXI_QUARANTINE)).append()
 
 
-
 def main(argv: list[str] | None = None) -> None:
     args = month_job_args(__doc__, argv)
 
@@ -78,31 +81,48 @@ def main(argv: list[str] | None = None) -> None:
     spark = spark_session("stage_taxi")
     source, nanos = extract(spark, str(landed))
     drift = schema_drift(source)
-    staged, quarantined = transform(source, str(landed), args.month, datetime.now(timezone.utc), nanos)
+    staged, quarantined = transform(source, str(landed), args.month, datetime.now(UTC), nanos)
     staged, quarantined = staged.cache(), quarantined.cache()
     load(spark, staged, quarantined, args.month)
-    reasons = {row.quarantine_reason: row["count"] for row in quarantined.groupBy("quarantine_reason").count().collect()}
-    write_report(args.report, {
-        "source_fingerprints": {str(landed): sources.fingerprint_file(landed)},
-        "source_rows": source.count(),
-        "staged_rows": staged.count(),
-        "schema_drift": drift,
-        "input_metrics": {str(landed): column_metrics(source, [c for c in KEY_COLUMNS if c.lower() in {s.lower() for s in source.columns}])},
-        "quarantined_rows": reasons,
-        "assertions": {
-            naming.TAXI_STAGING: [
-                assertion("unique", staged.select("unique_row_id").distinct().count() == staged.count(), "unique_row_id"),
-            ],
-            str(landed): [
-                assertion(rule, reasons.get(rule, 0) == 0, column, reasons.get(rule, 0), 0)
-                for rule, column in QUARANTINE_COLUMNS.items()
-            ],
+    reasons = {
+        row.quarantine_reason: row["count"] for row in quarantined.groupBy("quarantine_reason").count().collect()
+    }
+    write_report(
+        args.report,
+        {
+            "source_fingerprints": {str(landed): sources.fingerprint_file(landed)},
+            "source_rows": source.count(),
+            "staged_rows": staged.count(),
+            "schema_drift": drift,
+            "input_metrics": {
+                str(landed): column_metrics(
+                    source, [c for c in KEY_COLUMNS if c.lower() in {s.lower() for s in source.columns}]
+                )
+            },
+            "quarantined_rows": reasons,
+            "assertions": {
+                naming.TAXI_STAGING: [
+                    assertion(
+                        "unique", staged.select("unique_row_id").distinct().count() == staged.count(), "unique_row_id"
+                    ),
+                ],
+                str(landed): [
+                    assertion(rule, reasons.get(rule, 0) == 0, column, reasons.get(rule, 0), 0)
+                    for rule, column in QUARANTINE_COLUMNS.items()
+                ],
+            },
+            "outputs": {
+                naming.TAXI_STAGING: {
+                    "snapshot_id": current_snapshot_id(spark, naming.TAXI_STAGING),
+                    "rows": staged.count(),
+                },
+                naming.TAXI_QUARANTINE: {
+                    "snapshot_id": current_snapshot_id(spark, naming.TAXI_QUARANTINE),
+                    "rows": quarantined.count(),
+                },
+            },
         },
-        "outputs": {
-            naming.TAXI_STAGING: {"snapshot_id": current_snapshot_id(spark, naming.TAXI_STAGING), "rows": staged.count()},
-            naming.TAXI_QUARANTINE: {"snapshot_id": current_snapshot_id(spark, naming.TAXI_QUARANTINE), "rows": quarantined.count()},
-        },
-    })
+    )
     spark.stop()
 
 

@@ -10,7 +10,9 @@ from include.contract import TAXI_COLUMNS
 from spark_jobs.common.runner import BadInputError
 
 # Canonical schema (include/contract.py): the 2025 TLC file. Older years are normalised to it explicitly.
-_SPARK_TYPES = {t.typeName(): t for t in (T.IntegerType(), T.LongType(), T.DoubleType(), T.StringType(), T.TimestampType())}
+_SPARK_TYPES = {
+    t.typeName(): t for t in (T.IntegerType(), T.LongType(), T.DoubleType(), T.StringType(), T.TimestampType())
+}
 CANONICAL_COLUMNS: list[tuple[str, T.DataType]] = [(name, _SPARK_TYPES[type_name]) for name, type_name in TAXI_COLUMNS]
 # Renamed across years: old name -> canonical name. Matching is case-insensitive, like Spark's column resolution
 # (``airport_fee`` until 2023-01, ``Airport_fee`` from 2023-02), so this lists renames beyond case only.
@@ -37,8 +39,14 @@ FIRST_SUPPORTED_MONTH = "2011-01"
 # Columns only the 2009 (`vendor_name`, `Trip_Pickup_DateTime`, `Start_Lon`...) and 2010 (`vendor_id`,
 # `pickup_datetime`, `pickup_longitude`...) files have, lower-cased.
 LEGACY_2009_2010_COLUMNS = {
-    "vendor_name", "trip_pickup_datetime", "start_lon", "start_lat",
-    "vendor_id", "pickup_datetime", "pickup_longitude", "pickup_latitude",
+    "vendor_name",
+    "trip_pickup_datetime",
+    "start_lon",
+    "start_lat",
+    "vendor_id",
+    "pickup_datetime",
+    "pickup_longitude",
+    "pickup_latitude",
 }
 
 
@@ -65,7 +73,9 @@ def _matches(df: DataFrame, source: str) -> dict[str, str]:
         if target is None:
             continue
         if target in found:
-            raise SchemaError(f"{source}: columns {found[target]} and {column} both mean {target} (names differ only by case)")
+            raise SchemaError(
+                f"{source}: columns {found[target]} and {column} both mean {target} (names differ only by case)"
+            )
         found[target] = column
     return found
 
@@ -122,7 +132,9 @@ def normalize_taxi_schema(df: DataFrame, source: str, nanosecond_columns: dict[s
     """
     session_zone = df.sparkSession.conf.get("spark.sql.session.timeZone")
     if session_zone != STORAGE_SESSION_TIME_ZONE:
-        raise ValueError(f"spark.sql.session.timeZone is {session_zone}; the taxi tables are written in {STORAGE_SESSION_TIME_ZONE}")
+        raise ValueError(
+            f"spark.sql.session.timeZone is {session_zone}; the taxi tables are written in {STORAGE_SESSION_TIME_ZONE}"
+        )
     refuse_unsupported_era(df, source)
     found = _matches(df, source)
     missing = [c for c in REQUIRED if c not in found]
@@ -145,7 +157,11 @@ def normalize_taxi_schema(df: DataFrame, source: str, nanosecond_columns: dict[s
             selected.append(F.lit(None).cast(wanted).alias(name))
         elif name in TIMESTAMP_COLUMNS:
             is_nanos = column.lower() in nanos
-            selected.append(wall_clock_time(F.col(f"`{column}`"), types[column], nanos.get(column.lower(), False), is_nanos).alias(name))
+            selected.append(
+                wall_clock_time(F.col(f"`{column}`"), types[column], nanos.get(column.lower(), False), is_nanos).alias(
+                    name
+                )
+            )
         else:
             selected.append(F.col(f"`{column}`").cast(wanted).alias(name))
     return df.select(*selected)

@@ -10,12 +10,25 @@ import pyarrow.parquet as pq
 from include import sample_data
 
 TLC_2025 = [
-    ("VendorID", pa.int32()), ("tpep_pickup_datetime", pa.timestamp("us")), ("tpep_dropoff_datetime", pa.timestamp("us")),
-    ("passenger_count", pa.int64()), ("trip_distance", pa.float64()), ("RatecodeID", pa.int64()),
-    ("store_and_fwd_flag", pa.string()), ("PULocationID", pa.int32()), ("DOLocationID", pa.int32()),
-    ("payment_type", pa.int64()), ("fare_amount", pa.float64()), ("extra", pa.float64()), ("mta_tax", pa.float64()),
-    ("tip_amount", pa.float64()), ("tolls_amount", pa.float64()), ("improvement_surcharge", pa.float64()),
-    ("total_amount", pa.float64()), ("congestion_surcharge", pa.float64()), ("Airport_fee", pa.float64()),
+    ("VendorID", pa.int32()),
+    ("tpep_pickup_datetime", pa.timestamp("us")),
+    ("tpep_dropoff_datetime", pa.timestamp("us")),
+    ("passenger_count", pa.int64()),
+    ("trip_distance", pa.float64()),
+    ("RatecodeID", pa.int64()),
+    ("store_and_fwd_flag", pa.string()),
+    ("PULocationID", pa.int32()),
+    ("DOLocationID", pa.int32()),
+    ("payment_type", pa.int64()),
+    ("fare_amount", pa.float64()),
+    ("extra", pa.float64()),
+    ("mta_tax", pa.float64()),
+    ("tip_amount", pa.float64()),
+    ("tolls_amount", pa.float64()),
+    ("improvement_surcharge", pa.float64()),
+    ("total_amount", pa.float64()),
+    ("congestion_surcharge", pa.float64()),
+    ("Airport_fee", pa.float64()),
     ("cbd_congestion_fee", pa.float64()),
 ]
 
@@ -36,7 +49,12 @@ def test_schema_drifts_across_months_like_the_real_files():
     assert [jan.field(c).type for c in ("VendorID", "PULocationID", "DOLocationID")] == [pa.int64()] * 3
     assert [feb.field(c).type for c in ("VendorID", "PULocationID", "DOLocationID")] == [pa.int32()] * 3
     # 2018-07..2023-01: passenger_count and RatecodeID stored as double, int64 before and after.
-    for year, month, expected in [(2018, 6, pa.int64()), (2018, 7, pa.float64()), (2023, 1, pa.float64()), (2023, 2, pa.int64())]:
+    for year, month, expected in [
+        (2018, 6, pa.int64()),
+        (2018, 7, pa.float64()),
+        (2023, 1, pa.float64()),
+        (2023, 2, pa.int64()),
+    ]:
         schema = sample_data.taxi_schema(year, month)
         assert schema.field("passenger_count").type == schema.field("RatecodeID").type == expected, (year, month)
 
@@ -56,7 +74,9 @@ def test_every_era_is_written_exactly_with_its_own_columns(tmp_path):
             assert written.names[:4] == expected_first_columns[era.name]
             assert not era.ingestible and "PULocationID" not in written.names
             pickups = pq.read_table(path).column(1).to_pylist()
-            assert all(len(p) == 19 and p.startswith(era.first_month) for p in pickups), "text times, in the file's month"
+            assert all(len(p) == 19 and p.startswith(era.first_month) for p in pickups), (
+                "text times, in the file's month"
+            )
         else:
             assert era.ingestible and written.names[:2] == ["VendorID", "tpep_pickup_datetime"]
     assert sample_data.FIRST_INGESTIBLE_MONTH == "2011-01"
@@ -85,12 +105,16 @@ def test_nanosecond_and_zoned_timestamps_on_request():
     naive = sample_data.generate_taxi_month(2024, 3, 100)
     local = pc.local_timestamp(table["tpep_pickup_datetime"]).cast(pa.timestamp("us"))
     # Same New York wall-clock times (but the hour DST skips, which a zoned time cannot show).
-    assert sum(a != b for a, b in zip(local.to_pylist(), naive["tpep_pickup_datetime"].to_pylist())) <= 2
+    assert sum(a != b for a, b in zip(local.to_pylist(), naive["tpep_pickup_datetime"].to_pylist(), strict=True)) <= 2
 
 
 def test_generation_is_deterministic_by_seed():
-    assert sample_data.generate_taxi_month(2025, 1, 2_000, seed=7).equals(sample_data.generate_taxi_month(2025, 1, 2_000, seed=7))
-    assert not sample_data.generate_taxi_month(2025, 1, 2_000, seed=7).equals(sample_data.generate_taxi_month(2025, 1, 2_000, seed=8))
+    assert sample_data.generate_taxi_month(2025, 1, 2_000, seed=7).equals(
+        sample_data.generate_taxi_month(2025, 1, 2_000, seed=7)
+    )
+    assert not sample_data.generate_taxi_month(2025, 1, 2_000, seed=7).equals(
+        sample_data.generate_taxi_month(2025, 1, 2_000, seed=8)
+    )
 
 
 def test_shape_is_realistic():
@@ -116,5 +140,5 @@ def test_noaa_csv_has_no_header_37_fields_and_missing_sentinel():
     fields = lines[0].split(",")
     assert len(fields) == 6 + 31
     assert fields[:6] == ["cty", "36005", "Bronx County", "2024", "02", "tmax"]
-    assert fields[6 + 29:] == ["-999.99", "-999.99"], "Feb 2024 has 29 days"
-    assert "-999.99" not in fields[6:6 + 29]
+    assert fields[6 + 29 :] == ["-999.99", "-999.99"], "Feb 2024 has 29 days"
+    assert "-999.99" not in fields[6 : 6 + 29]

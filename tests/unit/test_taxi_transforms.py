@@ -45,7 +45,29 @@ def _trip(pickup: str, zone: int | None, total: float = 10.0) -> dict:
 
 def test_2023_file_is_normalised_to_the_2025_schema_explicitly(spark):
     old = spark.createDataFrame(
-        [(1, datetime(2023, 5, 1, 8), datetime(2023, 5, 1, 9), 1.0, 2.0, 1.0, "N", 10, 20, 1, 5.0, 0.0, 0.5, 1.0, 0.0, 1.0, 9.0, 2.5, 1.75)],
+        [
+            (
+                1,
+                datetime(2023, 5, 1, 8),
+                datetime(2023, 5, 1, 9),
+                1.0,
+                2.0,
+                1.0,
+                "N",
+                10,
+                20,
+                1,
+                5.0,
+                0.0,
+                0.5,
+                1.0,
+                0.0,
+                1.0,
+                9.0,
+                2.5,
+                1.75,
+            )
+        ],
         "VendorID long, tpep_pickup_datetime timestamp_ntz, tpep_dropoff_datetime timestamp_ntz, passenger_count double, "
         "trip_distance double, RatecodeID double, store_and_fwd_flag string, PULocationID long, DOLocationID long, "
         "payment_type long, fare_amount double, extra double, mta_tax double, tip_amount double, tolls_amount double, "
@@ -53,16 +75,45 @@ def test_2023_file_is_normalised_to_the_2025_schema_explicitly(spark):
     )
     normalized = normalize_taxi_schema(old, "yellow_tripdata_2023-05.parquet")
     expected = spark.createDataFrame(
-        [(1, datetime(2023, 5, 1, 8), datetime(2023, 5, 1, 9), 1, 2.0, 1, "N", 10, 20, 1, 5.0, 0.0, 0.5, 1.0, 0.0, 1.0, 9.0, 2.5, 1.75, None)],
+        [
+            (
+                1,
+                datetime(2023, 5, 1, 8),
+                datetime(2023, 5, 1, 9),
+                1,
+                2.0,
+                1,
+                "N",
+                10,
+                20,
+                1,
+                5.0,
+                0.0,
+                0.5,
+                1.0,
+                0.0,
+                1.0,
+                9.0,
+                2.5,
+                1.75,
+                None,
+            )
+        ],
         CANONICAL_SCHEMA,
     )
     assertDataFrameEqual(normalized, expected, checkRowOrder=True)
-    assert schema_drift(old) == {"renamed": {"airport_fee": "Airport_fee"}, "filled_with_null": ["cbd_congestion_fee"], "unexpected": []}
+    assert schema_drift(old) == {
+        "renamed": {"airport_fee": "Airport_fee"},
+        "filled_with_null": ["cbd_congestion_fee"],
+        "unexpected": [],
+    }
 
 
 def test_missing_required_column_names_the_file_and_column(spark):
     frame = spark.createDataFrame([_trip("2025-01-01 00:10:00", 5)], CANONICAL_SCHEMA).drop("PULocationID")
-    with pytest.raises(SchemaError, match=r"yellow_tripdata_2025-01\.parquet: missing required column\(s\) PULocationID"):
+    with pytest.raises(
+        SchemaError, match=r"yellow_tripdata_2025-01\.parquet: missing required column\(s\) PULocationID"
+    ):
         normalize_taxi_schema(frame, "yellow_tripdata_2025-01.parquet")
 
 
@@ -74,7 +125,9 @@ def test_changed_column_type_names_the_column_and_both_types(spark):
 
 
 def test_unexpected_extra_column_is_reported_as_drift(spark):
-    frame = spark.createDataFrame([_trip("2025-01-01 00:10:00", 5)], CANONICAL_SCHEMA).selectExpr("*", "1 AS surprise_fee")
+    frame = spark.createDataFrame([_trip("2025-01-01 00:10:00", 5)], CANONICAL_SCHEMA).selectExpr(
+        "*", "1 AS surprise_fee"
+    )
     assert schema_drift(frame)["unexpected"] == ["surprise_fee"]
 
 
@@ -90,8 +143,13 @@ def test_row_id_is_stable_distinguishes_nulls_and_deduplicates(spark):
 
 def test_hourly_actuals_counts_rides_per_zone_and_hour(spark):
     frame = spark.createDataFrame(
-        [_trip("2025-01-01 00:10:00", 5), _trip("2025-01-01 00:50:00", 5), _trip("2025-01-01 01:00:00", 5),
-         _trip("2025-01-01 00:20:00", 7), _trip("2025-01-01 00:30:00", None)],
+        [
+            _trip("2025-01-01 00:10:00", 5),
+            _trip("2025-01-01 00:50:00", 5),
+            _trip("2025-01-01 01:00:00", 5),
+            _trip("2025-01-01 00:20:00", 7),
+            _trip("2025-01-01 00:30:00", None),
+        ],
         CANONICAL_SCHEMA,
     )
     expected = spark.createDataFrame(
@@ -108,13 +166,20 @@ def test_row_level_problems_go_to_quarantine_with_a_reason_and_good_rows_stay(sp
     outside = _trip("2024-12-31 23:59:00", 5)
     backwards = {**_trip("2025-01-05 12:00:00", 5), "tpep_dropoff_datetime": datetime(2025, 1, 5, 11, 0)}
     frame = add_row_metadata(
-        spark.createDataFrame([good, null_zone, negative, outside, backwards], CANONICAL_SCHEMA), "f.parquet", "2025-01", datetime(2025, 2, 1)
+        spark.createDataFrame([good, null_zone, negative, outside, backwards], CANONICAL_SCHEMA),
+        "f.parquet",
+        "2025-01",
+        datetime(2025, 2, 1),
     )
     kept, quarantined = split_quarantine(frame)
     assert [(r.PULocationID, r.total_amount) for r in kept.collect()] == [(5, 10.0)]
     assert "quarantine_reason" not in kept.columns
     assert sorted(r.quarantine_reason for r in quarantined.collect()) == [
-        "dropoff_before_pickup", "negative_total", "null_pickup_zone", "pickup_outside_file_month"]
+        "dropoff_before_pickup",
+        "negative_total",
+        "null_pickup_zone",
+        "pickup_outside_file_month",
+    ]
 
 
 def _staged_from_file(spark, path):
@@ -135,13 +200,17 @@ def test_column_matching_is_case_insensitive_like_spark(spark):
 
 
 def test_two_columns_differing_only_by_case_are_refused(spark):
-    frame = spark.createDataFrame([_trip("2025-01-01 00:10:00", 5)], CANONICAL_SCHEMA).selectExpr("*", "1.0 AS airport_fee")
+    frame = spark.createDataFrame([_trip("2025-01-01 00:10:00", 5)], CANONICAL_SCHEMA).selectExpr(
+        "*", "1.0 AS airport_fee"
+    )
     with pytest.raises(SchemaError, match=r"f\.parquet: columns Airport_fee and airport_fee both mean Airport_fee"):
         normalize_taxi_schema(frame, "f.parquet")
 
 
 @pytest.mark.parametrize("year, era_columns", [(2009, "trip_pickup_datetime"), (2010, "pickup_datetime")])
-def test_2009_and_2010_files_are_refused_naming_the_era_and_the_first_supported_month(spark, tmp_path, year, era_columns):
+def test_2009_and_2010_files_are_refused_naming_the_era_and_the_first_supported_month(
+    spark, tmp_path, year, era_columns
+):
     path = sample_data.write_taxi_month(tmp_path, year, 2, 200)
     with pytest.raises(UnsupportedEraError) as refused:
         _staged_from_file(spark, path)
@@ -151,7 +220,9 @@ def test_2009_and_2010_files_are_refused_naming_the_era_and_the_first_supported_
     assert message.endswith("The first supported month is 2011-01.")
 
 
-@pytest.mark.parametrize("unit, time_zone", [("ns", None), ("us", "America/New_York"), ("ns", "America/New_York"), ("us", "UTC")])
+@pytest.mark.parametrize(
+    "unit, time_zone", [("ns", None), ("us", "America/New_York"), ("ns", "America/New_York"), ("us", "UTC")]
+)
 def test_nanosecond_and_zoned_timestamps_are_staged_as_new_york_wall_clock_time(spark, tmp_path, unit, time_zone):
     path = sample_data.write_taxi_month(tmp_path, 2024, 3, 2_000, timestamp_unit=unit, time_zone=time_zone)
     source = pq.read_table(path)
@@ -160,8 +231,10 @@ def test_nanosecond_and_zoned_timestamps_are_staged_as_new_york_wall_clock_time(
         values = source[column]
         if time_zone is not None:  # what a New York clock showed at that instant
             values = pc.local_timestamp(pc.cast(values, pa.timestamp(unit, "America/New_York")))
-        expected[column] = [v.replace(nanosecond=0) if hasattr(v, "nanosecond") else v
-                            for v in pc.cast(values, pa.timestamp("us")).to_pylist()]
+        expected[column] = [
+            v.replace(nanosecond=0) if hasattr(v, "nanosecond") else v
+            for v in pc.cast(values, pa.timestamp("us")).to_pylist()
+        ]
     staged = _staged_from_file(spark, path).select("tpep_pickup_datetime", "tpep_dropoff_datetime").collect()
     assert len(staged) == source.num_rows
     assert [row.tpep_pickup_datetime for row in staged] == expected["tpep_pickup_datetime"]

@@ -1,0 +1,350 @@
+"""The lineage store's semantics on events built with openlineage-python: de-duplication, order independence, the
+closure table against networkx's transitive closure, idempotent re-ingest, Marquez's response shape, errors."""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+
+import networkx as nx
+import pytest
+from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
+from openlineage.client.facet_v2 import (
+    column_lineage_dataset,
+    dataset_version_dataset,
+    error_message_run,
+    parent_run,
+    schema_dataset,
+    source_code_job,
+    symlinks_dataset,
+)
+from openlineage.client.serde import Serde
+from sqlalchemy import select
+
+from include.lineage import cli
+from include.lineage.queries import (
+    EmptyStore,
+    LineageQueries,
+    UnknownNode,
+    closure_downstream,
+    closure_upstream,
+    cte_walk,
+    render_diff,
+    render_tree,
+)
+from include.lineage.store import (
+    LineageStore,
+    UnreadableEventFile,
+    closure_table,
+    events_table,
+    jobs_table,
+    metadata,
+    nodes_table,
+    runs_table,
+)
+
+NS = "tests"
+WAREHOUSE = "file:///warehouse"
+
+
+def _event(event_type: str, job: str, run_id: str, time: str, inputs=(), outputs=(), run_facets=None, job_facets=None) -> dict:
+    """An OpenLineage event as openlineage-python serialises it."""
+    event = RunEvent(
+        eventType=RunState[event_type], eventTime=time, producer="https://example.com/tests",
+        run=Run(runId=run_id, facets=run_facets or {}), job=Job(namespace=NS, name=job, facets=job_facets or {}),
+        inputs=list(inputs), outputs=list(outputs),
+    )
+    return json.loads(Serde.to_json(event))
+
+
+def _table(name: str, version: str | None = None, fields=(), column_lineage=None, output=False):
+    facets = {"symlinks": symlinks_dataset.SymlinksDatasetFacet(
+        identifiers=[symlinks_dataset.Identifier(namespace=WAREHOUSE, name=f"nyc.{name}", type="TABLE")])}
+    if version:
+        facets["version"] = dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion=version)
+    if fields:
+        facets["schema"] = schema_dataset.SchemaDatasetFacet(
+            fields=[schema_dataset.SchemaDatasetFacetFields(name=n, type=t) for n, t in fields])
+    if column_lineage:
+        facets["columnLineage"] = column_lineage_dataset.ColumnLineageDatasetFacet(fields={
+            out: column_lineage_dataset.Fields(inputFields=[
+                column_lineage_dataset.InputField(namespace="file", name=f"/warehouse/{table}", field=col,
+                                                  transformations=[column_lineage_dataset.Transformation(type="DIRECT", subtype="IDENTITY")])
+                for table, col in sources])
+            for out, sources in column_lineage.items()})
+    cls = OutputDataset if output else InputDataset
+    return cls(namespace="file", name=f"/warehouse/{name}", facets=facets)
+
+
+def _code(text: str) -> dict:
+    return {"sourceCode": source_code_job.SourceCodeJobFacet(language="python", sourceCode=text)}
+
+
+def _parent(job: str, run_id: str) -> dict:
+    return {"parent": parent_run.ParentRunFacet(job=parent_run.Job(namespace=NS, name=job), run=parent_run.Run(runId=run_id))}
+
+
+@pytest.fixture
+def store(tmp_path):
+    with LineageStore(f"sqlite:///{tmp_path / 'store.db'}") as lineage_store:
+        yield lineage_store
+
+
+def _pipeline_events() -> tuple[list[dict], dict[str, str]]:
+    """A small pipeline: raw -> actuals -> forecast, run twice; the second forecast run adds a weather input and
+    changes its code; a DAG run is the parent of every task run."""
+    ids = {name: str(uuid.uuid4()) for name in ("dag1", "dag2", "actuals", "naive", "weather")}
+    t = "2025-02-01T00:00:{:02d}+00:00".format
+    actuals_out = _table("actuals", "a1", [("total_rides", "long"), ("hour", "int")],
+                         {"total_rides": [("raw", "unique_row_id")], "hour": [("raw", "pickup_time")]}, output=True)
+    events = [
+        _event("START", "dag", ids["dag1"], t(0)),
+        _event("START", "dag.actuals", ids["actuals"], t(1), [_table("raw", "r1")], [_table("actuals", output=True)], _parent("dag", ids["dag1"]), _code("sum")),
+        _event("COMPLETE", "dag.actuals", ids["actuals"], t(2), [_table("raw", "r1", [("unique_row_id", "string"), ("pickup_time", "timestamp")])],
+               [actuals_out], _parent("dag", ids["dag1"]), _code("sum")),
+        _event("START", "dag.forecast", ids["naive"], t(3), [_table("actuals", "a1")], [_table("forecast", output=True)], _parent("dag", ids["dag1"]), _code("naive")),
+        _event("COMPLETE", "dag.forecast", ids["naive"], t(4), [_table("actuals", "a1")],
+               [_table("forecast", "f1", [("rides", "double")], {"rides": [("actuals", "total_rides")]}, output=True)],
+               _parent("dag", ids["dag1"]), _code("naive")),
+        _event("COMPLETE", "dag", ids["dag1"], t(5)),
+        _event("START", "dag", ids["dag2"], t(10)),
+        _event("START", "dag.forecast", ids["weather"], t(11), [_table("actuals", "a1"), _table("weather", "w1")],
+               [_table("forecast", output=True)], _parent("dag", ids["dag2"]), _code("weather")),
+        _event("FAIL", "dag.forecast", ids["weather"], t(12), [_table("actuals", "a1"), _table("weather", "w1")],
+               [_table("forecast", "f2", [("rides", "double"), ("temperature", "double")], output=True)],
+               {**_parent("dag", ids["dag2"]), "errorMessage": error_message_run.ErrorMessageRunFacet(message="boom", programmingLanguage="python")},
+               _code("weather")),
+        _event("FAIL", "dag", ids["dag2"], t(13)),
+    ]
+    return events, ids
+
+
+def _contents(store: LineageStore) -> dict:
+    with store.engine.connect() as conn:
+        return {table.name: sorted(tuple(map(str, row)) for row in conn.execute(select(table)))
+                for table in metadata.sorted_tables}
+
+
+def test_a_duplicate_event_is_stored_once_even_with_another_time_notation(store):
+    run_id = str(uuid.uuid4())
+    first = _event("START", "job", run_id, "2025-02-01T00:00:00.5+00:00")
+    same_instant = {**first, "eventTime": "2025-02-01T00:00:00.500000Z"}
+    later = {**first, "eventTime": "2025-02-01T00:00:01Z"}
+    assert store.ingest([first]).new == 1
+    result = store.ingest([same_instant, later])
+    assert (result.read, result.new, result.duplicates) == (2, 1, 1)
+    assert store.count(events_table) == 2
+
+
+def test_complete_before_start_leaves_the_run_completed_with_both_times(store):
+    run_id = str(uuid.uuid4())
+    complete = _event("COMPLETE", "job", run_id, "2025-02-01T00:00:05Z")
+    start = _event("START", "job", run_id, "2025-02-01T00:00:00Z")
+    running = _event("RUNNING", "job", run_id, "2025-02-01T00:00:03Z")
+    store.ingest([complete, start, running])
+    with store.engine.connect() as conn:
+        run = conn.execute(select(runs_table).where(runs_table.c.id == run_id)).one()
+    assert (run.state, run.started_at, run.ended_at) == ("COMPLETED", "2025-02-01T00:00:00.000000Z", "2025-02-01T00:00:05.000000Z")
+
+
+def test_later_terminal_event_wins_over_an_earlier_one(store):
+    run_id = str(uuid.uuid4())
+    store.ingest([_event("FAIL", "job", run_id, "2025-02-01T00:00:09Z"), _event("COMPLETE", "job", run_id, "2025-02-01T00:00:05Z")])
+    with store.engine.connect() as conn:
+        assert conn.execute(select(runs_table.c.state).where(runs_table.c.id == run_id)).scalar() == "FAILED"
+
+
+def _random_dag_events(rng: random.Random, datasets: int, jobs: int) -> tuple[list[dict], nx.DiGraph]:
+    """Jobs reading datasets below a random cut and writing datasets above it: a DAG over datasets and jobs."""
+    graph = nx.DiGraph()
+    events = []
+    for j in range(jobs):
+        cut = rng.randrange(1, datasets)
+        inputs = rng.sample(range(cut), k=min(cut, rng.randint(1, 3)))
+        outputs = rng.sample(range(cut, datasets), k=min(datasets - cut, rng.randint(1, 2)))
+        job = f"job:{NS}:job{j}"
+        for i in inputs:
+            graph.add_edge(f"dataset:file:/d/{i}", job)
+        for o in outputs:
+            graph.add_edge(job, f"dataset:file:/d/{o}")
+        events.append(_event("COMPLETE", f"job{j}", str(uuid.uuid4()), "2025-01-01T00:00:00Z",
+                             [InputDataset(namespace="file", name=f"/d/{i}") for i in inputs],
+                             [OutputDataset(namespace="file", name=f"/d/{o}") for o in outputs]))
+    rng.shuffle(events)  # edges arrive in any order: the closure must not depend on it
+    return events, graph
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_closure_table_equals_networkx_transitive_closure_with_shortest_depths(tmp_path, seed):
+    rng = random.Random(seed)
+    events, graph = _random_dag_events(rng, datasets=220, jobs=160)
+    assert nx.is_directed_acyclic_graph(graph)
+    with LineageStore(f"sqlite:///{tmp_path / 'closure.db'}") as store:
+        for start in range(0, len(events), 37):  # several transactions
+            store.ingest(events[start:start + 37])
+        with store.engine.connect() as conn:
+            key_of = dict(conn.execute(select(nodes_table.c.id, nodes_table.c.key)).all())
+            stored = {(key_of[a], key_of[d]): depth for a, d, depth in conn.execute(select(closure_table)) if a != d}
+            expected = {(a, d): depth for a in graph for d, depth in nx.single_source_shortest_path_length(graph, a).items() if a != d}
+            assert set(stored) == set(nx.transitive_closure_dag(graph).edges)
+            assert stored == expected
+            id_of = {key: node_id for node_id, key in key_of.items()}
+            for key in rng.sample(sorted(graph), 25):
+                assert sorted(closure_upstream(conn, id_of[key], 1000)) == sorted(cte_walk(conn, id_of[key], "upstream", 1000))
+                assert sorted(closure_downstream(conn, id_of[key], 1000)) == sorted(cte_walk(conn, id_of[key], "downstream", 1000))
+
+
+def test_a_cycle_keeps_reachability_and_the_node_itself_at_depth_zero(store):
+    events = [_event("COMPLETE", "merge", str(uuid.uuid4()), "2025-01-01T00:00:00Z", [_table("raw")], [_table("raw", output=True)])]
+    store.ingest(events)
+    queries = LineageQueries(store)
+    sub = queries.upstream("nyc.raw")
+    assert sub.depths[sub.focus.id] == 0 and {n.label for n in sub.jobs()} == {"merge"}
+
+
+def test_reingest_is_idempotent_and_order_does_not_matter(tmp_path):
+    events, _ = _pipeline_events()
+    with LineageStore(f"sqlite:///{tmp_path / 'a.db'}") as first, LineageStore(f"sqlite:///{tmp_path / 'b.db'}") as reversed_store:
+        assert first.ingest(events).new == len(events)
+        before = _contents(first)
+        assert first.ingest(events).new == 0
+        assert _contents(first) == before
+        reversed_store.ingest(list(reversed(events)))
+        with first.engine.connect() as a, reversed_store.engine.connect() as b:
+            def graph(conn):
+                keys = dict(conn.execute(select(nodes_table.c.id, nodes_table.c.key)).all())
+                return sorted((keys[x], keys[y], d) for x, y, d in conn.execute(select(closure_table)))
+
+            def runs(conn):
+                return sorted(conn.execute(select(runs_table.c.id, runs_table.c.state, runs_table.c.started_at, runs_table.c.ended_at,
+                                                  runs_table.c.parent_run_id, runs_table.c.error_message)).all())
+            assert graph(a) == graph(b)
+            assert runs(a) == runs(b)
+
+
+def test_job_versions_change_with_inputs_and_code_and_diff_names_them(store):
+    events, ids = _pipeline_events()
+    store.ingest(events)
+    queries = LineageQueries(store)
+    runs = queries.runs("dag.forecast")["runs"]
+    assert [r["id"] for r in runs] == [ids["weather"], ids["naive"]]
+    assert runs[0]["jobVersion"] != runs[1]["jobVersion"]
+    with store.engine.connect() as conn:
+        assert conn.execute(select(jobs_table.c.latest_run_id).where(jobs_table.c.name == "dag.forecast")).scalar() == ids["weather"]
+    result = queries.diff(ids["naive"], ids["weather"])
+    changes = result["changes"]
+    assert [item["dataset"] for item in changes["inputs"]["added"]] == ["nyc.weather"]
+    assert [item["dataset"] for item in changes["inputs"]["same"]] == ["nyc.actuals"]
+    assert changes["outputs"]["changed"] == [{"dataset": "nyc.forecast", "namespace": "file", "name": "/warehouse/forecast", "from": "f1", "to": "f2"}]
+    assert changes["schema"]["nyc.forecast"]["added"] == ["temperature double"]
+    assert changes["state"] == ["COMPLETED", "FAILED"] and changes["errorMessage"] == [None, "boom"]
+    assert "codeHash" in changes
+    text = render_diff(result)
+    assert "+ nyc.weather" in text and "code version changed" in text and "boom" in text
+    dag_diff = queries.diff(ids["dag1"], ids["dag2"])  # DAG runs: compared through their task runs
+    assert [item["dataset"] for item in dag_diff["changes"]["inputs"]["added"]] == ["nyc.weather"]
+    assert "dag.forecast" in dag_diff["changes"]["tasks"]
+
+
+def test_parent_runs_and_impact_of_a_run_follow_the_versions_it_wrote(store):
+    events, ids = _pipeline_events()
+    store.ingest(events)
+    queries = LineageQueries(store)
+    result = queries.impact_of_run(ids["actuals"])
+    assert {r["id"] for r in result["runs"]} == {ids["actuals"], ids["naive"], ids["weather"]}
+    assert {(v["label"], v["version"]) for v in result["datasetVersions"]} == {("nyc.actuals", "a1"), ("nyc.forecast", "f1"), ("nyc.forecast", "f2")}
+    dag_run = queries.impact_of_run(ids["dag1"])  # a DAG run touches what its task runs touched
+    assert {ids["actuals"], ids["naive"]} <= {r["id"] for r in dag_run["runs"]}
+    with store.engine.connect() as conn:
+        assert conn.execute(select(runs_table.c.parent_run_id).where(runs_table.c.id == ids["naive"])).scalar() == ids["dag1"]
+
+
+def test_impact_of_a_dataset_lists_downstream_datasets_jobs_and_the_runs_that_read_them(store):
+    events, ids = _pipeline_events()
+    store.ingest(events)
+    result = LineageQueries(store).impact("nyc.raw")
+    sub = result["subgraph"]
+    assert [n.label for n in sub.datasets()] == ["nyc.actuals", "nyc.forecast"]
+    assert [n.label for n in sub.jobs()] == ["dag.actuals", "dag.forecast"]
+    assert {r["id"] for r in result["runs"]} == {ids["actuals"], ids["naive"], ids["weather"]}
+
+
+def test_upstream_tree_and_marquez_shape(store):
+    events, _ = _pipeline_events()
+    store.ingest(events)
+    queries = LineageQueries(store)
+    sub = queries.upstream("file:/warehouse/forecast")
+    assert {n.label for n in sub.datasets()} == {"nyc.actuals", "nyc.raw", "nyc.weather"}
+    tree = render_tree(sub)
+    assert tree.index("dag.forecast") < tree.index("nyc.actuals") < tree.index("dag.actuals") < tree.index("nyc.raw")
+    graph = queries.marquez_graph(sub)["graph"]
+    ids = {node["id"] for node in graph}
+    assert "dataset:file:/warehouse/forecast" in ids and f"job:{NS}:dag.forecast" in ids
+    for node in graph:
+        assert set(node) == {"id", "type", "data", "inEdges", "outEdges"}
+        assert node["type"] in ("DATASET", "JOB")
+        assert node["data"]["id"]["namespace"] and node["data"]["id"]["name"]
+        for edge in node["inEdges"]:
+            assert edge["destination"] == node["id"] and edge["origin"] in ids
+        for edge in node["outEdges"]:
+            assert edge["origin"] == node["id"] and edge["destination"] in ids
+    job = next(node for node in graph if node["id"] == f"job:{NS}:dag.forecast")
+    assert {d["name"] for d in job["data"]["inputs"]} == {"/warehouse/actuals", "/warehouse/weather"}
+    assert job["data"]["latestRun"]["state"] == "FAILED"
+    forecast = next(node for node in graph if node["id"] == "dataset:file:/warehouse/forecast")
+    assert [f["name"] for f in forecast["data"]["fields"]] == ["rides", "temperature"]
+
+
+def test_column_lineage_walks_upstream_through_two_datasets(store):
+    events, _ = _pipeline_events()
+    store.ingest(events)
+    queries = LineageQueries(store)
+    result = queries.columns("nyc.forecast.rides")
+    reached = {(result["datasets"][ds][2], col) for ds, col in result["levels"]}
+    assert reached == {("nyc.forecast", "rides"), ("nyc.actuals", "total_rides"), ("nyc.raw", "unique_row_id")}
+    graph = queries.column_graph(result)["graph"]
+    assert graph[0]["id"] == "datasetField:file:/warehouse/forecast:rides" and graph[0]["type"] == "DATASET_FIELD"
+
+
+def test_errors_name_what_is_wrong(store, tmp_path):
+    with pytest.raises(EmptyStore):
+        LineageQueries(store).upstream("nyc.forecast")
+    events, _ = _pipeline_events()
+    store.ingest(events)
+    queries = LineageQueries(store)
+    with pytest.raises(UnknownNode) as unknown:
+        queries.upstream("nyc.forcast")
+    assert "nyc.forecast" in unknown.value.suggestions
+    with pytest.raises(UnknownNode) as column:
+        queries.columns("nyc.forecast.ride")
+    assert "nyc.forecast.rides" in column.value.suggestions
+    bad = tmp_path / "events.jsonl"
+    bad.write_text(json.dumps(events[0]) + "\n" + json.dumps({"eventTime": "2025-01-01T00:00:00Z", "run": {}, "job": {}}) + "\n")
+    with pytest.raises(UnreadableEventFile) as unreadable:
+        store.ingest_files([bad])
+    assert unreadable.value.file == str(bad) and unreadable.value.line == 2 and "runId" in str(unreadable.value)
+
+
+def test_cli_exit_codes_and_messages(tmp_path, capsys):
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    assert cli.main(["upstream", "nyc.forecast", "--store", url]) == 2
+    assert "empty" in capsys.readouterr().err
+    events, ids = _pipeline_events()
+    good = tmp_path / "events.jsonl"
+    good.write_text("".join(json.dumps(e) + "\n" for e in events))
+    assert cli.main(["--store", url, "ingest", str(good)]) == 0
+    assert f"{len(events)} new" in capsys.readouterr().out
+    assert cli.main(["ingest", str(good), "--store", url]) == 0
+    assert "0 new" in capsys.readouterr().out
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(json.dumps(events[0]) + "\n{not json\n")
+    assert cli.main(["ingest", str(broken), "--store", url]) == 2
+    assert f"{broken}:2" in capsys.readouterr().err
+    assert cli.main(["upstream", "nyc.forcast", "--store", url]) == 2
+    assert "did you mean" in capsys.readouterr().err
+    assert cli.main(["downstream", "nyc.raw", "--store", url, "--json"]) == 0
+    graph = json.loads(capsys.readouterr().out)["graph"]
+    assert "dataset:file:/warehouse/forecast" in {node["id"] for node in graph}
+    assert cli.main(["impact", "--run", ids["actuals"][:8], "--store", url]) == 0
+    assert "nyc.forecast" in capsys.readouterr().out

@@ -12,20 +12,28 @@ from airflow.timetables.interval import CronDataIntervalTimetable
 from lakehouse_operators import LakehouseSparkSubmitOperator, LandSourceOperator
 
 from include import naming
-from include.schedules import DEFAULT_ARGS, MONTH, START_DATE
+from include.schedules import DEFAULT_ARGS, MONTH, WEATHER_START_DATE, refuse_unsupported_month
 
 with DAG(
     dag_id="ingest_weather_data",
     schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
-    start_date=START_DATE,
+    start_date=WEATHER_START_DATE,
     catchup=False,
     max_active_runs=1,
     default_args=DEFAULT_ARGS,
-    params={"force": Param(False, type="boolean", description="Re-ingest even if the files' fingerprints were ingested")},
+    params={
+        "force": Param(False, type="boolean", description="Re-ingest even if the files' fingerprints were ingested")
+    },
     tags=["ingest", "weather", "iceberg", "openlineage"],
     doc_md=__doc__,
 ):
-    download = LandSourceOperator(task_id="download_noaa_month", source="noaa", month=MONTH, force="{{ params.force }}")
+    download = LandSourceOperator(
+        task_id="download_noaa_month",
+        source="noaa",
+        month=MONTH,
+        force="{{ params.force }}",
+        pre_execute=refuse_unsupported_month("noaa"),
+    )
     stage = LakehouseSparkSubmitOperator(
         task_id="stage_weather",
         script="stage_weather",

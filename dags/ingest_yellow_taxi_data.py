@@ -8,6 +8,9 @@ negative total, a pickup outside the file's month or a dropoff before pickup go 
 with their reason), then MERGE it into
 `nyc_taxi.yellow_taxi_raw` on `unique_row_id`, so re-running a month changes nothing.
 
+Months from 2011-01 are ingested; a run of an earlier month fails at once saying why (TLC's 2009-2010 files have no
+pickup zone). Pickup and dropoff times are New York wall-clock times, as TLC publishes them (README "Time zone").
+
 The raw table's Asset schedules `forecast_yellow_rides`.
 """
 
@@ -16,12 +19,12 @@ from airflow.timetables.interval import CronDataIntervalTimetable
 from lakehouse_operators import LakehouseSparkSubmitOperator, LandSourceOperator
 
 from include import naming
-from include.schedules import DEFAULT_ARGS, MONTH, START_DATE
+from include.schedules import DEFAULT_ARGS, MONTH, TAXI_START_DATE, refuse_unsupported_month
 
 with DAG(
     dag_id="ingest_yellow_taxi_data",
     schedule=CronDataIntervalTimetable("@monthly", timezone="UTC"),
-    start_date=START_DATE,
+    start_date=TAXI_START_DATE,
     catchup=False,
     max_active_runs=1,
     default_args=DEFAULT_ARGS,
@@ -29,7 +32,13 @@ with DAG(
     tags=["ingest", "taxi", "iceberg", "openlineage"],
     doc_md=__doc__,
 ):
-    download = LandSourceOperator(task_id="download_tlc_month", source="tlc", month=MONTH, force="{{ params.force }}")
+    download = LandSourceOperator(
+        task_id="download_tlc_month",
+        source="tlc",
+        month=MONTH,
+        force="{{ params.force }}",
+        pre_execute=refuse_unsupported_month("tlc"),
+    )
     stage = LakehouseSparkSubmitOperator(
         task_id="stage_yellow_taxi",
         script="stage_taxi",

@@ -33,11 +33,13 @@ test-fast: setup
 demo: setup
 	$(PIPELINE) demo
 
+# make airflow SAMPLE_DATA=1: generated TLC/NOAA files served on loopback (offline); trigger logical date 2025-02-01.
 airflow: setup
-	$(PIPELINE) airflow standalone
+	$(PIPELINE) ui $(if $(SAMPLE_DATA),--sample-data,)
 
 bench: setup
 	$(PIPELINE) bench
 
 clean:
+	-$(PIPELINE) catalog stop
 	rm -rf var

@@ -60,9 +60,9 @@ def cmd_ui(options: argparse.Namespace) -> int:
             flush=True,
         )
     print(f"Airflow UI: http://localhost:{options.port}  (user: admin; password in {password_file})", flush=True)
-    child = subprocess.Popen(
-        ["airflow", "standalone"], env=_airflow_command_env({"AIRFLOW__API__PORT": str(options.port), **extra})
-    )
+    # Task runners reach the api-server at [api] base_url (default http://localhost:8080): keep it on the UI's port.
+    ui_env = {"AIRFLOW__API__PORT": str(options.port), "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{options.port}"}
+    child = subprocess.Popen(["airflow", "standalone"], env=_airflow_command_env({**ui_env, **extra}))
     try:
         return child.wait()
     except KeyboardInterrupt:

@@ -2,9 +2,12 @@
 
 Selected in airflow.cfg by its class path, wrapping any openlineage-python transport::
 
-    transport = {"type": "include.lineage.spool.SpoolingTransport", "timeout": 1.0,
-                 "spool_dir": "/abs/var/lineage/spool",
+    transport = {"type": "include.lineage.spool.SpoolingTransport", "timeout": 0.5,
                  "inner": {"type": "http", "url": "http://marquez:5000", "endpoint": "api/v1/lineage"}}
+
+``spool_dir`` defaults to ``var/lineage/spool`` of the running project (``$PIPELINE_VAR_DIR``). An inner ``http``
+transport gets no retries of its own unless configured (the spool is the retry): its default five retries would
+keep sending in the background after the event was spooled, and deliver it twice.
 
 ``emit`` gives the inner transport at most ``timeout`` seconds. When it fails or is slow, the event is written to the
 spool folder, one file per event (written to a temporary name, fsynced, then renamed: an event is never split, and
@@ -43,14 +46,21 @@ class SpoolingConfig(Config):
     def from_dict(cls, params: dict[str, Any]) -> "SpoolingConfig":
         if not params.get("inner"):
             raise ValueError("the spooling transport needs an 'inner' transport configuration")
-        if not params.get("spool_dir"):
-            raise ValueError("the spooling transport needs a 'spool_dir'")
+        inner = dict(params["inner"])
+        if inner.get("type") == "http":
+            inner.setdefault("retry", {"total": 0, "connect": 0, "read": 0, "status": 0, "other": 0})
         return cls(
-            inner=params["inner"],
-            spool_dir=params["spool_dir"],
+            inner=inner,
+            spool_dir=params.get("spool_dir") or str(_default_spool_dir()),
             timeout=float(params.get("timeout", 1.0)),
             replay_batch=int(params.get("replay_batch", 100)),
         )
+
+
+def _default_spool_dir() -> Path:
+    from include import config
+
+    return config.Paths.current().lineage_spool
 
 
 class Spool:
@@ -93,8 +103,12 @@ class SpoolingTransport(Transport):
         self.spool = Spool(Path(config.spool_dir))
         self._lock = threading.Lock()
 
-    def _send_within_bound(self, send, timeout: float) -> bool:
+    def _send_within_bound(self, send, timeout: float, spooled_copy) -> bool:
+        """Send within ``timeout``. On failure or lateness the event must be in the spool: ``spooled_copy()`` puts it
+        there (or names the file it already is) and returns that file. A send that succeeds only after the bound
+        removes that file, so the event is not delivered a second time by a replay."""
         outcome: dict[str, Any] = {}
+        settled = threading.Lock()
 
         def attempt() -> None:
             try:
@@ -102,16 +116,23 @@ class SpoolingTransport(Transport):
                 outcome["ok"] = True
             except Exception as error:  # any failure of the backend means: spool it
                 outcome["error"] = error
+            with settled:
+                if outcome.get("ok") and outcome.get("late_copy"):
+                    outcome["late_copy"].unlink(missing_ok=True)
 
         worker = threading.Thread(target=attempt, daemon=True, name="lineage-send")
         worker.start()
         worker.join(timeout)
-        if worker.is_alive():
-            log.warning("lineage: backend did not answer within %.1fs; spooling", timeout)
-            return False
-        if "error" in outcome:
-            log.warning("lineage: backend failed (%s); spooling", outcome["error"])
-        return bool(outcome.get("ok"))
+        with settled:
+            if worker.is_alive():
+                outcome["late_copy"] = spooled_copy()
+                log.warning("lineage: backend did not answer within %.1fs; spooled", timeout)
+                return False
+        if outcome.get("ok"):
+            return True
+        log.warning("lineage: backend failed (%s); spooled", outcome.get("error"))
+        spooled_copy()
+        return False
 
     def _send_raw(self, payload: str) -> None:
         # A dict goes through Serde.to_json unchanged (same keys, sorted): the receiver gets the original event.
@@ -125,8 +146,7 @@ class SpoolingTransport(Transport):
                 self.spool.append(payload)
                 self.replay(deadline=deadline)
                 return
-            if not self._send_within_bound(lambda: self._send_raw(payload), self.config.timeout):
-                self.spool.append(payload)
+            self._send_within_bound(lambda: self._send_raw(payload), self.config.timeout, lambda: self.spool.append(payload))
 
     def replay(self, deadline: float | None = None) -> tuple[int, int]:
         """Send spooled events oldest first; stop at the first failure. Returns (sent, remaining)."""
@@ -141,7 +161,7 @@ class SpoolingTransport(Transport):
             except (OSError, ValueError):
                 log.error("lineage: unreadable spool file %s left in place", path)
                 continue
-            if not self._send_within_bound(lambda: self._send_raw(payload), max(remaining_time, 0.05)):
+            if not self._send_within_bound(lambda: self._send_raw(payload), max(remaining_time, 0.05), lambda: path):
                 break
             path.unlink(missing_ok=True)
             sent += 1

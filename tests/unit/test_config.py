@@ -28,7 +28,24 @@ def test_generated_airflow_cfg_has_the_project_settings(tmp_paths):
     assert transport == {"type": "file", "log_file_path": str(tmp_paths.lineage_events), "append": True}
     assert cfg["openlineage"]["extractors"] == "lakehouse_extractor.LakehouseSparkExtractor"
     assert cfg["openlineage"]["spark_inject_parent_job_info"] == "True"
-    assert json.loads(config.airflow_env(tmp_paths)["AIRFLOW_CONN_SPARK_DEFAULT"])["host"] == "local[*]"
+    assert "AIRFLOW_CONN_SPARK_DEFAULT" not in config.airflow_env(tmp_paths), "spark_default is a default, not an override"
+    stored = json.loads((tmp_paths.secrets / "airflow.json").read_text())
+    assert cfg["api_auth"]["jwt_secret"] == stored["jwt_secret"] and len(stored["jwt_secret"]) >= 32
+    assert cfg["core"]["fernet_key"] == stored["fernet_key"] and cfg["api"]["secret_key"] == stored["api_secret_key"]
+    assert oct((tmp_paths.secrets / "airflow.json").stat().st_mode & 0o777) == "0o600"
+    assert oct((tmp_paths.airflow_home / "airflow.cfg").stat().st_mode & 0o777) == "0o600"
+
+
+def test_secrets_are_made_once_per_var_and_kept(tmp_paths):
+    first = bootstrap.airflow_secrets(tmp_paths)
+    (tmp_paths.airflow_home / "airflow.cfg").unlink(missing_ok=True)
+    bootstrap.write_airflow_cfg(tmp_paths)
+    assert bootstrap.airflow_secrets(tmp_paths) == first
+    from cryptography.fernet import Fernet
+
+    Fernet(first["fernet_key"].encode())  # a valid Fernet key, or Airflow cannot encrypt connections
+    other = config.Paths(tmp_paths.var.parent / "other-var").ensure()
+    assert bootstrap.airflow_secrets(other)["jwt_secret"] != first["jwt_secret"], "each var/ has its own secrets"
 
 
 def test_setup_refreshes_its_own_file_but_keeps_a_file_the_user_edited(tmp_paths):
@@ -41,10 +58,26 @@ def test_setup_refreshes_its_own_file_but_keeps_a_file_the_user_edited(tmp_paths
     assert target.read_text() == edited
 
 
-def test_catalog_is_shared_by_spark_and_pyiceberg(tmp_paths, monkeypatch):
+def test_default_catalog_is_the_local_rest_server_seen_alike_by_spark_and_pyiceberg(tmp_paths, monkeypatch):
     for name in ("ICEBERG_CATALOG_TYPE", "ICEBERG_CATALOG_URI", "ICEBERG_WAREHOUSE", "ICEBERG_CATALOG_NAME"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ICEBERG_REST_PORT", "18999")
     catalog = config.CatalogSettings.current(tmp_paths)
+    assert catalog.is_local_rest_server and catalog.uri == "http://127.0.0.1:18999"
+    spark = config.spark_conf(tmp_paths, catalog)
+    assert spark["spark.sql.catalog.lakehouse.type"] == "rest" == catalog.pyiceberg_properties()["type"]
+    assert spark["spark.sql.catalog.lakehouse.uri"] == catalog.pyiceberg_properties()["uri"] == "http://127.0.0.1:18999"
+    monkeypatch.setenv("ICEBERG_REST_PORT", "http")
+    with pytest.raises(ValueError, match="ICEBERG_REST_PORT='http' is not a TCP port"):
+        config.CatalogSettings.current(tmp_paths)
+
+
+def test_serverless_jdbc_fallback_is_shared_by_spark_and_pyiceberg(tmp_paths, monkeypatch):
+    for name in ("ICEBERG_CATALOG_URI", "ICEBERG_WAREHOUSE", "ICEBERG_CATALOG_NAME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ICEBERG_CATALOG_TYPE", "jdbc")
+    catalog = config.CatalogSettings.current(tmp_paths)
+    assert not catalog.is_local_rest_server
     spark = config.spark_conf(tmp_paths, catalog)
     assert spark["spark.sql.catalog.lakehouse.uri"] == f"jdbc:sqlite:{tmp_paths.catalog_dir / 'iceberg_catalog.db'}"
     assert catalog.pyiceberg_properties()["uri"] == f"sqlite:///{tmp_paths.catalog_dir / 'iceberg_catalog.db'}"
@@ -53,6 +86,7 @@ def test_catalog_is_shared_by_spark_and_pyiceberg(tmp_paths, monkeypatch):
 
 
 def test_postgres_and_rest_catalogs_and_s3_warehouse_by_environment(tmp_paths, monkeypatch):
+    monkeypatch.setenv("ICEBERG_CATALOG_TYPE", "jdbc")
     monkeypatch.setenv("ICEBERG_CATALOG_URI", "jdbc:postgresql://db:5432/iceberg")
     monkeypatch.setenv("ICEBERG_CATALOG_USER", "ice")
     monkeypatch.setenv("ICEBERG_CATALOG_PASSWORD", "pw")
@@ -65,7 +99,9 @@ def test_postgres_and_rest_catalogs_and_s3_warehouse_by_environment(tmp_paths, m
     assert "spark.sql.catalog.lakehouse.clients" not in props
     monkeypatch.setenv("ICEBERG_CATALOG_TYPE", "rest")
     monkeypatch.setenv("ICEBERG_CATALOG_URI", "http://rest:8181")
-    assert config.CatalogSettings.current(tmp_paths).pyiceberg_properties()["type"] == "rest"
+    remote = config.CatalogSettings.current(tmp_paths)
+    assert remote.pyiceberg_properties()["type"] == "rest" and remote.uri == "http://rest:8181"
+    assert not remote.is_local_rest_server, "a remote REST catalog must not start the local server"
     monkeypatch.setenv("ICEBERG_CATALOG_TYPE", "hive")
     with pytest.raises(ValueError, match="ICEBERG_CATALOG_TYPE='hive' is not supported"):
         config.CatalogSettings.current(tmp_paths)

@@ -127,3 +127,37 @@ def test_several_processes_spool_at_once_without_losing_or_mixing_events(tmp_pat
         p.join()
     records = [json.loads(p.read_text()) for p in Spool(folder).pending()]
     assert sorted((r["worker"], r["i"]) for r in records) == [(w, i) for w in range(4) for i in range(50)]
+
+
+def test_a_send_that_lands_after_the_bound_is_not_delivered_twice(tmp_path):
+    """The backend stalls (3 s) past the bound (0.5 s): the event is spooled, then the late send lands and removes the
+    spooled copy, so neither the next emit nor a replay delivers it again."""
+    port = free_port()
+    backend = Backend(port, "stall")
+    transport = transport_for(port, tmp_path / "spool", timeout=0.5)
+    late = event(1)
+    transport.emit(late)
+    assert len(transport.spool) == 1, "an event past the bound must be in the spool at once"
+    deadline = time.monotonic() + 10
+    while len(transport.spool) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(transport.spool) == 0, "the late success must remove the spooled copy"
+    backend.behaviour = "ok"
+    transport.emit(event(2))
+    assert transport.replay() == (0, 0)
+    run_ids = [posted["run"]["runId"] for _, posted in backend.posts]
+    assert run_ids.count(str(late.run.runId)) == 1
+
+
+def test_readme_style_config_needs_no_path_and_gives_http_no_hidden_retries(tmp_path, monkeypatch):
+    monkeypatch.setenv("PIPELINE_VAR_DIR", str(tmp_path / "var"))
+    transport = get_default_factory().create({
+        "type": "include.lineage.spool.SpoolingTransport", "timeout": 0.5,
+        "inner": {"type": "http", "url": f"http://127.0.0.1:{free_port()}", "endpoint": "api/v1/lineage"},
+    })
+    assert transport.spool.folder == (tmp_path / "var" / "lineage" / "spool").resolve()
+    started = time.monotonic()
+    transport.emit(event(3))  # backend down
+    assert time.monotonic() - started < 1.0
+    time.sleep(1.0)
+    assert len(transport.spool) == 1, "the spooled event must stay until it is delivered once"

@@ -1,0 +1,129 @@
+"""Airflow as users run it: `make airflow SAMPLE_DATA=1` (``pipeline ui --sample-data``) in a ``var/`` of its own.
+
+``airflow standalone`` starts the api-server, scheduler (LocalExecutor), dag-processor and triggerer; runs are
+triggered through the REST API the UI's Trigger button calls, with the admin password Airflow generated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import requests
+
+from include import config
+from tests.support import free_port
+
+FINISHED = {"success", "failed"}
+
+
+class RunningAirflow:
+    def __init__(self, var_dir: Path, taxi_rows: int = 20_000, extra_env: dict[str, str] | None = None):
+        self.paths = config.Paths(var_dir.resolve())
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.env = {
+            **os.environ,
+            "PIPELINE_VAR_DIR": str(self.paths.var),
+            "ICEBERG_REST_PORT": str(free_port()),
+            "SAMPLE_SOURCE_PORT": str(free_port()),
+            "DEMO_ROWS_PER_MONTH": str(taxi_rows),
+            **(extra_env or {}),
+        }
+        for inherited in ("AIRFLOW_HOME", "AIRFLOW_CONFIG", "AIRFLOW_CONN_SPARK_DEFAULT"):
+            self.env.pop(inherited, None)
+        self.log_path = self.paths.var / "logs" / "airflow-standalone.log"
+        self.process: subprocess.Popen | None = None
+        self._token: str | None = None
+
+    # lifecycle
+    def start(self, timeout: float = 300) -> "RunningAirflow":
+        venv_bin = Path(sys.executable).parent
+        subprocess.run([sys.executable, "-m", "include.bootstrap"], env=self.env, check=True, cwd=config.PROJECT_ROOT,
+                       stdout=subprocess.DEVNULL)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [str(venv_bin / "pipeline"), "ui", "--sample-data", "--port", str(self.port)],
+                env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=config.PROJECT_ROOT,
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"`pipeline ui` exited with {self.process.returncode}; log {self.log_path}")
+            if self._healthy():
+                return self
+            time.sleep(2)
+        raise TimeoutError(f"Airflow did not become healthy within {timeout:.0f}s; log {self.log_path}")
+
+    def _healthy(self) -> bool:
+        try:
+            health = requests.get(f"{self.base_url}/api/v2/monitor/health", timeout=5).json()
+        except (requests.RequestException, ValueError):
+            return False
+        return all(health.get(part, {}).get("status") == "healthy" for part in ("metadatabase", "scheduler"))
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGINT)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        subprocess.run([str(Path(sys.executable).parent / "pipeline"), "catalog", "stop"], env=self.env,
+                       stdout=subprocess.DEVNULL, cwd=config.PROJECT_ROOT)
+
+    # REST API, as the UI uses it
+    @property
+    def admin_password(self) -> str:
+        passwords = json.loads((self.paths.airflow_home / "simple_auth_manager_passwords.json.generated").read_text())
+        return passwords["admin"]
+
+    def token(self) -> str:
+        if self._token is None:
+            response = requests.post(f"{self.base_url}/auth/token",
+                                     json={"username": "admin", "password": self.admin_password}, timeout=30)
+            response.raise_for_status()
+            self._token = response.json()["access_token"]
+        return self._token
+
+    def api(self, method: str, path: str, **kwargs) -> dict:
+        response = requests.request(method, f"{self.base_url}/api/v2/{path.lstrip('/')}",
+                                    headers={"Authorization": f"Bearer {self.token()}"}, timeout=60, **kwargs)
+        if response.status_code >= 400:
+            raise RuntimeError(f"{method} {path}: HTTP {response.status_code}: {response.text[:2000]}")
+        return response.json() if response.content else {}
+
+    def wait_for_dag(self, dag_id: str, timeout: float = 300) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                return self.api("GET", f"dags/{dag_id}")
+            except RuntimeError:
+                time.sleep(3)
+        raise TimeoutError(f"{dag_id} was not parsed within {timeout:.0f}s")
+
+    def trigger(self, dag_id: str, logical_date: str, conf: dict | None = None) -> str:
+        run = self.api("POST", f"dags/{dag_id}/dagRuns", json={"logical_date": logical_date, "conf": conf or {}})
+        return run["dag_run_id"]
+
+    def runs(self, dag_id: str) -> list[dict]:
+        return self.api("GET", f"dags/{dag_id}/dagRuns", params={"limit": 100})["dag_runs"]
+
+    def wait_for_run(self, dag_id: str, run_id: str, timeout: float = 1200) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            run = self.api("GET", f"dags/{dag_id}/dagRuns/{run_id}")
+            if run["state"] in FINISHED:
+                return run
+            time.sleep(5)
+        raise TimeoutError(f"{dag_id} {run_id} did not finish within {timeout:.0f}s; log {self.log_path}")
+
+    def task_instances(self, dag_id: str, run_id: str) -> list[dict]:
+        return self.api("GET", f"dags/{dag_id}/dagRuns/{run_id}/taskInstances")["task_instances"]

@@ -1,0 +1,175 @@
+"""The path users take: `make airflow SAMPLE_DATA=1`, Trigger in the UI, the scheduler runs it.
+
+Everything here runs for real in a ``var/`` of its own: `pipeline ui --sample-data` (``airflow standalone``: api-server,
+scheduler with LocalExecutor and parallelism 4, dag-processor, triggerer), the local Iceberg REST catalog server,
+spark-submit in local mode, and a headless Chromium (Debian's package) logged into the UI.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import time
+from collections import defaultdict
+
+import pytest
+
+from include import config
+from tests.integration.running_airflow import RunningAirflow
+
+pytestmark = pytest.mark.integration
+
+INGEST_DAGS = ("ingest_yellow_taxi_data", "ingest_weather_data")
+FORECAST_DAG = "forecast_yellow_rides"
+LOGICAL_DATE = "2025-02-01T00:00:00Z"  # the runs whose data interval ends on Feb 1 ingest January (the sample month)
+UI_SPARK_MASTER = "local[2]"  # what the test sets in the UI's connection page (the REST API behind it)
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def airflow_ui(tmp_path_factory):
+    var_dir = config.Paths.current().var / "airflow-ui"
+    airflow = RunningAirflow(var_dir).start()
+    try:
+        yield airflow
+    finally:
+        airflow.stop()
+
+
+@pytest.fixture(scope="module")
+def concurrent_runs(airflow_ui):
+    """Both ingest DAGs triggered at the same moment, after spark_default was edited as a user does in the UI."""
+    airflow = airflow_ui
+    for dag_id in (*INGEST_DAGS, FORECAST_DAG):
+        airflow.wait_for_dag(dag_id)
+    airflow.api("PATCH", "connections/spark_default",
+                json={"connection_id": "spark_default", "conn_type": "spark", "host": UI_SPARK_MASTER})
+    run_ids: dict[str, str] = {}
+    barrier = threading.Barrier(len(INGEST_DAGS))
+
+    def trigger(dag_id: str) -> None:
+        barrier.wait()
+        run_ids[dag_id] = airflow.trigger(dag_id, LOGICAL_DATE)
+
+    threads = [threading.Thread(target=trigger, args=(dag_id,)) for dag_id in INGEST_DAGS]
+    triggered_at = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    finished = {dag_id: airflow.wait_for_run(dag_id, run_id) for dag_id, run_id in run_ids.items()}
+    forecast = _wait_for_asset_triggered_forecast(airflow)
+    seconds_to_forecast = time.monotonic() - triggered_at
+    (airflow.paths.var / "trigger-to-forecast-seconds.txt").write_text(f"{seconds_to_forecast:.1f}\n")
+    print(f"\ntrigger -> asset-triggered forecast success: {seconds_to_forecast:.0f} s")
+    return {"run_ids": run_ids, "finished": finished, "forecast": forecast}
+
+
+def _wait_for_asset_triggered_forecast(airflow: RunningAirflow, timeout: float = 1200) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        runs = [run for run in airflow.runs(FORECAST_DAG) if run["run_type"] == "asset_triggered"]
+        if runs:
+            return airflow.wait_for_run(FORECAST_DAG, runs[0]["dag_run_id"], timeout=deadline - time.monotonic())
+        time.sleep(5)
+    raise TimeoutError("no asset-triggered forecast run appeared")
+
+
+def test_two_ingest_dags_at_once_succeed_with_every_task_on_its_first_try(airflow_ui, concurrent_runs):
+    for dag_id, run in concurrent_runs["finished"].items():
+        assert run["state"] == "success", f"{dag_id} ended {run['state']}; log {airflow_ui.log_path}"
+        instances = airflow_ui.task_instances(dag_id, run["dag_run_id"])
+        assert len(instances) == 3
+        assert {(ti["task_id"], ti["state"], ti["try_number"]) for ti in instances} == {
+            (ti["task_id"], "success", 1) for ti in instances
+        }, "every task must succeed on its first try (no retry hiding a collision)"
+    taxi, weather = (concurrent_runs["finished"][dag_id] for dag_id in INGEST_DAGS)
+    overlap = min(taxi["end_date"], weather["end_date"]) > max(taxi["start_date"], weather["start_date"])
+    assert overlap, "the two DAG runs must have run at the same time"
+
+
+def test_forecast_is_triggered_by_the_two_raw_assets_and_succeeds(airflow_ui, concurrent_runs):
+    forecast = concurrent_runs["forecast"]
+    assert forecast["state"] == "success", f"forecast ended {forecast['state']}; log {airflow_ui.log_path}"
+    assert [ti["state"] for ti in airflow_ui.task_instances(FORECAST_DAG, forecast["dag_run_id"])] == ["success"] * 3
+
+
+def _events(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_scheduler_path_emits_dag_and_task_lineage_with_parents(airflow_ui, concurrent_runs):
+    events = _events(airflow_ui.paths.lineage_events)
+    dag_runs: dict[str, dict[str, set]] = defaultdict(lambda: defaultdict(set))
+    task_events: list[dict] = []
+    for event in events:
+        name = event["job"]["name"]
+        if "." in name:
+            task_events.append(event)
+        else:
+            dag_runs[name][event["eventType"]].add(event["run"]["runId"])
+    for dag_id in (*INGEST_DAGS, FORECAST_DAG):
+        assert dag_runs[dag_id]["START"] & dag_runs[dag_id]["COMPLETE"], f"{dag_id}: no DAG run with START and COMPLETE"
+    expected_tasks = {
+        "ingest_yellow_taxi_data": {"download_tlc_month", "stage_yellow_taxi", "merge_yellow_taxi_raw"},
+        "ingest_weather_data": {"download_noaa_month", "stage_weather", "merge_weather_raw"},
+        FORECAST_DAG: {"compute_hourly_actuals", "train_model", "write_forecast"},
+    }
+    seen: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for event in task_events:
+        dag_id, task_id = event["job"]["name"].split(".", 1)
+        parent = event["run"]["facets"]["parent"]
+        assert parent["job"]["name"] == dag_id
+        assert parent["run"]["runId"] in dag_runs[dag_id]["START"] | dag_runs[dag_id]["COMPLETE"], (
+            f"{event['job']['name']}: parent run {parent['run']['runId']} is not a run of DAG {dag_id}"
+        )
+        seen[(dag_id, task_id)].add(event["eventType"])
+    for dag_id, tasks in expected_tasks.items():
+        for task_id in tasks:
+            assert {"START", "COMPLETE"} <= seen[(dag_id, task_id)], f"{dag_id}.{task_id}: {seen[(dag_id, task_id)]}"
+
+
+def test_spark_default_edited_in_the_ui_is_used_by_the_spark_tasks(airflow_ui, concurrent_runs):
+    masters = set()
+    for event in _events(airflow_ui.paths.spark_lineage_events):
+        properties = event.get("run", {}).get("facets", {}).get("spark_properties", {}).get("properties", {})
+        if "spark.master" in properties:
+            masters.add(properties["spark.master"])
+    assert masters == {UI_SPARK_MASTER}
+
+
+def test_scheduled_runs_of_unpublished_months_end_skipped(airflow_ui, concurrent_runs):
+    for dag_id in INGEST_DAGS:
+        scheduled = [run for run in airflow_ui.runs(dag_id) if run["run_type"] == "scheduled"]
+        assert scheduled, f"airflow standalone should have scheduled the latest interval of {dag_id}"
+        for run in scheduled:
+            run = airflow_ui.wait_for_run(dag_id, run["dag_run_id"], timeout=300)
+            states = {ti["task_id"]: ti["state"] for ti in airflow_ui.task_instances(dag_id, run["dag_run_id"])}
+            assert run["state"] == "success" and set(states.values()) == {"skipped"}, f"{dag_id} {run['dag_run_id']}: {states}"
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (make test installs it with apt-get)")
+def test_forecast_graph_view_in_a_real_browser(airflow_ui, concurrent_runs):
+    from playwright.sync_api import sync_playwright
+
+    screenshot = airflow_ui.paths.var / "screenshots" / "forecast-graph.png"
+    screenshot.parent.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page(viewport={"width": 1600, "height": 1000})
+            page.goto(f"{airflow_ui.base_url}/dags/{FORECAST_DAG}")
+            assert "/auth/login" in page.url, "the UI must ask for a login first"
+            page.fill("input[name=username]", "admin")
+            page.fill("input[name=password]", airflow_ui.admin_password)
+            page.click("button:has-text('Sign in')")
+            page.wait_for_url(f"**/dags/{FORECAST_DAG}**", timeout=60_000)
+            page.click("[aria-label='Show Graph (Press g)']")
+            page.wait_for_selector(".react-flow__node", timeout=60_000)
+            nodes = {node.get_attribute("data-id") for node in page.query_selector_all(".react-flow__node")}
+            page.screenshot(path=str(screenshot))
+        finally:
+            browser.close()
+    assert {"compute_hourly_actuals", "train_model", "write_forecast"} <= nodes
+    assert screenshot.stat().st_size > 10_000

@@ -1,0 +1,103 @@
+"""One identity for every Iceberg table: the custom extractor (task level) and the OpenLineage Spark listener
+(application level, a child run of the task) name the same tables the same way, and the listener names no
+Iceberg-internal or temporary folder. Checked on the events of a real run of the three DAGs."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import pytest
+
+from include import naming
+
+pytestmark = pytest.mark.integration
+
+SPARK_TASKS = {
+    "ingest_yellow_taxi_data.stage_yellow_taxi",
+    "ingest_yellow_taxi_data.merge_yellow_taxi_raw",
+    "ingest_weather_data.stage_weather",
+    "ingest_weather_data.merge_weather_raw",
+    "forecast_yellow_rides.compute_hourly_actuals",
+    "forecast_yellow_rides.train_model",
+    "forecast_yellow_rides.write_forecast",
+}
+TABLES = (naming.TAXI_STAGING, naming.TAXI_QUARANTINE, naming.TAXI_RAW, naming.WEATHER_STAGING, naming.WEATHER_RAW,
+          naming.HOURLY_ACTUALS, naming.HOURLY_FORECAST)
+
+
+def _events(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _symlinks(dataset: dict) -> frozenset:
+    identifiers = dataset.get("facets", {}).get("symlinks", {}).get("identifiers", [])
+    return frozenset((s["namespace"], s["name"], s["type"]) for s in identifiers)
+
+
+def _table_datasets(datasets: list[dict]) -> dict[tuple[str, str], frozenset]:
+    """(namespace, name) -> symlinks of the datasets that are Iceberg tables (they carry a TABLE symlink)."""
+    return {(d["namespace"], d["name"]): _symlinks(d) for d in datasets if any(s[2] == "TABLE" for s in _symlinks(d))}
+
+
+@pytest.fixture(scope="module")
+def spark_events(pipeline_run):
+    return _events(pipeline_run.paths.spark_lineage_events)
+
+
+def _spark_runs_under(task_run_id: str, spark_events: list[dict]) -> set[str]:
+    """The Spark application runs whose parent is the task run, and their Spark-job child runs."""
+    children = defaultdict(set)
+    for event in spark_events:
+        parent = event.get("run", {}).get("facets", {}).get("parent", {}).get("run", {}).get("runId")
+        if parent:
+            children[parent].add(event["run"]["runId"])
+    found, frontier = set(), {task_run_id}
+    while frontier:
+        frontier = {child for parent in frontier for child in children[parent]} - found
+        found |= frontier
+    return found
+
+
+def test_task_and_spark_listener_name_every_table_alike(pipeline_run, spark_events):
+    airflow_events = _events(pipeline_run.paths.lineage_events)
+    completes = [e for e in airflow_events if e["eventType"] == "COMPLETE" and e["job"]["name"] in SPARK_TASKS]
+    assert {e["job"]["name"] for e in completes} == SPARK_TASKS
+    checked = 0
+    for task in completes:
+        runs = _spark_runs_under(task["run"]["runId"], spark_events)
+        assert runs, f"{task['job']['name']}: no Spark application run under the task run"
+        spark_inputs, spark_outputs = {}, {}
+        for event in spark_events:
+            if event["run"]["runId"] in runs:
+                spark_inputs.update(_table_datasets(event.get("inputs", [])))
+                spark_outputs.update(_table_datasets(event.get("outputs", [])))
+        task_inputs, task_outputs = _table_datasets(task["inputs"]), _table_datasets(task["outputs"])
+        assert task_outputs and task_outputs.keys() == spark_outputs.keys(), task["job"]["name"]
+        assert task_inputs.keys() <= spark_inputs.keys() | spark_outputs.keys(), task["job"]["name"]
+        for key, symlinks in {**task_inputs, **task_outputs}.items():
+            assert symlinks == {**spark_inputs, **spark_outputs}[key], f"{task['job']['name']}: symlinks of {key} differ"
+        checked += 1
+    assert checked == len(SPARK_TASKS)
+
+
+def test_listener_names_every_table_the_dags_write(spark_events):
+    outputs = set()
+    for event in spark_events:
+        outputs |= set(_table_datasets(event.get("outputs", [])))
+    expected = {(naming.table_id(t).namespace, naming.table_id(t).name) for t in TABLES}
+    assert expected <= outputs
+
+
+def test_no_internal_or_temporary_folder_is_a_dataset(pipeline_run, spark_events):
+    warehouse = naming.storage_id(str(pipeline_run.paths.warehouse)).name
+    tables = {naming.table_id(t).name for t in TABLES}
+    models = {naming.model_id(m).name for m in ("seasonal_naive", "weather")}
+    for event in spark_events:
+        for dataset in event.get("inputs", []) + event.get("outputs", []):
+            name = dataset["name"]
+            assert not name.endswith(("/data", "/metadata")) and ".tmp" not in name, f"internal folder {name}"
+            if name.startswith(warehouse):
+                assert name in tables, f"a warehouse path that is not a table: {name}"
+            if name.startswith(str(pipeline_run.paths.models)):
+                assert name in models, f"a model path that is not the model's final folder: {name}"

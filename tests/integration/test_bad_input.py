@@ -56,18 +56,57 @@ def _weather_files(root, month: str, damage) -> None:
 
 
 CASES = {
-    "corrupt": ("ingest_yellow_taxi_data", "2025-09", lambda root: (root / "trip-data").mkdir(parents=True, exist_ok=True)
-                or (root / "trip-data" / "yellow_tripdata_2025-09.parquet").write_bytes(b"PAR1 not parquet")),
-    "missing_column": ("ingest_yellow_taxi_data", "2025-04", lambda root: _taxi_file(root, "2025-04", lambda t: t.drop(["PULocationID"]))),
-    "changed_type": ("ingest_yellow_taxi_data", "2025-05", lambda root: _taxi_file(
-        root, "2025-05", lambda t: t.set_column(t.schema.get_field_index("total_amount"), "total_amount", pc.cast(t["total_amount"], pa.string())))),
+    "corrupt": (
+        "ingest_yellow_taxi_data",
+        "2025-09",
+        lambda root: (
+            (root / "trip-data").mkdir(parents=True, exist_ok=True)
+            or (root / "trip-data" / "yellow_tripdata_2025-09.parquet").write_bytes(b"PAR1 not parquet")
+        ),
+    ),
+    "missing_column": (
+        "ingest_yellow_taxi_data",
+        "2025-04",
+        lambda root: _taxi_file(root, "2025-04", lambda t: t.drop(["PULocationID"])),
+    ),
+    "changed_type": (
+        "ingest_yellow_taxi_data",
+        "2025-05",
+        lambda root: _taxi_file(
+            root,
+            "2025-05",
+            lambda t: t.set_column(
+                t.schema.get_field_index("total_amount"), "total_amount", pc.cast(t["total_amount"], pa.string())
+            ),
+        ),
+    ),
     "empty": ("ingest_yellow_taxi_data", "2025-06", lambda root: _taxi_file(root, "2025-06", lambda t: None)),
-    "extra_column": ("ingest_yellow_taxi_data", "2025-07", lambda root: _taxi_file(
-        root, "2025-07", lambda t: t.append_column("surprise_fee", pa.array([1.0] * t.num_rows)))),
+    # A column type Spark 3.5 cannot read: the error must be Spark's innermost cause, not the Py4J wrapper's line.
+    "unreadable_type": (
+        "ingest_yellow_taxi_data",
+        "2025-11",
+        lambda root: _taxi_file(
+            root, "2025-11", lambda t: t.append_column("meter_time", pa.array([1000] * t.num_rows, pa.time32("ms")))
+        ),
+    ),
+    "extra_column": (
+        "ingest_yellow_taxi_data",
+        "2025-07",
+        lambda root: _taxi_file(
+            root, "2025-07", lambda t: t.append_column("surprise_fee", pa.array([1.0] * t.num_rows))
+        ),
+    ),
     "bad_rows": ("ingest_yellow_taxi_data", "2025-08", lambda root: _taxi_file(root, "2025-08", _with_bad_rows)),
-    "truncated_csv": ("ingest_weather_data", "2025-03", lambda root: _weather_files(root, "2025-03", lambda text: text[: int(len(text) * 0.55)])),
-    "wrong_field_count": ("ingest_weather_data", "2025-04", lambda root: _weather_files(
-        root, "2025-04", lambda text: text.replace("\n", ",0.00,0.00\n", 1))),
+    "truncated_csv": (
+        "ingest_weather_data",
+        "2025-03",
+        lambda root: _weather_files(root, "2025-03", lambda text: text[: int(len(text) * 0.55)]),
+    ),
+    "wrong_field_count": (
+        "ingest_weather_data",
+        "2025-04",
+        lambda root: _weather_files(root, "2025-04", lambda text: text.replace("\n", ",0.00,0.00\n", 1)),
+    ),
 }
 
 
@@ -88,33 +127,57 @@ def bad_input_runs(pipeline_run, catalog):
         for name, case in runs.items():
             table = catalog.load_table(f"{config.ICEBERG_NAMESPACE}.{raw_table[case.dag_id]}")
             case.raw_snapshot_before = table.current_snapshot().snapshot_id
-            case.result = airflow_runs.dags_test(case.dag_id, case.logical_date, {}, env=env,
-                                                 log_file=pipeline_run.paths.var / "test-logs" / f"bad-{name}.log")
-            case.raw_snapshot_after = catalog.load_table(f"{config.ICEBERG_NAMESPACE}.{raw_table[case.dag_id]}").current_snapshot().snapshot_id
+            case.result = airflow_runs.dags_test(
+                case.dag_id,
+                case.logical_date,
+                {},
+                env=env,
+                log_file=pipeline_run.paths.var / "test-logs" / f"bad-{name}.log",
+            )
+            case.raw_snapshot_after = (
+                catalog.load_table(f"{config.ICEBERG_NAMESPACE}.{raw_table[case.dag_id]}")
+                .current_snapshot()
+                .snapshot_id
+            )
     return runs
 
 
 def _fail_event(pipeline_run, dag_id: str, task: str, month: str) -> dict:
-    fails = [e for e in load_events(pipeline_run.paths.lineage_events)
-             if e["eventType"] == "FAIL" and e["job"]["name"] == f"{dag_id}.{task}"
-             and month.replace("-", "") in e["run"]["facets"]["errorMessage"]["message"].replace("-", "")]
+    fails = [
+        e
+        for e in load_events(pipeline_run.paths.lineage_events)
+        if e["eventType"] == "FAIL"
+        and e["job"]["name"] == f"{dag_id}.{task}"
+        and month.replace("-", "") in e["run"]["facets"]["errorMessage"]["message"].replace("-", "")
+    ]
     assert len(fails) == 1, f"expected one FAIL event for {task} {month} (bad input is not retried), got {len(fails)}"
     return fails[0]
 
 
-@pytest.mark.parametrize("name, task, expected", [
-    ("corrupt", "stage_yellow_taxi", "not a readable parquet file"),
-    ("missing_column", "stage_yellow_taxi", "missing required column(s) PULocationID"),
-    ("changed_type", "stage_yellow_taxi", "column total_amount has type string, expected double"),
-    ("empty", "stage_yellow_taxi", "not a readable parquet file"),
-    ("truncated_csv", "stage_weather", "rows with a wrong number of fields"),
-    ("wrong_field_count", "stage_weather", "rows with a wrong number of fields"),
-])
-def test_bad_file_fails_with_a_clear_error_a_fail_event_and_raw_untouched(bad_input_runs, pipeline_run, name, task, expected):
+@pytest.mark.parametrize(
+    "name, task, expected",
+    [
+        ("corrupt", "stage_yellow_taxi", "not a readable parquet file (RuntimeException: file:"),
+        (
+            "unreadable_type",
+            "stage_yellow_taxi",
+            "not a readable parquet file (AnalysisException: Illegal Parquet type: INT32 (TIME(MILLIS,true)).)",
+        ),
+        ("missing_column", "stage_yellow_taxi", "missing required column(s) PULocationID"),
+        ("changed_type", "stage_yellow_taxi", "column total_amount has type string, expected double"),
+        ("empty", "stage_yellow_taxi", "is not a Parquet file (length is too low: 0)"),
+        ("truncated_csv", "stage_weather", "rows with a wrong number of fields"),
+        ("wrong_field_count", "stage_weather", "rows with a wrong number of fields"),
+    ],
+)
+def test_bad_file_fails_with_a_clear_error_a_fail_event_and_raw_untouched(
+    bad_input_runs, pipeline_run, name, task, expected
+):
     case = bad_input_runs[name]
     assert case.result.state == "failed"
     message = _fail_event(pipeline_run, case.dag_id, task, case.month)["run"]["facets"]["errorMessage"]["message"]
     assert expected in message
+    assert "An error occurred while calling" not in message, "the root cause, not the Py4J wrapper"
     assert f"{case.month}" in message or case.month.replace("-", "") in message, "the error names the file"
     assert case.raw_snapshot_after == case.raw_snapshot_before
 
@@ -122,25 +185,46 @@ def test_bad_file_fails_with_a_clear_error_a_fail_event_and_raw_untouched(bad_in
 def test_unexpected_extra_column_is_accepted_and_recorded_as_schema_drift(bad_input_runs, pipeline_run):
     case = bad_input_runs["extra_column"]
     assert case.result.succeeded
-    stage = [e for e in load_events(pipeline_run.paths.lineage_events) if e["eventType"] == "COMPLETE"
-             and e["job"]["name"] == "ingest_yellow_taxi_data.stage_yellow_taxi"
-             and e["inputs"][0]["name"].endswith("yellow_tripdata_2025-07.parquet")]
+    stage = [
+        e
+        for e in load_events(pipeline_run.paths.lineage_events)
+        if e["eventType"] == "COMPLETE"
+        and e["job"]["name"] == "ingest_yellow_taxi_data.stage_yellow_taxi"
+        and e["inputs"][0]["name"].endswith("yellow_tripdata_2025-07.parquet")
+    ]
     assert stage[0]["run"]["facets"]["schemaDrift"]["unexpected"] == ["surprise_fee"]
 
 
 def test_bad_rows_are_quarantined_with_reasons_counted_and_good_rows_ingested(bad_input_runs, pipeline_run, spark):
     case = bad_input_runs["bad_rows"]
     assert case.result.succeeded
-    quarantine = spark.table(config.CatalogSettings.current().table(naming.TAXI_QUARANTINE)).where("source_month = '2025-08'")
+    quarantine = spark.table(config.CatalogSettings.current().table(naming.TAXI_QUARANTINE)).where(
+        "source_month = '2025-08'"
+    )
     assert sorted(r.quarantine_reason for r in quarantine.collect()) == [
-        "dropoff_before_pickup", "negative_total", "null_pickup_zone", "pickup_outside_file_month"]
+        "dropoff_before_pickup",
+        "negative_total",
+        "null_pickup_zone",
+        "pickup_outside_file_month",
+    ]
     raw = spark.table(config.CatalogSettings.current().table(naming.TAXI_RAW)).where("source_month = '2025-08'")
     assert raw.count() == ROWS - 4
-    stage = [e for e in load_events(pipeline_run.paths.lineage_events) if e["eventType"] == "COMPLETE"
-             and e["job"]["name"] == "ingest_yellow_taxi_data.stage_yellow_taxi"
-             and e["inputs"][0]["name"].endswith("yellow_tripdata_2025-08.parquet")][0]
-    assertions = {a["assertion"]: (a["success"], a["actual"]) for a in stage["inputs"][0]["facets"]["dataQualityAssertions"]["assertions"]}
-    assert assertions == {"null_pickup_zone": (False, "1"), "negative_total": (False, "1"),
-                          "pickup_outside_file_month": (False, "1"), "dropoff_before_pickup": (False, "1")}
+    stage = [
+        e
+        for e in load_events(pipeline_run.paths.lineage_events)
+        if e["eventType"] == "COMPLETE"
+        and e["job"]["name"] == "ingest_yellow_taxi_data.stage_yellow_taxi"
+        and e["inputs"][0]["name"].endswith("yellow_tripdata_2025-08.parquet")
+    ][0]
+    assertions = {
+        a["assertion"]: (a["success"], a["actual"])
+        for a in stage["inputs"][0]["facets"]["dataQualityAssertions"]["assertions"]
+    }
+    assert assertions == {
+        "null_pickup_zone": (False, "1"),
+        "negative_total": (False, "1"),
+        "pickup_outside_file_month": (False, "1"),
+        "dropoff_before_pickup": (False, "1"),
+    }
     outputs = {o["name"].rsplit("/", 1)[-1] for o in stage["outputs"]}
     assert outputs == {naming.TAXI_STAGING, naming.TAXI_QUARANTINE}

@@ -5,7 +5,8 @@ Selected in airflow.cfg by its class path, wrapping any openlineage-python trans
     transport = {"type": "include.lineage.spool.SpoolingTransport", "timeout": 0.5,
                  "inner": {"type": "http", "url": "http://marquez:5000", "endpoint": "api/v1/lineage"}}
 
-``spool_dir`` defaults to ``var/lineage/spool`` of the running project (``$PIPELINE_VAR_DIR``). An inner ``http``
+``spool_dir`` defaults to ``var/lineage/spool`` of the running project (``$PIPELINE_VAR_DIR``); a relative one is
+taken under ``var/lineage/``. An inner ``http``
 transport gets no retries of its own unless configured (the spool is the retry): its default five retries would
 keep sending in the background after the event was spooled, and deliver it twice.
 
@@ -51,16 +52,21 @@ class SpoolingConfig(Config):
             inner.setdefault("retry", {"total": 0, "connect": 0, "read": 0, "status": 0, "other": 0})
         return cls(
             inner=inner,
-            spool_dir=params.get("spool_dir") or str(_default_spool_dir()),
+            spool_dir=str(_spool_dir(params.get("spool_dir"))),
             timeout=float(params.get("timeout", 1.0)),
             replay_batch=int(params.get("replay_batch", 100)),
         )
 
 
-def _default_spool_dir() -> Path:
+def _spool_dir(configured: str | None) -> Path:
+    """The configured folder; a relative one is under ``var/lineage/``; none is ``var/lineage/spool``."""
     from include import config
 
-    return config.Paths.current().lineage_spool
+    paths = config.Paths.current()
+    if not configured:
+        return paths.lineage_spool
+    folder = Path(configured)
+    return folder if folder.is_absolute() else paths.lineage / folder
 
 
 class Spool:

@@ -6,6 +6,7 @@ triggered through the REST API the UI's Trigger button calls, with the admin pas
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -33,6 +34,9 @@ class RunningAirflow:
             "ICEBERG_REST_PORT": str(free_port()),
             "SAMPLE_SOURCE_PORT": str(free_port()),
             "DEMO_ROWS_PER_MONTH": str(taxi_rows),
+            # the scheduler's and triggerer's log servers, off the defaults another Airflow may hold
+            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
             **(extra_env or {}),
         }
         for inherited in ("AIRFLOW_HOME", "AIRFLOW_CONFIG", "AIRFLOW_CONN_SPARK_DEFAULT"):
@@ -69,15 +73,35 @@ class RunningAirflow:
         return all(health.get(part, {}).get("status") == "healthy" for part in ("metadatabase", "scheduler"))
 
     def stop(self) -> None:
+        """Ctrl-C as a user would, then make sure nothing of this var/ is left (workers, spark-submit, servers)."""
         if self.process and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGINT)
             try:
                 self.process.wait(timeout=60)
             except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+                pass
         subprocess.run([str(Path(sys.executable).parent / "pipeline"), "catalog", "stop"], env=self.env,
                        stdout=subprocess.DEVNULL, cwd=config.PROJECT_ROOT)
+        self._kill_leftovers()
+
+    def _kill_leftovers(self) -> None:
+        import psutil
+
+        marker = str(self.paths.var)
+        leftovers = []
+        for process in psutil.process_iter():
+            try:
+                if process.pid != os.getpid() and process.environ().get("PIPELINE_VAR_DIR") == marker:
+                    leftovers.append(process)
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+        for process in leftovers:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.terminate()
+        _, alive = psutil.wait_procs(leftovers, timeout=20)
+        for process in alive:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
 
     # REST API, as the UI uses it
     @property

@@ -37,3 +37,47 @@ def test_composite_transport_from_the_readme_delivers_every_event_to_both_backen
     assert {path for path, _ in datahub.posts} == {"/openapi/openlineage/api/v1/lineage"}
     assert {e["job"]["name"] for e in marquez.received} >= {"ingest_weather_data", "ingest_weather_data.download_noaa_month"}
     assert pipeline_run.paths.lineage_events.read_text().count("\n") == lines_before, "the file transport was replaced"
+
+
+def test_readme_marquez_transport_with_marquez_down_keeps_every_event_and_delivers_each_once(pipeline_run):
+    """The README's Marquez line, Marquez down: the DAG succeeds, its events wait in the default spool folder, and
+    `lineage replay` delivers each of them exactly once when Marquez is back."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.support import free_port
+
+    port = free_port()
+    transport = readme_transport("Marquez over HTTP").replace("http://marquez:5000", f"http://127.0.0.1:{port}")
+    spool = pipeline_run.paths.lineage_spool
+    before = set(spool.glob("*.json"))
+    with local_source.serve(pipeline_run.paths.var / "source") as env:
+        result = airflow_runs.dags_test("ingest_weather_data", "2025-02-01", {},
+                                        env={**env, "AIRFLOW__OPENLINEAGE__TRANSPORT": transport})
+    assert result.succeeded
+    spooled = set(spool.glob("*.json")) - before
+    spooled_keys = sorted(
+        (e["run"]["runId"], e["eventType"], e["eventTime"]) for e in (json.loads(p.read_text()) for p in spooled)
+    )
+    assert len(spooled_keys) >= 7, "every task START/COMPLETE and the DAG COMPLETE must have been kept"
+    print(f"\nMarquez down: weather DAG {result.seconds:.1f} s, {len(spooled_keys)} events spooled")
+
+    marquez = RecordingBackend(port)
+    replay = subprocess.run(
+        [str(Path(sys.executable).parent / "lineage"), "replay"],
+        env={**pipeline_run_env(pipeline_run), "AIRFLOW__OPENLINEAGE__TRANSPORT": transport},
+        capture_output=True, text=True, timeout=300,
+    )
+    marquez.stop()
+    assert replay.returncode == 0, replay.stdout + replay.stderr
+    received = sorted((e["run"]["runId"], e["eventType"], e["eventTime"]) for e in marquez.received)
+    assert received == spooled_keys, "each spooled event delivered once, none lost, none twice"
+    assert not set(spool.glob("*.json")) - before
+
+
+def pipeline_run_env(pipeline_run) -> dict[str, str]:
+    import os
+
+    return {**os.environ, **config.airflow_env(pipeline_run.paths)}

@@ -37,9 +37,11 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    bindparam,
     create_engine,
     event,
     func,
+    or_,
     select,
     update,
 )
@@ -110,6 +112,7 @@ jobs_table = Table(
     Column("facets", Text),
     Column("current_version_id", Integer),
     Column("latest_run_id", String(64)),
+    Column("latest_run_time", String(32)),
     UniqueConstraint("namespace", "name"),
 )
 
@@ -136,6 +139,7 @@ datasets_table = Table(
     Column("updated_at", String(32)),
     Column("facets", Text),
     Column("current_version_id", Integer),
+    Column("current_version_time", String(32)),
     UniqueConstraint("namespace", "name"),
 )
 
@@ -407,6 +411,74 @@ def discover_event_files(paths: config.Paths | None = None) -> list[Path]:
     return files
 
 
+def _p(name: str):
+    return bindparam(name)
+
+
+# Statements of the ingest path, built once: an event costs a handful of executions of already-compiled SQL.
+_SELECT_NODE = select(nodes_table.c.id).where(nodes_table.c.key == _p("p_key"))
+_SELECT_ALIASES = select(aliases_table.c.alias).where(aliases_table.c.node_id == _p("p_node"))
+_SELECT_EDGE = select(edges_table.c.source).where(edges_table.c.source == _p("p_source"), edges_table.c.target == _p("p_target"))
+_SELECT_JOB = select(jobs_table.c.id, jobs_table.c.facets, jobs_table.c.updated_at).where(
+    jobs_table.c.namespace == _p("p_ns"), jobs_table.c.name == _p("p_name"))
+_UPDATE_JOB_FACETS = update(jobs_table).where(jobs_table.c.id == _p("p_id")).values(facets=_p("p_facets"), updated_at=_p("p_time"))
+_UPDATE_JOB_LATEST = update(jobs_table).where(
+    jobs_table.c.id == _p("p_id"),
+    or_(jobs_table.c.latest_run_time.is_(None), jobs_table.c.latest_run_time <= _p("p_time"), jobs_table.c.latest_run_id == _p("p_run")),
+).values(latest_run_id=_p("p_run"), latest_run_time=_p("p_time"), current_version_id=_p("p_version"))
+_SELECT_DATASET = select(datasets_table.c.id, datasets_table.c.facets, datasets_table.c.updated_at).where(
+    datasets_table.c.namespace == _p("p_ns"), datasets_table.c.name == _p("p_name"))
+_UPDATE_DATASET_FACETS = update(datasets_table).where(datasets_table.c.id == _p("p_id")).values(facets=_p("p_facets"), updated_at=_p("p_time"))
+_UPDATE_NODE_LABEL = update(nodes_table).where(nodes_table.c.id == _p("p_id")).values(label=_p("p_label"))
+_SELECT_VERSION = select(dataset_versions_table.c.id, dataset_versions_table.c.schema, dataset_versions_table.c.created_by_run_id).where(
+    dataset_versions_table.c.dataset_id == _p("p_dataset"), dataset_versions_table.c.version == _p("p_version"))
+_UPDATE_VERSION = update(dataset_versions_table).where(dataset_versions_table.c.id == _p("p_id")).values(
+    schema=func.coalesce(dataset_versions_table.c.schema, _p("p_schema")),
+    created_by_run_id=func.coalesce(dataset_versions_table.c.created_by_run_id, _p("p_run")))
+_UPDATE_CURRENT_VERSION = update(datasets_table).where(
+    datasets_table.c.id == _p("p_id"),
+    or_(datasets_table.c.current_version_time.is_(None), datasets_table.c.current_version_time <= _p("p_time")),
+).values(current_version_id=_p("p_version"), current_version_time=_p("p_time"))
+_UPDATE_FIRST_VERSION = update(datasets_table).where(datasets_table.c.id == _p("p_id"), datasets_table.c.current_version_id.is_(None)).values(
+    current_version_id=_p("p_version"))
+_SELECT_RUN = select(runs_table).where(runs_table.c.id == _p("p_run"))
+_SELECT_RUN_IO = select(run_datasets_table.c.direction, datasets_table.c.namespace, datasets_table.c.name).join(
+    datasets_table, datasets_table.c.id == run_datasets_table.c.dataset_id).where(run_datasets_table.c.run_id == _p("p_run"))
+_SELECT_JOB_VERSION = select(job_versions_table.c.id).where(job_versions_table.c.job_id == _p("p_job"), job_versions_table.c.version == _p("p_version"))
+_UPDATE_RUN_VERSION = update(runs_table).where(runs_table.c.id == _p("p_run")).values(job_version_id=_p("p_version"))
+_RUN_USING_VERSION = select(runs_table.c.id).where(runs_table.c.job_version_id == _p("p_version")).limit(1)
+_DELETE_JOB_VERSION = job_versions_table.delete().where(job_versions_table.c.id == _p("p_version"))
+_SELECT_COLUMN_EDGE = select(column_edges_table.c.transformations).where(
+    column_edges_table.c.dataset_id == _p("p_dataset"), column_edges_table.c.field == _p("p_field"),
+    column_edges_table.c.input_dataset_id == _p("p_input"), column_edges_table.c.input_field == _p("p_input_field"))
+_UPDATE_COLUMN_EDGE = update(column_edges_table).where(
+    column_edges_table.c.dataset_id == _p("p_dataset"), column_edges_table.c.field == _p("p_field"),
+    column_edges_table.c.input_dataset_id == _p("p_input"), column_edges_table.c.input_field == _p("p_input_field"),
+).values(transformations=_p("p_transformations"))
+
+
+def _dialect_statements(dialect: str) -> dict:
+    """The statements that need an upsert, in the dialect's own form (SQLite and PostgreSQL share the syntax)."""
+    if dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert as dialect_insert
+    else:
+        from sqlalchemy.dialects.postgresql import insert as dialect_insert
+    up, down = closure_table.alias("up"), closure_table.alias("down")
+    # Every ancestor of the source (itself included) now reaches every descendant of the target (itself included),
+    # at distance d(x, source) + 1 + d(target, y); an existing pair keeps the shorter distance.
+    pairs = (select(up.c.ancestor, down.c.descendant, (up.c.depth + 1 + down.c.depth).label("depth"))
+             .select_from(up).join(down, down.c.ancestor == _p("p_target")).where(up.c.descendant == _p("p_source")))
+    extend = dialect_insert(closure_table).from_select(["ancestor", "descendant", "depth"], pairs)
+    extend = extend.on_conflict_do_update(index_elements=["ancestor", "descendant"], set_={"depth": extend.excluded.depth},
+                                          where=extend.excluded.depth < closure_table.c.depth)
+    raw = dialect_insert(events_table).on_conflict_do_nothing(index_elements=["dedup_key"])
+    run_dataset = dialect_insert(run_datasets_table)
+    run_dataset = run_dataset.on_conflict_do_update(
+        index_elements=["run_id", "dataset_id", "direction"],
+        set_={"dataset_version_id": func.coalesce(run_dataset.excluded.dataset_version_id, run_datasets_table.c.dataset_version_id)})
+    return {"extend_closure": extend, "insert_event": raw, "upsert_run_dataset": run_dataset}
+
+
 class LineageStore:
     """One lineage store. Thread-safe for writers in one process (the HTTP endpoint); SQLite in WAL mode lets other
     processes read while it writes."""
@@ -415,16 +487,16 @@ class LineageStore:
         self.url = url or default_store_url()
         if self.url.startswith("sqlite:///"):
             Path(self.url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-        self.engine: Engine = create_engine(self.url, echo=echo, future=True)
+        self.engine: Engine = create_engine(self.url, echo=echo)
         self.dialect = self.engine.dialect.name
         if self.dialect == "sqlite":
             _sqlite_pragmas(self.engine)
         elif self.dialect != "postgresql":
             raise LineageError(f"lineage store {self.url!r}: only SQLite and PostgreSQL are supported")
         metadata.create_all(self.engine)
-        self._write_engine = self.engine.execution_options(lineage_write=True)
+        self.statements = _dialect_statements(self.dialect)
         self._lock = threading.Lock()
-        self._ids: dict[tuple, int] = {}
+        self._ids: dict[tuple, int] = {}  # ids of rows that never change once written: nodes, jobs, datasets, versions
         self._aliases: dict[int, set[str]] = {}
         self._edges: set[tuple[int, int]] = set()
 
@@ -460,7 +532,7 @@ class LineageStore:
         result = IngestResult(read=len(batch))
         with self._lock:
             try:
-                with self._write_engine.begin() as conn:
+                with self.engine.begin() as conn:
                     for item in batch:
                         check_event(item.event)
                         if _Ingest(self, conn, item.event, item.source).run():
@@ -475,16 +547,17 @@ class LineageStore:
                 raise
         return result
 
-    # ---------------------------------------------------------------- ids shared by ingest
+    # ---------------------------------------------------------------- graph
     def _node_id(self, conn: Connection, kind: str, namespace: str, name: str, label: str) -> int:
         key = dataset_key(namespace, name) if kind == "dataset" else job_key(namespace, name)
         cached = self._ids.get(("node", key))
         if cached is not None:
             return cached
-        node_id = conn.execute(select(nodes_table.c.id).where(nodes_table.c.key == key)).scalar()
+        node_id = conn.execute(_SELECT_NODE, {"p_key": key}).scalar()
         if node_id is None:
-            node_id = conn.execute(nodes_table.insert().values(key=key, kind=kind, namespace=namespace, name=name, label=label)).inserted_primary_key[0]
-            conn.execute(closure_table.insert().values(ancestor=node_id, descendant=node_id, depth=0))
+            node_id = conn.execute(nodes_table.insert(), {"key": key, "kind": kind, "namespace": namespace, "name": name,
+                                                          "label": label}).inserted_primary_key[0]
+            conn.execute(closure_table.insert(), {"ancestor": node_id, "descendant": node_id, "depth": 0})
             aliases = {key, f"{namespace}:{name}"} | ({name} if kind == "job" else set())
             conn.execute(aliases_table.insert(), [{"alias": alias, "node_id": node_id} for alias in sorted(aliases)])
             self._aliases[node_id] = aliases
@@ -495,8 +568,7 @@ class LineageStore:
         """Record more names of a node; True if any was new."""
         known = self._aliases.get(node_id)
         if known is None:
-            known = self._aliases[node_id] = set(
-                conn.execute(select(aliases_table.c.alias).where(aliases_table.c.node_id == node_id)).scalars())
+            known = self._aliases[node_id] = set(conn.execute(_SELECT_ALIASES, {"p_node": node_id}).scalars())
         missing = aliases - known
         if missing:
             conn.execute(aliases_table.insert(), [{"alias": alias, "node_id": node_id} for alias in sorted(missing)])
@@ -507,59 +579,31 @@ class LineageStore:
         """Add a graph edge and extend the closure table; False if the edge was known."""
         if (source, target) in self._edges:
             return False
-        exists = conn.execute(select(edges_table.c.source).where(edges_table.c.source == source, edges_table.c.target == target)).first()
+        exists = conn.execute(_SELECT_EDGE, {"p_source": source, "p_target": target}).first()
         self._edges.add((source, target))
         if exists:
             return False
-        conn.execute(edges_table.insert().values(source=source, target=target))
-        self._extend_closure(conn, source, target)
+        conn.execute(edges_table.insert(), {"source": source, "target": target})
+        conn.execute(self.statements["extend_closure"], {"p_source": source, "p_target": target})
         return True
-
-    def _extend_closure(self, conn: Connection, source: int, target: int) -> None:
-        """Every ancestor of ``source`` (itself included) now reaches every descendant of ``target`` (itself
-        included), at distance d(x, source) + 1 + d(target, y); an existing pair keeps the shorter distance."""
-        up = closure_table.alias("up")
-        down = closure_table.alias("down")
-        pairs = (select(up.c.ancestor, down.c.descendant, (up.c.depth + 1 + down.c.depth).label("depth"))
-                 .select_from(up).join(down, down.c.ancestor == target).where(up.c.descendant == source))
-        if self.dialect == "sqlite":
-            from sqlalchemy.dialects.sqlite import insert as dialect_insert
-        else:
-            from sqlalchemy.dialects.postgresql import insert as dialect_insert
-        statement = dialect_insert(closure_table).from_select(["ancestor", "descendant", "depth"], pairs)
-        statement = statement.on_conflict_do_update(
-            index_elements=["ancestor", "descendant"],
-            set_={"depth": statement.excluded.depth},
-            where=statement.excluded.depth < closure_table.c.depth,
-        )
-        conn.execute(statement)
 
     # ---------------------------------------------------------------- small helpers for callers
     def count(self, table: Table) -> int:
         with self.engine.connect() as conn:
             return conn.execute(select(func.count()).select_from(table)).scalar_one()
 
-    def is_empty(self) -> bool:
-        with self.engine.connect() as conn:
-            return conn.execute(select(nodes_table.c.id).limit(1)).first() is None and \
-                conn.execute(select(events_table.c.id).limit(1)).first() is None
-
 
 def _sqlite_pragmas(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection, _record):
-        dbapi_connection.isolation_level = None  # let SQLAlchemy's BEGIN below take effect
+        # A transaction that writes takes the write lock at its first write (BEGIN IMMEDIATE): two writers (the CLI and
+        # the endpoint) then wait for each other instead of failing to upgrade a read lock. Readers never wait (WAL).
+        dbapi_connection.isolation_level = "IMMEDIATE"
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA busy_timeout=30000")
         cursor.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(conn):
-        # A writer takes the write lock at the start: two writers (CLI and endpoint) then wait for each other instead
-        # of failing to upgrade a read transaction. Readers never wait (WAL).
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("lineage_write") else "BEGIN")
 
 
 class _Ingest:
@@ -577,126 +621,119 @@ class _Ingest:
         job_row = self._job(job) if job else None
         inputs = [self._dataset(d, "input") for d in self.event.get("inputs") or []]
         outputs = [self._dataset(d, "output") for d in self.event.get("outputs") or []]
-        if "dataset" in self.event and isinstance(self.event["dataset"], dict):  # a DatasetEvent
+        if isinstance(self.event.get("dataset"), dict):  # a DatasetEvent
             self._dataset(self.event["dataset"], None)
         if job_row is not None:
             job_id, job_node = job_row
-            for dataset_id, dataset_node, _ in inputs:
+            for _, dataset_node in inputs:
                 self.store.add_edge(self.conn, dataset_node, job_node)
-            for dataset_id, dataset_node, _ in outputs:
+            for _, dataset_node in outputs:
                 self.store.add_edge(self.conn, job_node, dataset_node)
             if self.run_id:
-                self._run(job_id, inputs, outputs)
-        for dataset, (dataset_id, _, _) in zip(self.event.get("outputs") or [], outputs):
+                self._run(job_id, bool(inputs or outputs))
+        for dataset, (dataset_id, _) in zip(self.event.get("outputs") or [], outputs):
             self._column_lineage(dataset, dataset_id)
         return True
 
     def _store_raw(self) -> bool:
-        key = event_dedup_key(self.event)
-        conn = self.conn
-        if conn.execute(select(events_table.c.id).where(events_table.c.dedup_key == key)).first():
-            return False
         job = self.event.get("job") or {}
-        conn.execute(events_table.insert().values(
-            dedup_key=key, run_id=self.run_id, event_type=self.event.get("eventType"), event_time=self.time,
-            job_namespace=job.get("namespace"), job_name=job.get("name"), source=self.source[:1024],
-            payload=json.dumps(self.event, sort_keys=True),
-        ))
-        return True
+        inserted = self.conn.execute(self.store.statements["insert_event"], {
+            "dedup_key": event_dedup_key(self.event), "run_id": self.run_id, "event_type": self.event.get("eventType"),
+            "event_time": self.time, "job_namespace": job.get("namespace"), "job_name": job.get("name"),
+            "source": self.source[:1024], "payload": json.dumps(self.event, sort_keys=True),
+        })
+        return inserted.rowcount == 1
 
     def _job(self, job: dict) -> tuple[int, int]:
         namespace, name = job["namespace"], job["name"]
         conn, store = self.conn, self.store
         node_id = store._node_id(conn, "job", namespace, name, name)
-        row = conn.execute(select(jobs_table.c.id, jobs_table.c.facets, jobs_table.c.updated_at)
-                           .where(jobs_table.c.namespace == namespace, jobs_table.c.name == name)).first()
         facets = job.get("facets") or {}
+        job_id = store._ids.get(("job", namespace, name))
+        if job_id is not None and not facets:
+            return job_id, node_id
+        row = conn.execute(_SELECT_JOB, {"p_ns": namespace, "p_name": name}).first()
         if row is None:
-            job_id = conn.execute(jobs_table.insert().values(
-                node_id=node_id, namespace=namespace, name=name, created_at=self.time, updated_at=self.time,
-                facets=json.dumps(facets, sort_keys=True))).inserted_primary_key[0]
+            job_id = conn.execute(jobs_table.insert(), {
+                "node_id": node_id, "namespace": namespace, "name": name, "created_at": self.time, "updated_at": self.time,
+                "facets": json.dumps(facets, sort_keys=True)}).inserted_primary_key[0]
         else:
             job_id = row.id
-            merged, updated = _merge_facets(row.facets, row.updated_at, facets, self.time)
-            conn.execute(update(jobs_table).where(jobs_table.c.id == job_id).values(facets=merged, updated_at=updated))
+            if facets:
+                merged, updated = _merge_facets(row.facets, row.updated_at, facets, self.time)
+                conn.execute(_UPDATE_JOB_FACETS, {"p_id": job_id, "p_facets": merged, "p_time": updated})
+        store._ids[("job", namespace, name)] = job_id
         return job_id, node_id
 
-    def _dataset(self, dataset: dict, direction: str | None) -> tuple[int, int, int | None]:
+    def _dataset(self, dataset: dict, direction: str | None) -> tuple[int, int]:
         namespace, name = dataset["namespace"], dataset["name"]
         facets = dataset.get("facets") or {}
         conn, store = self.conn, self.store
         node_id = store._node_id(conn, "dataset", namespace, name, dataset_label(namespace, name, facets))
         if store.add_aliases(conn, node_id, dataset_aliases(namespace, name, facets)) and facets.get("symlinks"):
-            conn.execute(update(nodes_table).where(nodes_table.c.id == node_id).values(label=dataset_label(namespace, name, facets)))
-        row = conn.execute(select(datasets_table.c.id, datasets_table.c.facets, datasets_table.c.updated_at)
-                           .where(datasets_table.c.namespace == namespace, datasets_table.c.name == name)).first()
-        if row is None:
-            dataset_id = conn.execute(datasets_table.insert().values(
-                node_id=node_id, namespace=namespace, name=name, created_at=self.time, updated_at=self.time,
-                facets=json.dumps(facets, sort_keys=True))).inserted_primary_key[0]
-        else:
-            dataset_id = row.id
-            if facets:
-                merged, updated = _merge_facets(row.facets, row.updated_at, facets, self.time)
-                conn.execute(update(datasets_table).where(datasets_table.c.id == dataset_id).values(facets=merged, updated_at=updated))
+            conn.execute(_UPDATE_NODE_LABEL, {"p_id": node_id, "p_label": dataset_label(namespace, name, facets)})
+        dataset_id = store._ids.get(("dataset", namespace, name))
+        if dataset_id is None or facets:
+            row = conn.execute(_SELECT_DATASET, {"p_ns": namespace, "p_name": name}).first()
+            if row is None:
+                dataset_id = conn.execute(datasets_table.insert(), {
+                    "node_id": node_id, "namespace": namespace, "name": name, "created_at": self.time, "updated_at": self.time,
+                    "facets": json.dumps(facets, sort_keys=True)}).inserted_primary_key[0]
+            else:
+                dataset_id = row.id
+                if facets:
+                    merged, updated = _merge_facets(row.facets, row.updated_at, facets, self.time)
+                    conn.execute(_UPDATE_DATASET_FACETS, {"p_id": dataset_id, "p_facets": merged, "p_time": updated})
+            store._ids[("dataset", namespace, name)] = dataset_id
         version_id = self._dataset_version(dataset_id, facets, direction)
         if direction and self.run_id:
-            self._run_dataset(dataset_id, direction, version_id)
-        return dataset_id, node_id, version_id
+            conn.execute(store.statements["upsert_run_dataset"], {"run_id": self.run_id, "dataset_id": dataset_id,
+                                                                  "direction": direction, "dataset_version_id": version_id})
+        return dataset_id, node_id
 
     def _dataset_version(self, dataset_id: int, facets: dict, direction: str | None) -> int | None:
         version = (facets.get("version") or {}).get("datasetVersion")
         if version is None:
             return None
         version = str(version)
-        conn = self.conn
-        row = conn.execute(select(dataset_versions_table.c.id, dataset_versions_table.c.schema, dataset_versions_table.c.created_by_run_id)
-                           .where(dataset_versions_table.c.dataset_id == dataset_id, dataset_versions_table.c.version == version)).first()
-        schema = [[f.get("name"), f.get("type")] for f in (facets.get("schema") or {}).get("fields") or []] or None
+        conn, store = self.conn, self.store
+        fields = (facets.get("schema") or {}).get("fields") or []
+        schema = json.dumps([[f.get("name"), f.get("type")] for f in fields]) if fields else None
         creator = self.run_id if direction == "output" else None
-        if row is None:
-            version_id = conn.execute(dataset_versions_table.insert().values(
-                dataset_id=dataset_id, version=version, schema=json.dumps(schema) if schema else None,
-                created_by_run_id=creator, created_at=self.time)).inserted_primary_key[0]
-        else:
-            version_id = row.id
-            changes = {}
-            if schema and not row.schema:
-                changes["schema"] = json.dumps(schema)
-            if creator and not row.created_by_run_id:
-                changes["created_by_run_id"] = creator
-            if changes:
-                conn.execute(update(dataset_versions_table).where(dataset_versions_table.c.id == version_id).values(**changes))
-        latest = conn.execute(select(datasets_table.c.current_version_id).where(datasets_table.c.id == dataset_id)).scalar()
-        if direction == "output" or latest is None:
-            newer = latest is None or conn.execute(select(dataset_versions_table.c.created_at)
-                                                   .where(dataset_versions_table.c.id == latest)).scalar() <= self.time
-            if newer:
-                conn.execute(update(datasets_table).where(datasets_table.c.id == dataset_id).values(current_version_id=version_id))
+        cache_key = ("version", dataset_id, version)
+        version_id = store._ids.get(cache_key)
+        if version_id is None:
+            version_id = conn.execute(_SELECT_VERSION, {"p_dataset": dataset_id, "p_version": version}).scalar()
+        if version_id is None:
+            version_id = conn.execute(dataset_versions_table.insert(), {
+                "dataset_id": dataset_id, "version": version, "schema": schema, "created_by_run_id": creator,
+                "created_at": self.time}).inserted_primary_key[0]
+        elif (schema and ("version_schema", version_id) not in store._ids) or (creator and ("version_creator", version_id) not in store._ids):
+            conn.execute(_UPDATE_VERSION, {"p_id": version_id, "p_schema": schema, "p_run": creator})
+        store._ids[cache_key] = version_id
+        if schema:
+            store._ids[("version_schema", version_id)] = 1
+        if creator:
+            store._ids[("version_creator", version_id)] = 1
+        if direction == "output":
+            conn.execute(_UPDATE_CURRENT_VERSION, {"p_id": dataset_id, "p_version": version_id, "p_time": self.time})
+            store._ids[("has_version", dataset_id)] = 1
+        elif ("has_version", dataset_id) not in store._ids:
+            conn.execute(_UPDATE_FIRST_VERSION, {"p_id": dataset_id, "p_version": version_id})
+            store._ids[("has_version", dataset_id)] = 1
         return version_id
 
-    def _run_dataset(self, dataset_id: int, direction: str, version_id: int | None) -> None:
-        conn = self.conn
-        where = (run_datasets_table.c.run_id == self.run_id, run_datasets_table.c.dataset_id == dataset_id,
-                 run_datasets_table.c.direction == direction)
-        row = conn.execute(select(run_datasets_table.c.dataset_version_id).where(*where)).first()
-        if row is None:
-            conn.execute(run_datasets_table.insert().values(run_id=self.run_id, dataset_id=dataset_id, direction=direction,
-                                                            dataset_version_id=version_id))
-        elif version_id is not None and row.dataset_version_id != version_id:
-            conn.execute(update(run_datasets_table).where(*where).values(dataset_version_id=version_id))
-
-    def _run(self, job_id: int, inputs, outputs) -> None:
+    def _run(self, job_id: int, has_datasets: bool) -> None:
         conn = self.conn
         run_facets = (self.event.get("run") or {}).get("facets") or {}
         job_facets = (self.event.get("job") or {}).get("facets") or {}
         state, rank = RUN_STATES.get(self.event.get("eventType") or "", (None, 0))
-        row = conn.execute(select(runs_table).where(runs_table.c.id == self.run_id)).first()
+        row = conn.execute(_SELECT_RUN, {"p_run": self.run_id}).first()
         values: dict = {}
         if row is None:
-            values.update(id=self.run_id, job_id=job_id, state="NEW", state_rank=0, state_time=None, facets=None, facets_time=None)
             current = {"state_rank": 0, "state_time": None, "started_at": None, "ended_at": None, "facets": None, "facets_time": None,
-                       "parent_run_id": None, "error_message": None, "code_hash": None, "code_version": None, "nominal_start": None}
+                       "parent_run_id": None, "nominal_start": None, "code_hash": None, "code_version": None, "job_version_id": None}
+            values.update(id=self.run_id, job_id=job_id, state="NEW", state_rank=0)
         else:
             current = row._mapping
         if state and (rank, self.time) >= (current["state_rank"], current["state_time"] or ""):
@@ -718,79 +755,60 @@ class _Ingest:
         if nominal.get("nominalStartTime") and not current["nominal_start"]:
             values["nominal_start"], values["nominal_end"] = nominal.get("nominalStartTime"), nominal.get("nominalEndTime")
         code = (job_facets.get("sourceCode") or {}).get("sourceCode")
-        if code:
-            values["code_hash"] = hashlib.sha256(code.encode()).hexdigest()
+        code_hash = hashlib.sha256(code.encode()).hexdigest() if code else None
+        if code_hash and code_hash != current["code_hash"]:
+            values["code_hash"] = code_hash
         location_version = (job_facets.get("sourceCodeLocation") or {}).get("version")
-        if location_version:
+        if location_version and location_version != current["code_version"]:
             values["code_version"] = location_version
         if row is None:
-            conn.execute(runs_table.insert().values(**values))
+            conn.execute(runs_table.insert(), values)
         elif values:
             conn.execute(update(runs_table).where(runs_table.c.id == self.run_id).values(**values))
-        self._job_version(job_id, values.get("code_hash") or current["code_hash"], values.get("code_version") or current["code_version"],
-                          row is None or bool(inputs or outputs or "code_hash" in values))
+        if row is None or has_datasets or "code_hash" in values or "code_version" in values:
+            self._job_version(job_id, values.get("code_hash") or current["code_hash"], values.get("code_version") or current["code_version"],
+                              current["job_version_id"], current["started_at"] or values.get("started_at") or self.time)
 
-    def _job_version(self, job_id: int, code_hash: str | None, code_version: str | None, changed: bool) -> None:
+    def _job_version(self, job_id: int, code_hash: str | None, code_version: str | None, previous: int | None, run_time: str) -> None:
         """The run's job version: its inputs and outputs (all events of the run so far) and its source code."""
-        if not changed:
-            return
-        conn = self.conn
-        rd, d = run_datasets_table, datasets_table
-        io = conn.execute(select(rd.c.direction, d.c.namespace, d.c.name).join(d, d.c.id == rd.c.dataset_id)
-                          .where(rd.c.run_id == self.run_id)).all()
+        conn, store = self.conn, self.store
+        io = conn.execute(_SELECT_RUN_IO, {"p_run": self.run_id}).all()
         inputs = sorted(f"{ns}:{name}" for direction, ns, name in io if direction == "input")
         outputs = sorted(f"{ns}:{name}" for direction, ns, name in io if direction == "output")
         version = _digest({"inputs": inputs, "outputs": outputs, "code": code_hash or code_version})
-        jv = job_versions_table
-        version_id = conn.execute(select(jv.c.id).where(jv.c.job_id == job_id, jv.c.version == version)).scalar()
+        version_id = store._ids.get(("job_version", job_id, version))
         if version_id is None:
-            version_id = conn.execute(jv.insert().values(
-                job_id=job_id, version=version, inputs=json.dumps(inputs), outputs=json.dumps(outputs),
-                code_hash=code_hash, code_version=code_version, created_at=self.time)).inserted_primary_key[0]
-        previous = conn.execute(select(runs_table.c.job_version_id).where(runs_table.c.id == self.run_id)).scalar()
+            version_id = conn.execute(_SELECT_JOB_VERSION, {"p_job": job_id, "p_version": version}).scalar()
+        if version_id is None:
+            version_id = conn.execute(job_versions_table.insert(), {
+                "job_id": job_id, "version": version, "inputs": json.dumps(inputs), "outputs": json.dumps(outputs),
+                "code_hash": code_hash, "code_version": code_version, "created_at": self.time}).inserted_primary_key[0]
+        store._ids[("job_version", job_id, version)] = version_id
         if previous != version_id:
-            conn.execute(update(runs_table).where(runs_table.c.id == self.run_id).values(job_version_id=version_id))
-            if previous is not None and conn.execute(select(runs_table.c.id).where(runs_table.c.job_version_id == previous).limit(1)).first() is None:
-                conn.execute(jv.delete().where(jv.c.id == previous))  # a version only a partial event of this run had
-        latest = conn.execute(select(jobs_table.c.latest_run_id).where(jobs_table.c.id == job_id)).scalar()
-        mine = conn.execute(select(runs_table.c.started_at, runs_table.c.state_time).where(runs_table.c.id == self.run_id)).first()
-        my_time = mine.started_at or mine.state_time or self.time
-        if latest and latest != self.run_id:
-            theirs = conn.execute(select(runs_table.c.started_at, runs_table.c.state_time).where(runs_table.c.id == latest)).first()
-            if theirs is not None and (theirs.started_at or theirs.state_time or "") > my_time:
-                return
-        conn.execute(update(jobs_table).where(jobs_table.c.id == job_id).values(latest_run_id=self.run_id, current_version_id=version_id))
+            conn.execute(_UPDATE_RUN_VERSION, {"p_run": self.run_id, "p_version": version_id})
+            if previous is not None and conn.execute(_RUN_USING_VERSION, {"p_version": previous}).first() is None:
+                conn.execute(_DELETE_JOB_VERSION, {"p_version": previous})  # a version only a partial event of this run had
+                store._ids = {k: v for k, v in store._ids.items() if not (k[0] == "job_version" and v == previous)}
+        conn.execute(_UPDATE_JOB_LATEST, {"p_id": job_id, "p_run": self.run_id, "p_time": run_time, "p_version": version_id})
 
     def _column_lineage(self, dataset: dict, dataset_id: int) -> None:
         fields = ((dataset.get("facets") or {}).get("columnLineage") or {}).get("fields") or {}
         conn, store = self.conn, self.store
-        ce = column_edges_table
         for field_name, spec in fields.items():
             for input_field in (spec or {}).get("inputFields") or []:
                 if not (input_field.get("namespace") and input_field.get("name") and input_field.get("field")):
                     continue
-                input_node = store._node_id(conn, "dataset", input_field["namespace"], input_field["name"],
-                                            dataset_label(input_field["namespace"], input_field["name"], {}))
-                input_id = self._dataset_id(input_field["namespace"], input_field["name"], input_node)
+                namespace, name = input_field["namespace"], input_field["name"]
+                input_id = self._dataset(input_field | {"facets": {}}, None)[0] if ("dataset", namespace, name) not in store._ids \
+                    else store._ids[("dataset", namespace, name)]
                 transformations = json.dumps(input_field.get("transformations") or [], sort_keys=True)
-                where = (ce.c.dataset_id == dataset_id, ce.c.field == field_name, ce.c.input_dataset_id == input_id,
-                         ce.c.input_field == input_field["field"])
-                existing = conn.execute(select(ce.c.transformations).where(*where)).first()
+                keys = {"p_dataset": dataset_id, "p_field": field_name, "p_input": input_id, "p_input_field": input_field["field"]}
+                existing = conn.execute(_SELECT_COLUMN_EDGE, keys).first()
                 if existing is None:
-                    conn.execute(ce.insert().values(dataset_id=dataset_id, field=field_name, input_dataset_id=input_id,
-                                                    input_field=input_field["field"], transformations=transformations))
+                    conn.execute(column_edges_table.insert(), {"dataset_id": dataset_id, "field": field_name, "input_dataset_id": input_id,
+                                                               "input_field": input_field["field"], "transformations": transformations})
                 elif existing.transformations != transformations:
-                    conn.execute(update(ce).where(*where).values(transformations=transformations))
-
-    def _dataset_id(self, namespace: str, name: str, node_id: int) -> int:
-        conn = self.conn
-        dataset_id = conn.execute(select(datasets_table.c.id).where(datasets_table.c.namespace == namespace,
-                                                                     datasets_table.c.name == name)).scalar()
-        if dataset_id is None:
-            dataset_id = conn.execute(datasets_table.insert().values(node_id=node_id, namespace=namespace, name=name,
-                                                                     created_at=self.time, updated_at=self.time,
-                                                                     facets="{}")).inserted_primary_key[0]
-        return dataset_id
+                    conn.execute(_UPDATE_COLUMN_EDGE, {**keys, "p_transformations": transformations})
 
 
 def iter_events(store: LineageStore, run_id: str | None = None) -> Iterator[dict]:

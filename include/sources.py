@@ -114,12 +114,14 @@ class IngestLedger:
 
     def record(self, file_name: str, fingerprint: str, table: str) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = json.dumps({
-            "file": file_name,
-            "fingerprint": fingerprint,
-            "table": table,
-            "ingested_at": datetime.now(UTC).isoformat(),
-        })
+        line = json.dumps(
+            {
+                "file": file_name,
+                "fingerprint": fingerprint,
+                "table": table,
+                "ingested_at": datetime.now(UTC).isoformat(),
+            }
+        )
         with self.path.open("a") as stream:
             fcntl.flock(stream, fcntl.LOCK_EX)
             stream.write(line + "\n")
@@ -154,7 +156,9 @@ def _fetch_once(session: requests.Session, url: str, target: Path, settings: Set
     return digest.hexdigest(), received
 
 
-def download(url: str, target: Path, settings: Settings = Settings(), session: requests.Session | None = None) -> tuple[str, int] | None:
+def download(
+    url: str, target: Path, settings: Settings = Settings(), session: requests.Session | None = None
+) -> tuple[str, int] | None:
     """Download with retries (exponential backoff: ``backoff``, 2x, 4x ... seconds). Returns (fingerprint, size), or
     None when the server says 404."""
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -172,7 +176,9 @@ def download(url: str, target: Path, settings: Settings = Settings(), session: r
         raise DownloadError(f"{url}: gave up after {settings.attempts} attempts: {last_error}") from last_error
 
 
-def fetch(url: str, target: Path, force: bool = False, settings: Settings = Settings(), ledger: IngestLedger | None = None) -> Download:
+def fetch(
+    url: str, target: Path, force: bool = False, settings: Settings = Settings(), ledger: IngestLedger | None = None
+) -> Download:
     ledger = ledger or IngestLedger()
     result = download(url, target, settings)
     if result is None:
@@ -191,4 +197,7 @@ def fetch_tlc_month(month: str, force: bool = False, settings: Settings = Settin
 
 
 def fetch_noaa_month(month: str, force: bool = False, settings: Settings = Settings()) -> list[Download]:
-    return [fetch(noaa_url(element, month), noaa_landed_path(element, month), force, settings) for element in WEATHER_ELEMENTS]
+    return [
+        fetch(noaa_url(element, month), noaa_landed_path(element, month), force, settings)
+        for element in WEATHER_ELEMENTS
+    ]

@@ -54,7 +54,9 @@ def drift(folder: Path) -> list[str]:
     problems += [f"{folder / name}: not listed in {LOCK_NAME}" for name in present if name not in locked]
     for name in present:
         if name in locked and sha256_of(folder / name) != locked[name]:
-            problems.append(f"{folder / name}: SHA-256 {sha256_of(folder / name)} differs from the lock's {locked[name]}")
+            problems.append(
+                f"{folder / name}: SHA-256 {sha256_of(folder / name)} differs from the lock's {locked[name]}"
+            )
     return problems
 
 

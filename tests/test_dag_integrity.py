@@ -100,12 +100,16 @@ def test_each_spark_task_runs_its_own_script_through_the_job_runner(dagbag_and_p
     dagbag = dagbag_and_parse_activity[0]
     applications = {
         (dag.dag_id, task.task_id): Path(task.application)
-        for dag in dagbag.dags.values() for task in dag.tasks if hasattr(task, "application")
+        for dag in dagbag.dags.values()
+        for task in dag.tasks
+        if hasattr(task, "application")
     }
     assert {key: path.name for key, path in applications.items()} == SPARK_TASKS
     for (dag_id, task_id), path in applications.items():
         assert path.parent == config.SPARK_JOBS_DIR and path.is_file(), f"{dag_id}.{task_id}: no script {path}"
-        assert _runs_main_through_the_runner(path), f"{path.name} does not run main through spark_jobs.common.runner.run"
+        assert _runs_main_through_the_runner(path), (
+            f"{path.name} does not run main through spark_jobs.common.runner.run"
+        )
 
 
 def test_each_spark_task_declares_the_tables_its_column_lineage_writes(dagbag_and_parse_activity):

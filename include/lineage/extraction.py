@@ -47,7 +47,9 @@ def declared_keys(operator) -> tuple[list[str], list[str]]:
     """Inputs and outputs of a project operator, or of a stock SparkSubmitOperator from its inlets/outlets."""
     if hasattr(operator, "lineage_keys"):
         return operator.lineage_keys()
-    return [_asset_key(asset) for asset in operator.inlets or []], [_asset_key(asset) for asset in operator.outlets or []]
+    return [_asset_key(asset) for asset in operator.inlets or []], [
+        _asset_key(asset) for asset in operator.outlets or []
+    ]
 
 
 def _asset_key(asset) -> str:
@@ -77,9 +79,11 @@ def _top_level_source(path: Path, name: str) -> str:
     """The source text of the top-level function or assignment ``name`` in ``path``, read without importing it."""
     text = path.read_text()
     for node in ast.parse(text).body:
-        defined = [node.name] if isinstance(node, ast.FunctionDef) else [
-            target.id for target in getattr(node, "targets", []) if isinstance(target, ast.Name)
-        ]
+        defined = (
+            [node.name]
+            if isinstance(node, ast.FunctionDef)
+            else [target.id for target in getattr(node, "targets", []) if isinstance(target, ast.Name)]
+        )
         if name in defined:
             return ast.get_source_segment(text, node)
     raise LookupError(f"{path}: no top-level definition of {name}")
@@ -93,8 +97,11 @@ def model_definition(model: str) -> str:
     params_file, params_name = contract.MODEL_PARAMS_DEFINITION
     params = ast.parse(_top_level_source(config.PROJECT_ROOT / params_file, params_name)).body[0].value
     model_params = next(
-        (ast.unparse(value) for key, value in zip(params.keys, params.values, strict=True)
-         if isinstance(key, ast.Constant) and key.value == model),
+        (
+            ast.unparse(value)
+            for key, value in zip(params.keys, params.values, strict=True)
+            if isinstance(key, ast.Constant) and key.value == model
+        ),
         "{}",
     )
     return f"# model {model}: {model_params}\n{_top_level_source(config.PROJECT_ROOT / file_name, function)}"
@@ -192,13 +199,18 @@ def _dataset_facets(key: str, role: str, report: JobReport, catalog) -> tuple[di
     elif key.startswith(naming.MODEL_PREFIX) and report.model:
         model = report.model
         facets["modelMetrics"] = ModelMetricsDatasetFacet(
-            modelName=model["model_name"], modelVersion=model["model_version"], mae=model["mae"],
-            baselineMae=model["baseline_mae"], holdoutRows=model.get("holdout_rows"),
+            modelName=model["model_name"],
+            modelVersion=model["model_version"],
+            mae=model["mae"],
+            baselineMae=model["baseline_mae"],
+            holdoutRows=model.get("holdout_rows"),
         )
         facets["version"] = dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion=model["model_version"])
     fingerprint = report.source_fingerprints.get(key)
     if fingerprint:
-        facets["fileFingerprint"] = FileFingerprintDatasetFacet(fingerprint=fingerprint, sizeBytes=Path(key).stat().st_size)
+        facets["fileFingerprint"] = FileFingerprintDatasetFacet(
+            fingerprint=fingerprint, sizeBytes=Path(key).stat().st_size
+        )
     if role == "input" and key in report.input_metrics:
         metrics = report.input_metrics[key]
         io_facets["dataQualityMetrics"] = data_quality_metrics_input_dataset.DataQualityMetricsInputDatasetFacet(
@@ -250,7 +262,11 @@ def lineage_of(operator, task_instance=None, complete: bool = False):
     try:
         enriched_inputs, enriched_outputs = future.result(timeout=TIME_BUDGET_SECONDS)
     except FutureTimeout:
-        log.warning("lineage: facets of %s not ready within %.1fs; emitting identities only", operator.task_id, TIME_BUDGET_SECONDS)
+        log.warning(
+            "lineage: facets of %s not ready within %.1fs; emitting identities only",
+            operator.task_id,
+            TIME_BUDGET_SECONDS,
+        )
         return plain
     except Exception as error:  # lineage must never fail the task
         log.warning("lineage: could not read facets of %s: %s", operator.task_id, error)
@@ -259,7 +275,11 @@ def lineage_of(operator, task_instance=None, complete: bool = False):
     drift = report.schema_drift
     if drift and (drift.get("renamed") or drift.get("filled_with_null") or drift.get("unexpected")):
         run_facets["schemaDrift"] = SchemaDriftRunFacet(
-            renamed=drift.get("renamed", {}), filledWithNull=drift.get("filled_with_null", []), unexpected=drift.get("unexpected", [])
+            renamed=drift.get("renamed", {}),
+            filledWithNull=drift.get("filled_with_null", []),
+            unexpected=drift.get("unexpected", []),
         )
     log.info("lineage: extracted %s in %.3fs", operator.task_id, time.monotonic() - started)
-    return OperatorLineage(inputs=enriched_inputs, outputs=enriched_outputs, job_facets=plain.job_facets, run_facets=run_facets)
+    return OperatorLineage(
+        inputs=enriched_inputs, outputs=enriched_outputs, job_facets=plain.job_facets, run_facets=run_facets
+    )

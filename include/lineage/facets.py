@@ -40,12 +40,16 @@ def _identity(key: str) -> tuple[str, str, dict]:
 
 def input_dataset(key: str, facets: dict | None = None, input_facets: dict | None = None) -> InputDataset:
     namespace, name, base = _identity(key)
-    return InputDataset(namespace=namespace, name=name, facets={**base, **(facets or {})}, inputFacets=input_facets or {})
+    return InputDataset(
+        namespace=namespace, name=name, facets={**base, **(facets or {})}, inputFacets=input_facets or {}
+    )
 
 
 def output_dataset(key: str, facets: dict | None = None, output_facets: dict | None = None) -> OutputDataset:
     namespace, name, base = _identity(key)
-    return OutputDataset(namespace=namespace, name=name, facets={**base, **(facets or {})}, outputFacets=output_facets or {})
+    return OutputDataset(
+        namespace=namespace, name=name, facets={**base, **(facets or {})}, outputFacets=output_facets or {}
+    )
 
 
 def land_source_lineage(operator, complete: bool):
@@ -57,7 +61,10 @@ def land_source_lineage(operator, complete: bool):
     if operator.source == "tlc":
         pairs = [(sources.tlc_url(operator.month), sources.tlc_landed_path(operator.month))]
     else:
-        pairs = [(sources.noaa_url(e, operator.month), sources.noaa_landed_path(e, operator.month)) for e in sources.WEATHER_ELEMENTS]
+        pairs = [
+            (sources.noaa_url(e, operator.month), sources.noaa_landed_path(e, operator.month))
+            for e in sources.WEATHER_ELEMENTS
+        ]
     by_url = {download.url: download for download in operator.downloads} if complete else {}
     inputs, outputs = [], []
     for url, path in pairs:
@@ -73,10 +80,12 @@ def land_source_lineage(operator, complete: bool):
 
 
 MODEL_METRICS_FACET_SCHEMA_URL = FINGERPRINT_FACET_SCHEMA_URL.replace(
-    "FileFingerprintDatasetFacet.json#/$defs/FileFingerprintDatasetFacet", "ModelMetricsDatasetFacet.json#/$defs/ModelMetricsDatasetFacet"
+    "FileFingerprintDatasetFacet.json#/$defs/FileFingerprintDatasetFacet",
+    "ModelMetricsDatasetFacet.json#/$defs/ModelMetricsDatasetFacet",
 )
 SCHEMA_DRIFT_FACET_SCHEMA_URL = FINGERPRINT_FACET_SCHEMA_URL.replace(
-    "FileFingerprintDatasetFacet.json#/$defs/FileFingerprintDatasetFacet", "SchemaDriftRunFacet.json#/$defs/SchemaDriftRunFacet"
+    "FileFingerprintDatasetFacet.json#/$defs/FileFingerprintDatasetFacet",
+    "SchemaDriftRunFacet.json#/$defs/SchemaDriftRunFacet",
 )
 
 

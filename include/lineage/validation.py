@@ -37,7 +37,12 @@ class EventValidator:
         spec = spec or spec_dir()
         if not (spec / "OpenLineage.json").exists():
             raise FileNotFoundError(f"OpenLineage spec not found at {spec} (set OPENLINEAGE_SPEC_DIR)")
-        files = [spec / "OpenLineage.json", *spec.glob("facets/*.json"), *spec.glob("registry/**/facets/*.json"), *PROJECT_SCHEMAS.glob("*.json")]
+        files = [
+            spec / "OpenLineage.json",
+            *spec.glob("facets/*.json"),
+            *spec.glob("registry/**/facets/*.json"),
+            *PROJECT_SCHEMAS.glob("*.json"),
+        ]
         schemas = [json.loads(path.read_text()) for path in files]
         self.registry = Registry().with_resources((s["$id"], Resource.from_contents(s)) for s in schemas)
         self.facet_validators: dict[str, Draft202012Validator] = {}

@@ -24,9 +24,16 @@ def run(main, argv: list[str] | None = None) -> None:
         print(f"BAD INPUT: {error}", file=sys.stderr)
         sys.exit(BAD_INPUT_EXIT_CODE)
     except Exception as error:
-        write_report(report_argument(argv), JobReport(error={
-            "kind": "failure", "message": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc(limit=5),
-        }))
+        write_report(
+            report_argument(argv),
+            JobReport(
+                error={
+                    "kind": "failure",
+                    "message": f"{type(error).__name__}: {error}",
+                    "traceback": traceback.format_exc(limit=5),
+                }
+            ),
+        )
         raise
 
 

@@ -27,9 +27,7 @@ def ensure_table(spark, table: str, schema, partitioned_by: str | None = None) -
 def current_snapshot_id(spark, table: str) -> int | None:
     if not table_exists(spark, table):
         return None
-    rows = spark.sql(
-        f"SELECT snapshot_id FROM {qualified(table)}.refs WHERE name = 'main'"
-    ).collect()
+    rows = spark.sql(f"SELECT snapshot_id FROM {qualified(table)}.refs WHERE name = 'main'").collect()
     return rows[0].snapshot_id if rows else None
 
 

@@ -39,9 +39,7 @@ def parse_weather(df: DataFrame) -> DataFrame:
 def bad_rows(df: DataFrame) -> DataFrame:
     """Rows with the wrong number of fields or a value that does not parse: (line, reason)."""
     return df.where(
-        F.col("_corrupt_record").isNotNull()
-        | F.col(DAY_COLUMNS[-1]).isNull()
-        | F.trim("year").cast("int").isNull()
+        F.col("_corrupt_record").isNotNull() | F.col(DAY_COLUMNS[-1]).isNull() | F.trim("year").cast("int").isNull()
     ).select(
         F.coalesce("_corrupt_record", F.concat_ws(",", *KEY_COLUMNS)).alias("line"),
     )
@@ -55,9 +53,11 @@ def daily_nyc_weather(raw: DataFrame) -> DataFrame:
         "meteorological_element",
         F.posexplode(F.array(*DAY_COLUMNS)).alias("day_index", "value"),
     )
-    valid = long.where(F.col("value") != WEATHER_MISSING_VALUE).withColumn(
-        "date", F.make_date("year", "month", F.col("day_index") + 1)
-    ).where(F.col("date").isNotNull())
+    valid = (
+        long.where(F.col("value") != WEATHER_MISSING_VALUE)
+        .withColumn("date", F.make_date("year", "month", F.col("day_index") + 1))
+        .where(F.col("date").isNotNull())
+    )
     return (
         valid.groupBy("date")
         .pivot("meteorological_element", ["prcp", "tavg"])

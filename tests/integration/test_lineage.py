@@ -40,9 +40,22 @@ def test_every_event_validates_against_the_official_schemas(events, spark_events
     validator = EventValidator()
     result = validator.validate(events + spark_events)
     assert result.errors == []
-    for facet in ("parent", "schema", "symlinks", "version", "catalog", "outputStatistics", "columnLineage",
-                  "dataQualityMetrics", "dataQualityAssertions", "fileFingerprint", "modelMetrics", "sourceCode",
-                  "sourceCodeLocation", "jobType"):
+    for facet in (
+        "parent",
+        "schema",
+        "symlinks",
+        "version",
+        "catalog",
+        "outputStatistics",
+        "columnLineage",
+        "dataQualityMetrics",
+        "dataQualityAssertions",
+        "fileFingerprint",
+        "modelMetrics",
+        "sourceCode",
+        "sourceCodeLocation",
+        "jobType",
+    ):
         assert facet in result.facets_checked, f"no {facet} facet was emitted"
         assert facet not in result.facets_without_schema
     broken = json.loads(json.dumps(_task_events(events, "merge_yellow_taxi_raw")[0]))
@@ -79,10 +92,17 @@ def test_graph_has_the_path_from_weather_source_to_weather_model(events, pipelin
 
 def test_forecast_dag_reads_the_very_datasets_the_ingest_dags_wrote(events):
     def ids(dag_prefix, side):
-        return {(d["namespace"], d["name"]) for e in events if e["job"]["name"].startswith(dag_prefix) for d in e.get(side) or []}
+        return {
+            (d["namespace"], d["name"])
+            for e in events
+            if e["job"]["name"].startswith(dag_prefix)
+            for d in e.get(side) or []
+        }
 
     written = ids("ingest_yellow_taxi_data.", "outputs") | ids("ingest_weather_data.", "outputs")
-    read = ids("forecast_yellow_rides.compute_hourly_actuals", "inputs") | ids("forecast_yellow_rides.train_model", "inputs")
+    read = ids("forecast_yellow_rides.compute_hourly_actuals", "inputs") | ids(
+        "forecast_yellow_rides.train_model", "inputs"
+    )
     raw_ids = {(naming.table_id(t).namespace, naming.table_id(t).name) for t in (naming.TAXI_RAW, naming.WEATHER_RAW)}
     assert raw_ids <= written and raw_ids <= read
 
@@ -98,11 +118,22 @@ def test_task_runs_are_children_of_their_dag_run_and_spark_runs_children_of_thei
         assert event["job"]["name"].startswith(parent["job"]["name"] + ".")
         task_runs[event["run"]["runId"]] = (event["job"]["name"], parent["run"]["runId"])
     task_names = {name for name, _ in task_runs.values()}
-    spark_apps = [e for e in spark_events if e["eventType"] == "START" and e["run"]["facets"].get("spark_applicationDetails")
-                  and e["run"]["facets"].get("parent", {}).get("job", {}).get("name") in task_names]
+    spark_apps = [
+        e
+        for e in spark_events
+        if e["eventType"] == "START"
+        and e["run"]["facets"].get("spark_applicationDetails")
+        and e["run"]["facets"].get("parent", {}).get("job", {}).get("name") in task_names
+    ]
     assert {app["run"]["facets"]["parent"]["job"]["name"].rsplit(".", 1)[-1] for app in spark_apps} == {
-        "stage_yellow_taxi", "merge_yellow_taxi_raw", "stage_weather", "merge_weather_raw",
-        "compute_hourly_actuals", "train_model", "write_forecast"}
+        "stage_yellow_taxi",
+        "merge_yellow_taxi_raw",
+        "stage_weather",
+        "merge_weather_raw",
+        "compute_hourly_actuals",
+        "train_model",
+        "write_forecast",
+    }
     for app in spark_apps:
         parent = app["run"]["facets"]["parent"]
         task_name, dag_run_id = task_runs[parent["run"]["runId"]]
@@ -121,7 +152,21 @@ def test_switching_to_the_weather_model_adds_the_weather_input_and_changes_the_j
     assert naive["job"]["facets"]["sourceCode"]["sourceCode"] != weather["job"]["facets"]["sourceCode"]["sourceCode"]
     naive_model, weather_model = naive["outputs"][0]["facets"], weather["outputs"][0]["facets"]
     assert naive_model["version"]["datasetVersion"] != weather_model["version"]["datasetVersion"]
-    assert weather_model["modelMetrics"]["mae"] >= 0 and naive_model["modelMetrics"]["baselineMae"] >= 0
+
+
+def test_model_metrics_facets_carry_what_training_measured(events, pipeline_run):
+    for train in _task_events(events, "train_model"):
+        model = train["outputs"][0]["name"].rsplit("/", 1)[-1]
+        saved = json.loads((naming.model_dir(model, pipeline_run.paths) / "model.json").read_text())
+        facet = train["outputs"][0]["facets"]["modelMetrics"]
+        assert (
+            facet["modelName"],
+            facet["modelVersion"],
+            facet["mae"],
+            facet["baselineMae"],
+            facet["holdoutRows"],
+        ) == (saved["model_name"], saved["model_version"], saved["mae"], saved["baseline_mae"], saved["holdout_rows"])
+        assert train["outputs"][0]["facets"]["version"]["datasetVersion"] == saved["model_version"]
 
 
 def test_complete_events_carry_iceberg_facets_that_match_the_catalog(events, catalog):
@@ -132,15 +177,23 @@ def test_complete_events_carry_iceberg_facets_that_match_the_catalog(events, cat
     assert snapshot is not None
     assert raw["outputFacets"]["outputStatistics"]["rowCount"] == int(snapshot.summary["added-records"]) > 0
     assert [f["name"] for f in raw["facets"]["schema"]["fields"]] == [f.name for f in table.schema().fields]
-    assert raw["facets"]["symlinks"]["identifiers"][0] == {"namespace": naming.table_symlink(naming.TAXI_RAW).namespace,
-                                                          "name": f"nyc_taxi.{naming.TAXI_RAW}", "type": "TABLE"}
+    assert raw["facets"]["symlinks"]["identifiers"][0] == {
+        "namespace": naming.table_symlink(naming.TAXI_RAW).namespace,
+        "name": f"nyc_taxi.{naming.TAXI_RAW}",
+        "type": "TABLE",
+    }
     assert {a["assertion"]: a["success"] for a in raw["facets"]["dataQualityAssertions"]["assertions"]} == {
-        "unique": True, "not_null": True, "non_negative": True}
+        "unique": True,
+        "not_null": True,
+        "non_negative": True,
+    }
     staging_metrics = merge["inputs"][0]["inputFacets"]["dataQualityMetrics"]
     assert staging_metrics["rowCount"] > 0 and staging_metrics["columnMetrics"]["PULocationID"]["nullCount"] == 0
     actuals = _task_events(events, "compute_hourly_actuals")[0]["outputs"][0]["facets"]["columnLineage"]["fields"]
     assert {(f["field"], f["transformations"][0]["type"]) for f in actuals["total_rides"]["inputFields"]} >= {
-        ("tpep_pickup_datetime", "INDIRECT"), ("PULocationID", "INDIRECT")}
+        ("tpep_pickup_datetime", "INDIRECT"),
+        ("PULocationID", "INDIRECT"),
+    }
 
 
 def test_landed_file_carries_its_fingerprint_from_download_to_stage(events, pipeline_run):
@@ -149,7 +202,11 @@ def test_landed_file_carries_its_fingerprint_from_download_to_stage(events, pipe
     download = _task_events(events, "download_tlc_month")[0]["outputs"][0]
     stage = _task_events(events, "stage_yellow_taxi")[0]["inputs"][0]
     assert download["name"] == stage["name"] == str(landed)
-    assert download["facets"]["fileFingerprint"]["fingerprint"] == stage["facets"]["fileFingerprint"]["fingerprint"] == fingerprint
+    assert (
+        download["facets"]["fileFingerprint"]["fingerprint"]
+        == stage["facets"]["fileFingerprint"]["fingerprint"]
+        == fingerprint
+    )
 
 
 def test_spark_listener_and_extractor_name_datasets_identically(events, spark_events, spark, pipeline_run, catalog):
@@ -159,11 +216,17 @@ def test_spark_listener_and_extractor_name_datasets_identically(events, spark_ev
     stage_task = _task_events(events, "stage_yellow_taxi")[0]
     extractor_input = (stage_task["inputs"][0]["namespace"], stage_task["inputs"][0]["name"])
     parent_of = lambda e: e["run"]["facets"].get("parent", {})  # noqa: E731
-    applications = {e["run"]["runId"] for e in spark_events
-                    if parent_of(e).get("job", {}).get("name") == "ingest_yellow_taxi_data.stage_yellow_taxi"}
-    listener_inputs = {(d["namespace"], d["name"]) for e in spark_events
-                       if e["run"]["runId"] in applications or parent_of(e).get("run", {}).get("runId") in applications
-                       for d in e.get("inputs") or []}
+    applications = {
+        e["run"]["runId"]
+        for e in spark_events
+        if parent_of(e).get("job", {}).get("name") == "ingest_yellow_taxi_data.stage_yellow_taxi"
+    }
+    listener_inputs = {
+        (d["namespace"], d["name"])
+        for e in spark_events
+        if e["run"]["runId"] in applications or parent_of(e).get("run", {}).get("runId") in applications
+        for d in e.get("inputs") or []
+    }
     assert extractor_input in listener_inputs
 
     before = len(load_events(pipeline_run.paths.spark_lineage_events))
@@ -174,7 +237,9 @@ def test_spark_listener_and_extractor_name_datasets_identically(events, spark_ev
     listener = {(d["namespace"], d["name"]): d["facets"] for e in new_events for d in e.get("inputs") or []}
     raw_id = naming.table_id(naming.TAXI_RAW)
     assert (raw_id.namespace, raw_id.name) in listener
-    assert listener[(raw_id.namespace, raw_id.name)]["version"]["datasetVersion"] == str(table.current_snapshot().snapshot_id)
+    assert listener[(raw_id.namespace, raw_id.name)]["version"]["datasetVersion"] == str(
+        table.current_snapshot().snapshot_id
+    )
     merge = _task_events(events, "merge_yellow_taxi_raw")[-1]["outputs"][0]
     assert (merge["namespace"], merge["name"]) == (raw_id.namespace, raw_id.name)
 
@@ -191,8 +256,13 @@ def failed_run(pipeline_run):
 def test_bad_input_fails_at_once_with_a_fail_event_carrying_the_error(failed_run, pipeline_run):
     assert failed_run.state == "failed"
     events = load_events(pipeline_run.paths.lineage_events)
-    fails = [e for e in events if e["eventType"] == "FAIL" and e["job"]["name"] == "ingest_yellow_taxi_data.stage_yellow_taxi"
-             and "yellow_tripdata_2025-03.parquet" in e["run"]["facets"]["errorMessage"]["message"]]
+    fails = [
+        e
+        for e in events
+        if e["eventType"] == "FAIL"
+        and e["job"]["name"] == "ingest_yellow_taxi_data.stage_yellow_taxi"
+        and "yellow_tripdata_2025-03.parquet" in e["run"]["facets"]["errorMessage"]["message"]
+    ]
     assert len(fails) == 1, "bad input must not be retried"
     message = fails[0]["run"]["facets"]["errorMessage"]["message"]
     assert "yellow_tripdata_2025-03.parquet" in message and "not a readable parquet file" in message

@@ -27,7 +27,9 @@ def _imported_modules(path) -> set[str]:
 
 def test_no_module_of_include_imports_spark_jobs_even_inside_a_function():
     offenders = {
-        str(path.relative_to(config.PROJECT_ROOT)): sorted(m for m in _imported_modules(path) if m.split(".")[0] == "spark_jobs")
+        str(path.relative_to(config.PROJECT_ROOT)): sorted(
+            m for m in _imported_modules(path) if m.split(".")[0] == "spark_jobs"
+        )
         for path in sorted(INCLUDE_DIR.rglob("*.py"))
     }
     assert {path: modules for path, modules in offenders.items() if modules} == {}
@@ -45,11 +47,24 @@ def _full_report() -> contract.JobReport:
         inputs={"yellow_taxi_staging": {"snapshot_id": 11, "rows": 3}},
         outputs={"yellow_taxi_raw": {"previous_snapshot_id": 11, "snapshot_id": 12, "rows": 3}},
         input_metrics={"/landing/f.parquet": {"rowCount": 3, "columnMetrics": {"PULocationID": {"nullCount": 1}}}},
-        assertions={"yellow_taxi_raw": [{"assertion": "unique", "success": True, "column": "unique_row_id",
-                                         "actual": "3", "expected": "3"}]},
+        assertions={
+            "yellow_taxi_raw": [
+                {"assertion": "unique", "success": True, "column": "unique_row_id", "actual": "3", "expected": "3"}
+            ]
+        },
         source_fingerprints={"/landing/f.parquet": "ab12"},
-        schema_drift={"renamed": {"airport_fee": "Airport_fee"}, "filled_with_null": ["cbd_congestion_fee"], "unexpected": []},
-        model={"model_name": "weather", "model_version": "weather-1", "mae": 1.5, "baseline_mae": 2.0, "holdout_rows": 24},
+        schema_drift={
+            "renamed": {"airport_fee": "Airport_fee"},
+            "filled_with_null": ["cbd_congestion_fee"],
+            "unexpected": [],
+        },
+        model={
+            "model_name": "weather",
+            "model_version": "weather-1",
+            "mae": 1.5,
+            "baseline_mae": 2.0,
+            "holdout_rows": 24,
+        },
         source_rows=4,
         staged_rows=3,
         quarantined_rows={"negative_total": 1},
@@ -74,11 +89,14 @@ def test_a_job_cannot_write_a_field_the_extractor_does_not_know(tmp_path):
         write_report(tmp_path / "r.json", {"source_file": "/landing/f.parquet"})
 
 
-@pytest.mark.parametrize("content, problem", [
-    ({"version": 99}, "report version 99"),
-    ({"rows": 1}, "unknown report field"),
-    ([1, 2], "JSON object"),
-])
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        ({"version": 99}, "report version 99"),
+        ({"rows": 1}, "unknown report field"),
+        ([1, 2], "JSON object"),
+    ],
+)
 def test_a_report_of_another_version_or_shape_is_named_and_ignored_by_the_extractor(tmp_path, caplog, content, problem):
     path = tmp_path / "try-1.json"
     path.write_text(json.dumps(content))
@@ -93,10 +111,15 @@ def test_the_operator_the_job_and_the_extractor_find_the_same_report_path(tmp_pa
     from spark_jobs.common.runner import BAD_INPUT_EXIT_CODE, BadInputError, run
 
     monkeypatch.setenv("PIPELINE_VAR_DIR", str(tmp_path / "var"))
-    ti = SimpleNamespace(dag_id="ingest_yellow_taxi_data", task_id="stage_yellow_taxi", run_id="manual__2025-02-01T00:00/x",
-                         try_number=2)
+    ti = SimpleNamespace(
+        dag_id="ingest_yellow_taxi_data", task_id="stage_yellow_taxi", run_id="manual__2025-02-01T00:00/x", try_number=2
+    )
     path = contract.report_path_for(ti)
-    assert path == tmp_path / "var/lineage/reports/ingest_yellow_taxi_data/stage_yellow_taxi/manual__2025-02-01T00:00_x/try-2.json"
+    assert (
+        path
+        == tmp_path
+        / "var/lineage/reports/ingest_yellow_taxi_data/stage_yellow_taxi/manual__2025-02-01T00:00_x/try-2.json"
+    )
     job_args = ["--month", "2025-01", contract.REPORT_ARGUMENT, str(path)]  # what the project's operator passes
 
     def failing_job(argv):
@@ -108,7 +131,9 @@ def test_the_operator_the_job_and_the_extractor_find_the_same_report_path(tmp_pa
     assert contract.report_location(job_args, ti) == path
     assert contract.report_location(["--month", "2025-01"], ti) == path, "without --report: the task try's path"
     assert extraction.read_report(contract.report_location(job_args, None)).error == {
-        "kind": "bad_input", "message": "f.parquet: not a readable parquet file"}
+        "kind": "bad_input",
+        "message": "f.parquet: not a readable parquet file",
+    }
 
 
 def test_every_model_has_a_definition_the_extractor_reads_without_importing_the_jobs():

@@ -118,7 +118,9 @@ def test_already_ingested_fingerprint_is_skipped_unless_forced(server, tmp_path)
 def test_urls_are_the_real_sources_by_default(monkeypatch):
     monkeypatch.delenv("TLC_BASE_URL", raising=False)
     monkeypatch.delenv("NOAA_BASE_URL", raising=False)
-    assert sources.tlc_url("2024-01") == "https://d37ci6vzurychx.cloudfront.net/trip-data/yellow_tripdata_2024-01.parquet"
+    assert (
+        sources.tlc_url("2024-01") == "https://d37ci6vzurychx.cloudfront.net/trip-data/yellow_tripdata_2024-01.parquet"
+    )
     assert sources.noaa_url("prcp", "2025-03") == (
         "https://www.ncei.noaa.gov/pub/data/daily-grids/v1-0-0/averages/2025/prcp-202503-cty-scaled.csv"
     )
@@ -137,7 +139,9 @@ def test_fetching_a_noaa_month_downloads_one_file_per_weather_element(server, tm
     monkeypatch.setenv("PIPELINE_VAR_DIR", str(tmp_path / "var"))
     downloads = sources.fetch_noaa_month("2025-01", settings=FAST)
     assert [d.status for d in downloads] == ["downloaded"] * len(contract.WEATHER_ELEMENTS)
-    assert sorted(behaviour.paths) == sorted(f"/averages/2025/{e}-202501-cty-scaled.csv" for e in contract.WEATHER_ELEMENTS)
+    assert sorted(behaviour.paths) == sorted(
+        f"/averages/2025/{e}-202501-cty-scaled.csv" for e in contract.WEATHER_ELEMENTS
+    )
 
 
 def test_retries_wait_exponentially_longer(server, tmp_path, caplog):

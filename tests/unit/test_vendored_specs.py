@@ -53,9 +53,19 @@ def test_the_validator_loads_every_facet_schema_from_the_repository(monkeypatch)
         "run": {"runId": str(uuid.uuid4()), "facets": {}},
         "job": {"namespace": "test", "name": "job", "facets": {}},
         "inputs": [],
-        "outputs": [{"namespace": "file", "name": "/tmp/t", "facets": {"schema": {
-            "_producer": "p", "_schemaURL": "https://openlineage.io/spec/facets/1-1-1/SchemaDatasetFacet.json",
-            "fields": [{"name": "a", "type": "int"}]}}}],
+        "outputs": [
+            {
+                "namespace": "file",
+                "name": "/tmp/t",
+                "facets": {
+                    "schema": {
+                        "_producer": "p",
+                        "_schemaURL": "https://openlineage.io/spec/facets/1-1-1/SchemaDatasetFacet.json",
+                        "fields": [{"name": "a", "type": "int"}],
+                    }
+                },
+            }
+        ],
     }
     assert validator.validate([event]).errors == []
     event["outputs"][0]["facets"]["schema"]["fields"] = [{"type": "int"}]

@@ -1,0 +1,45 @@
+"""The declared column lineage names real columns: each source and target column exists in the tables (and the
+landed file) of a real run of the three DAGs."""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+import pytest
+
+from include import config, naming, sources
+from include.lineage.column_lineage import MAPPINGS
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def columns_of(pipeline_run, catalog):
+    landed_file = sources.tlc_landed_path("2025-01", pipeline_run.paths)
+    file_columns = set(pq.read_schema(landed_file).names)
+
+    def columns(dataset: str) -> set[str]:
+        if dataset == "*file*":
+            return file_columns
+        table = catalog.load_table(f"{config.ICEBERG_NAMESPACE}.{dataset}")
+        return {field.name for field in table.schema().fields}
+
+    return columns
+
+
+@pytest.mark.parametrize("script", sorted(MAPPINGS))
+def test_every_declared_source_and_target_column_exists(columns_of, script):
+    missing = []
+    for output_table, mapping in MAPPINGS[script].items():
+        target_columns = columns_of(output_table)
+        missing += [f"{output_table}.{column} (target)" for column in mapping if column not in target_columns]
+        for column, sources_of_column in mapping.items():
+            for source_table, source_column, _ in sources_of_column:
+                if source_column not in columns_of(source_table):
+                    missing.append(f"{source_table}.{source_column} (source of {output_table}.{column})")
+    assert missing == []
+
+
+def test_column_lineage_covers_every_column_of_the_tables_it_maps_one_to_one(columns_of):
+    """Staging and raw carry every column on: a column added to a table and not to the lineage is caught here."""
+    for script, table in (("merge_taxi", naming.TAXI_RAW), ("merge_weather", naming.WEATHER_RAW)):
+        assert set(MAPPINGS[script][table]) == columns_of(table), f"{script}: lineage and {table} differ"

@@ -130,6 +130,17 @@ def test_scheduler_path_emits_dag_and_task_lineage_with_parents(airflow_ui, conc
             assert {"START", "COMPLETE"} <= seen[(dag_id, task_id)], f"{dag_id}.{task_id}: {seen[(dag_id, task_id)]}"
 
 
+def test_no_secret_of_the_airflow_home_reaches_lineage(airflow_ui, concurrent_runs):
+    secrets = json.loads((airflow_ui.paths.secrets / "airflow.json").read_text())
+    secrets["admin_password"] = airflow_ui.admin_password
+    files = [path for path in airflow_ui.paths.lineage.rglob("*") if path.is_file()]
+    assert files
+    for path in files:
+        content = path.read_bytes()
+        for name, secret in secrets.items():
+            assert secret.encode() not in content, f"{name} found in {path}"
+
+
 def test_spark_default_edited_in_the_ui_is_used_by_the_spark_tasks(airflow_ui, concurrent_runs):
     masters = set()
     for event in _events(airflow_ui.paths.spark_lineage_events):

@@ -116,3 +116,21 @@ def test_lineage_switch_removes_the_spark_listener_and_extra_conf_is_merged(tmp_
     monkeypatch.setenv("SPARK_CONF_EXTRA", "[1, 2]")
     with pytest.raises(ValueError, match="SPARK_CONF_EXTRA must be a JSON object"):
         config.spark_conf(tmp_paths)
+
+
+def test_setup_twice_keeps_the_same_secrets(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PIPELINE_VAR_DIR": str(tmp_path / "var")}
+    secrets_file = tmp_path / "var" / "secrets" / "airflow.json"
+    runs = []
+    for _ in range(2):
+        subprocess.run([sys.executable, "-m", "include.bootstrap", "--no-db"], env=env, check=True,
+                       cwd=config.PROJECT_ROOT, stdout=subprocess.DEVNULL)
+        cfg = configparser.ConfigParser(interpolation=None)
+        cfg.read(tmp_path / "var" / "airflow" / "airflow.cfg")
+        runs.append((secrets_file.read_text(), cfg["api_auth"]["jwt_secret"], cfg["core"]["fernet_key"]))
+    assert runs[0] == runs[1]
+    assert json.loads(runs[0][0])["jwt_secret"] == runs[0][1]

@@ -8,6 +8,8 @@ Every figure is the median of ``BENCH_REPEATS`` (default 3) alternating runs, wi
 2. Lineage overhead: the taxi DAG via ``airflow dags test`` with OpenLineage on ÷ with ``[openlineage] disabled``,
    and the extractor's own time per task (from its log line).
 3. Scale: ingest time of 1, 2 and 4 generated months, and the ratio 4 ÷ 1.
+4. Explorer: the lineage store on a generated 10^5-node lineage graph: ingest rate, upstream/downstream latency from
+   the closure table beside a recursive CTE (``include/bench_explorer.py``; ``BENCH_EXPLORER_NODES``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import sys
 import time
 from datetime import datetime, timezone
 
-from include import airflow_runs, config, local_source, sample_data
+from include import airflow_runs, bench_explorer, config, local_source, sample_data
 
 EXTRACTED = re.compile(r"lineage: extracted (\w+) in ([0-9.]+)s")
 
@@ -173,11 +175,13 @@ def main(argv: list[str] | None = None) -> int:
         "ingest": ingest_efficiency(paths, rows, repeats),
         "lineage": lineage_overhead(paths, lineage_rows, repeats),
         "scale": scale(paths, scale_rows, repeats),
+        "explorer": bench_explorer.explorer(paths.var / "explorer"),
     }
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=2))
-    (out / "results.md").write_text(to_markdown(results))
-    print(to_markdown(results))
+    markdown = to_markdown(results) + bench_explorer.to_markdown(results["explorer"])
+    (out / "results.md").write_text(markdown)
+    print(markdown)
     _progress(f"results in {out / 'results.json'} and {out / 'results.md'}")
     return 0
 

@@ -91,11 +91,13 @@ class _Tee:
         self.stream, self.copy = stream, copy
 
     def write(self, text):
-        self.copy.write(text)
+        if self.copy is not None:
+            self.copy.write(text)
         return self.stream.write(text)
 
     def flush(self):
-        self.copy.flush()
+        if self.copy is not None:
+            self.copy.flush()
         self.stream.flush()
 
     def __getattr__(self, name):
@@ -108,7 +110,7 @@ def submit_job(paths: config.Paths, catalog: config.CatalogSettings, jars: list[
     os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
     original_stdout = sys.stdout
     with log_file.open("w") as log:
-        sys.stdout = _Tee(original_stdout, log)
+        sys.stdout = tee = _Tee(original_stdout, log)
         try:
             from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
@@ -126,7 +128,7 @@ def submit_job(paths: config.Paths, catalog: config.CatalogSettings, jars: list[
             log.flush()
             raise CheckFailed(f"{error}\n{first_java_or_python_error(log_file)}") from error
         finally:
-            sys.stdout = original_stdout
+            sys.stdout, tee.copy = original_stdout, None  # Airflow's log handlers keep the tee: stop copying
 
 
 def first_java_or_python_error(log_file: Path) -> str:
@@ -183,12 +185,15 @@ def check_lineage(paths: config.Paths, catalog: config.CatalogSettings, location
     if physical != naming.table_id(TABLE, catalog):
         raise CheckFailed(f"the table is at {location}, not where include.naming expects it ({naming.table_id(TABLE, catalog)})")
     symlink = naming.table_symlink(TABLE, catalog)
+    # include.naming knows the REST and JDBC catalogs; for the hadoop fallback only the symlink's name is compared
+    symlink_namespaces = {symlink.namespace} if catalog.type != "hadoop" else None
     naming_the_table: dict[str, list[str]] = {}
     for event in events:
         for output in event.get("outputs", []):
             identifiers = output.get("facets", {}).get("symlinks", {}).get("identifiers", [])
             if (output["namespace"], output["name"]) == (physical.namespace, physical.name) and any(
-                (item["namespace"], item["name"]) == (symlink.namespace, symlink.name) for item in identifiers
+                item["name"] == symlink.name and (symlink_namespaces is None or item["namespace"] in symlink_namespaces)
+                for item in identifiers
             ):
                 naming_the_table.setdefault(event["job"]["name"], []).append(event["eventType"])
     merge_jobs = [job for job in naming_the_table if re.search(r"replace_data|merge|write_delta", job)]

@@ -114,7 +114,9 @@ def ensure_spark_connection(paths: config.Paths) -> None:
 def setup(paths: config.Paths | None = None, with_db: bool = True) -> config.Paths:
     paths = (paths or config.Paths.current()).ensure()
     jars.ensure_jars()
-    from include import catalog_server
+    from include import catalog_server, frontend_assets
+
+    frontend_assets.ensure_assets()  # the lineage page's JS, pinned and verified like the jars
 
     catalog_server.launcher_jar()
     changed = write_airflow_cfg(paths)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-
 from pyspark.sql import functions as F
 
 from include import naming, sources
-from spark_jobs.common.runner import month_job_args, run
 from spark_jobs.common.report import assertion, column_metrics, write_report
+from spark_jobs.common.runner import month_job_args, run
 from spark_jobs.common.session import spark_session
 from spark_jobs.common.tables import current_snapshot_id, ensure_table, qualified
 
@@ -16,13 +15,23 @@ def extract(spark, month: str):
     return spark.table(qualified(naming.TAXI_STAGING)).where(F.col("source_month") == month)
 
 
-def load(spark, staged) -> None:
+def month_range(month: str) -> tuple[str, str]:
+    """[first instant of the month, first instant of the next) as timestamp literals."""
+    year, mm = map(int, month.split("-"))
+    return f"{year:04d}-{mm:02d}-01 00:00:00", f"{year + (mm == 12):04d}-{mm % 12 + 1:02d}-01 00:00:00"
+
+
+def load(spark, staged, month: str) -> None:
     ensure_table(spark, naming.TAXI_RAW, staged.schema, partitioned_by="months(tpep_pickup_datetime)")
     staged.createOrReplaceTempView("staged_month")
+    # Every staged row's pickup is inside its file's month (the quarantine rule), so only raw's partition of that
+    # month can hold a match: the predicate on raw lets Iceberg prune every other month's files from the MERGE.
+    start, end = month_range(month)
     spark.sql(
         f"""MERGE INTO {qualified(naming.TAXI_RAW)} AS raw
         USING staged_month AS staged
-        ON raw.unique_row_id = staged.unique_row_id
+        ON raw.tpep_pickup_datetime >= TIMESTAMP '{start}' AND raw.tpep_pickup_datetime < TIMESTAMP '{end}'
+           AND raw.unique_row_id = staged.unique_row_id
         WHEN NOT MATCHED THEN INSERT *"""
     )
 
@@ -34,7 +43,7 @@ def main(argv: list[str] | None = None) -> None:
     staged = extract(spark, args.month)
     staging_snapshot = current_snapshot_id(spark, naming.TAXI_STAGING)
     before = current_snapshot_id(spark, naming.TAXI_RAW)
-    load(spark, staged)
+    load(spark, staged, args.month)
     landed = sources.tlc_landed_path(args.month)
     if landed.exists():
         sources.IngestLedger().record(landed.name, sources.fingerprint_file(landed), naming.TAXI_RAW)
@@ -45,20 +54,31 @@ def main(argv: list[str] | None = None) -> None:
         F.sum(F.col("PULocationID").isNull().cast("long")).alias("null_zones"),
         F.sum((F.col("total_amount") < 0).cast("long")).alias("negative_totals"),
     ).first()
-    write_report(args.report, {
-        "input_metrics": {naming.TAXI_STAGING: column_metrics(staged, ["unique_row_id", "PULocationID", "tpep_pickup_datetime"])},
-        "assertions": {naming.TAXI_RAW: [
-            assertion("unique", checks.ids == checks.rows, "unique_row_id", checks.ids, checks.rows),
-            assertion("not_null", not checks.null_zones, "PULocationID", checks.null_zones or 0, 0),
-            assertion("non_negative", not checks.negative_totals, "total_amount", checks.negative_totals or 0, 0),
-        ]},
-        "inputs": {naming.TAXI_STAGING: {"snapshot_id": staging_snapshot, "rows": staged.count()}},
-        "outputs": {naming.TAXI_RAW: {
-            "previous_snapshot_id": before,
-            "snapshot_id": current_snapshot_id(spark, naming.TAXI_RAW),
-            "rows": checks.rows,
-        }},
-    })
+    write_report(
+        args.report,
+        {
+            "input_metrics": {
+                naming.TAXI_STAGING: column_metrics(staged, ["unique_row_id", "PULocationID", "tpep_pickup_datetime"])
+            },
+            "assertions": {
+                naming.TAXI_RAW: [
+                    assertion("unique", checks.ids == checks.rows, "unique_row_id", checks.ids, checks.rows),
+                    assertion("not_null", not checks.null_zones, "PULocationID", checks.null_zones or 0, 0),
+                    assertion(
+                        "non_negative", not checks.negative_totals, "total_amount", checks.negative_totals or 0, 0
+                    ),
+                ]
+            },
+            "inputs": {naming.TAXI_STAGING: {"snapshot_id": staging_snapshot, "rows": staged.count()}},
+            "outputs": {
+                naming.TAXI_RAW: {
+                    "previous_snapshot_id": before,
+                    "snapshot_id": current_snapshot_id(spark, naming.TAXI_RAW),
+                    "rows": checks.rows,
+                }
+            },
+        },
+    )
     spark.stop()
 
 

@@ -482,6 +482,8 @@ class LineageQueries:
                     for row in conn.execute(select(ce.c.input_dataset_id, ce.c.input_field, ce.c.transformations)
                                             .where(ce.c.dataset_id == ds, ce.c.field == col)):
                         source = (row.input_dataset_id, row.input_field)
+                        if source == (ds, col):
+                            continue  # a table rewritten from itself (MERGE): not an origin of the column
                         edges.append((source, (ds, col), json.loads(row.transformations or "[]")))
                         if source not in levels:
                             levels[source] = levels[(ds, col)] + 1
@@ -607,7 +609,8 @@ def _compare_datasets(first: list[dict], second: list[dict], schema_changes: dic
 # ----------------------------------------------------------------------------- rendering
 def _node_line(node: Node, depth: int | None = None) -> str:
     kind = "job" if node.kind == "job" else "dataset"
-    where = "" if node.label == node.name or node.kind == "job" else f"  <{node.namespace}:{node.name}>"
+    is_table_name = node.kind == "dataset" and node.label not in (node.name, f"{node.namespace}:{node.name}", node.namespace + node.name)
+    where = f"  <{node.namespace}:{node.name}>" if is_table_name else ""
     return f"{node.label}  [{kind}{'' if depth is None else f', {depth} hop' + ('s' if depth != 1 else '')}]{where}"
 
 
@@ -636,7 +639,15 @@ def render_tree(sub: Subgraph) -> str:
                 walk(kid, prefix + ("    " if last else "│   "))
 
     walk(sub.focus.id, "")
+    if sub.direction == "upstream":
+        lines.append("origins: " + (", ".join(n.label for n in origins(sub)) or "(none)"))
     return "\n".join(lines)
+
+
+def origins(sub: Subgraph) -> list[Node]:
+    """The upstream datasets nothing else feeds: where the focus node's data comes from."""
+    fed = {target for source, target in sub.edges if source != target}
+    return sorted((n for n in sub.datasets() if n.id not in fed), key=lambda n: n.label)
 
 
 def render_impact(result: dict) -> str:
@@ -786,7 +797,10 @@ def demo_summary(paths: config.Paths | None = None, out: Callable[[str], None] =
         out(f"demo: lineage ingest: {result.read} events from {len(files)} files, {result.new} new, into {store.url}")
         queries = LineageQueries(store)
         out("demo: $ lineage upstream nyc_taxi.yellow_rides_hourly_forecast   # where does the forecast come from?")
-        out(render_tree(queries.upstream("nyc_taxi.yellow_rides_hourly_forecast")))
+        upstream = queries.upstream("nyc_taxi.yellow_rides_hourly_forecast")
+        out(f"{len(upstream.datasets())} datasets and {len(upstream.jobs())} jobs upstream; its origins:")
+        for node in origins(upstream):
+            out(f"  {upstream.depths[node.id]:>3} hops  {node.label}")
         out("demo: $ lineage impact nyc_taxi.yellow_taxi_raw   # what must be recomputed if raw taxi data was wrong?")
         out(render_impact(queries.impact("nyc_taxi.yellow_taxi_raw")))
     finally:

@@ -14,7 +14,13 @@ import pytest
 _TEST_RUNS = Path(__file__).resolve().parent.parent / "var" / "test-runs"
 _SESSION_VAR = _TEST_RUNS / f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
 _SESSION_VAR.mkdir(parents=True, exist_ok=True)
-for _old in sorted(_TEST_RUNS.iterdir())[:-3]:  # keep the last three runs' state for post-mortems
+def _session_alive(folder: Path) -> bool:
+    pid = folder.name.rsplit("-", 1)[-1]
+    return pid.isdigit() and Path(f"/proc/{pid}").exists()
+
+
+# Keep the last three finished runs' state for post-mortems; never touch a session that is still running.
+for _old in [folder for folder in sorted(_TEST_RUNS.iterdir()) if not _session_alive(folder)][:-3]:
     shutil.rmtree(_old, ignore_errors=True)
 os.environ.setdefault("PIPELINE_VAR_DIR", str(_SESSION_VAR))
 os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")

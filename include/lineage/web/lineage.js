@@ -1,0 +1,314 @@
+/* The lineage page: Cytoscape.js draws the graph, cytoscape-dagre lays it out (no layout code here).
+ * Data comes from the lineage store over HTTP (inside Airflow: LINEAGE_API) or, in the exported single file, from
+ * LINEAGE_BUNDLE, which holds the same answers computed in advance. */
+(function () {
+  "use strict";
+
+  const BUNDLE = window.LINEAGE_BUNDLE || null;
+  const API = window.LINEAGE_API || "ui/";
+  const params = new URLSearchParams(window.location.search);
+  const $ = (id) => document.getElementById(id);
+
+  async function get(path) {
+    const response = await fetch(API + path, { credentials: "same-origin", headers: { Accept: "application/json" } });
+    if (!response.ok) {
+      let detail = response.statusText;
+      try { detail = (await response.json()).detail || detail; } catch (e) { /* not JSON */ }
+      throw new Error(`${path}: HTTP ${response.status}: ${detail}`);
+    }
+    return response.json();
+  }
+
+  const enc = encodeURIComponent;
+  const api = {
+    graph: async () => (BUNDLE ? BUNDLE.graph : get("graph")),
+    node: async (id) => (BUNDLE ? BUNDLE.details[id] : get(`node?id=${enc(id)}`)),
+    impact: async (id) => (BUNDLE ? BUNDLE.impact[id] : get(`impact?id=${enc(id)}`)),
+    columns: async (ref) => {
+      if (!BUNDLE) return get(`columns?id=${enc(ref)}`);
+      if (!BUNDLE.columns[ref]) throw new Error(`no column lineage for ${ref} in this file`);
+      return BUNDLE.columns[ref];
+    },
+    diff: async (a, b) => {
+      if (!BUNDLE) return get(`diff?a=${enc(a)}&b=${enc(b)}`);
+      const found = BUNDLE.diffs[`${a}|${b}`];
+      if (!found) throw new Error("this exported file holds the comparisons of a job's five newest runs only");
+      return found;
+    },
+  };
+
+  function h(tag, attrs, ...children) {
+    const el = document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (value === undefined || value === null || value === false) continue;
+      if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
+      else el.setAttribute(key, value === true ? "" : value);
+    }
+    for (const child of children.flat()) {
+      if (child === undefined || child === null || child === false) continue;
+      el.append(child instanceof Node ? child : String(child));
+    }
+    return el;
+  }
+
+  function showError(error) {
+    const box = $("error");
+    box.textContent = String(error && error.message ? error.message : error);
+    box.hidden = false;
+    setTimeout(() => { box.hidden = true; }, 8000);
+  }
+
+  const fmtNumber = (n) => (typeof n === "number" ? n.toLocaleString("en-US") : n ?? "—");
+  const fmtBytes = (n) => (typeof n === "number" ? (n >= 1048576 ? `${(n / 1048576).toFixed(1)} MiB` : `${(n / 1024).toFixed(1)} KiB`) : "—");
+  const fmtTime = (t) => (t ? t.replace("T", " ").replace(/\.\d+Z$/, "Z") : "—");
+  const state = (s) => h("span", { class: `state ${s || ""}` }, s || "—");
+  const table = (head, rows) => h("table", {}, h("tr", {}, head.map((c) => h("th", {}, c))), rows);
+
+  // ------------------------------------------------------------------ graph
+  const STYLE = [
+    { selector: "node", style: {
+      label: "data(label)", "font-size": 11, "text-valign": "center", "text-halign": "center", "text-wrap": "ellipsis",
+      "text-max-width": "data(textWidth)", width: "data(width)", height: 30, shape: "round-rectangle",
+      "border-width": 1.5, "background-color": "#d6ebff", "border-color": "#1c6dd0", color: "#102a43" } },
+    { selector: "node.file", style: { "background-color": "#f0f4f8", "border-color": "#7b8794", "border-style": "dashed" } },
+    { selector: "node.job", style: { shape: "rectangle", "background-color": "#ffe8cc", "border-color": "#d9822b" } },
+    { selector: "node.spark", style: { shape: "cut-rectangle", "background-color": "#efe4ff", "border-color": "#7c3aed" } },
+    { selector: "node.dag", style: { shape: "round-rectangle", "background-color": "#fafafa", "background-opacity": 0.6,
+      "border-color": "#9aa5b1", "border-style": "dashed", "text-valign": "top", "text-halign": "center", "font-weight": 600,
+      "font-size": 12, padding: 14, "text-margin-y": -4 } },
+    { selector: "node.FAILED", style: { "border-color": "#c62828", "border-width": 3 } },
+    { selector: "edge", style: { width: 1.4, "line-color": "#9aa5b1", "target-arrow-color": "#9aa5b1",
+      "target-arrow-shape": "triangle", "curve-style": "bezier", "arrow-scale": 0.9 } },
+    { selector: ".hidden", style: { display: "none" } },
+    { selector: "node:selected", style: { "border-width": 3, "border-color": "#0b3d91", "overlay-opacity": 0 } },
+    { selector: ".faded", style: { opacity: 0.18 } },
+    { selector: "node.impact-source", style: { "background-color": "#ffd43b", "border-color": "#b08900", "border-width": 3 } },
+    { selector: "node.impacted", style: { "background-color": "#ffc9c9", "border-color": "#c92a2a", "border-width": 3 } },
+    { selector: "edge.impacted", style: { "line-color": "#c92a2a", "target-arrow-color": "#c92a2a", width: 2.5 } },
+  ];
+
+  let cy = null;
+  let graphData = null;
+
+  function elementsOf(data) {
+    const elements = [];
+    for (const node of data.nodes) {
+      const classes = [node.kind, node.level, node.state].filter(Boolean).join(" ");
+      const width = node.level === "dag" ? undefined : Math.max(90, Math.min(260, node.label.length * 6.6 + 24));
+      elements.push({ group: "nodes", classes, data: { ...node, width: width || 90, textWidth: (width || 300) - 12 } });
+    }
+    for (const edge of data.edges) {
+      elements.push({ group: "edges", data: { id: `${edge.source}->${edge.target}`, source: edge.source, target: edge.target } });
+    }
+    return elements;
+  }
+
+  function applyFilters() {
+    const showSpark = $("show-spark").checked;
+    const showFiles = $("show-files").checked;
+    const dag = params.get("dag");
+    cy.batch(() => {
+      cy.elements().removeClass("hidden");
+      if (!showSpark) cy.nodes(".spark").addClass("hidden");
+      if (!showFiles) cy.nodes(".file").addClass("hidden");
+      if (dag) {
+        const dagNode = cy.nodes(".dag").filter((n) => n.data("name") === dag);
+        const tasks = dagNode.children();
+        const keep = dagNode.union(tasks).union(tasks.incomers("node")).union(tasks.outgoers("node"));
+        cy.nodes().difference(keep).addClass("hidden");
+        if (showSpark) cy.nodes(".spark").removeClass("hidden");
+      }
+      // a DAG box with no visible task, or an edge to a hidden node, goes too
+      cy.nodes(".dag").forEach((n) => { if (n.children().not(".hidden").empty()) n.addClass("hidden"); });
+      cy.edges().forEach((e) => { if (e.source().hasClass("hidden") || e.target().hasClass("hidden")) e.addClass("hidden"); });
+    });
+    layout();
+  }
+
+  function layout() {
+    cy.elements().not(".hidden").layout({
+      name: "dagre", rankDir: "LR", nodeSep: 14, rankSep: 70, edgeSep: 8, padding: 20, fit: true, animate: false,
+    }).run();
+  }
+
+  function clearHighlight() {
+    cy.elements().removeClass("faded impacted impact-source");
+  }
+
+  async function highlightImpact(id) {
+    const result = await api.impact(id);
+    clearHighlight();
+    const ids = new Set(result.downstream.map((d) => d.id));
+    cy.batch(() => {
+      cy.elements().addClass("faded");
+      const source = cy.getElementById(id);
+      source.removeClass("faded").addClass("impact-source");
+      cy.nodes().filter((n) => ids.has(n.id())).removeClass("faded").addClass("impacted");
+      cy.edges().filter((e) => (ids.has(e.target().id()) && (ids.has(e.source().id()) || e.source().id() === id)))
+        .removeClass("faded").addClass("impacted");
+      cy.nodes(".dag").filter((n) => n.children(".impacted").nonempty()).removeClass("faded");
+    });
+    $("scope").textContent = `impact of ${cy.getElementById(id).data("label")}: ${ids.size} nodes downstream`;
+    return result;
+  }
+
+  // ------------------------------------------------------------------ detail pane
+  async function openDetail(id) {
+    const detail = await api.node(id);
+    const body = $("detail-body");
+    body.replaceChildren();
+    $("detail").hidden = false;
+    cy.resize();
+    body.append(
+      h("h2", { id: "detail-title" }, detail.label),
+      h("div", { class: "id" }, `${detail.kind} · ${detail.id}`),
+      h("div", { class: "actions" },
+        h("button", { type: "button", id: "impact-button", onclick: () => highlightImpact(id).catch(showError) }, "Highlight impact"),
+        detail.kind === "dataset" && detail.lineageColumns && detail.lineageColumns.length
+          ? h("span", {}, h("select", { id: "column-select", "aria-label": "column" },
+              detail.lineageColumns.map((c) => h("option", { value: c }, c))),
+            " ", h("button", { type: "button", id: "columns-button",
+              onclick: () => openColumns(`${id}.${$("column-select").value}`).catch(showError) }, "Column lineage"))
+          : null),
+    );
+    if (detail.kind === "dataset") renderDataset(body, detail);
+    else renderJob(body, detail);
+    cy.elements().unselect();
+    cy.getElementById(id).select();
+  }
+
+  function renderDataset(body, d) {
+    if (d.statistics) {
+      body.append(h("h3", {}, "Statistics (latest write)"), table(["rows", "files", "size"], [h("tr", {},
+        h("td", { class: "num", id: "stat-rows" }, fmtNumber(d.statistics.rowCount)), h("td", { class: "num" }, fmtNumber(d.statistics.fileCount)),
+        h("td", { class: "num" }, fmtBytes(d.statistics.size)))]));
+    }
+    body.append(h("h3", {}, `Versions (Iceberg snapshots)${d.currentVersion ? "" : ": none recorded"}`));
+    if (d.versions.length) {
+      body.append(table(["snapshot id", "written", "rows", "by run"], d.versions.map((v) => h("tr", { class: v.current ? "current" : "" },
+        h("td", { class: "mono snapshot-id" }, v.version, v.current ? " (current)" : ""), h("td", {}, fmtTime(v.createdAt)),
+        h("td", { class: "num" }, fmtNumber(v.outputStatistics && v.outputStatistics.rowCount)),
+        h("td", { class: "mono" }, (v.runId || "—").slice(0, 8))))));
+    }
+    const assertions = (d.dataQuality.dataQualityAssertions || {}).assertions || [];
+    const metrics = (d.dataQuality.dataQualityMetrics || {}).columnMetrics || {};
+    if (assertions.length || Object.keys(metrics).length) {
+      body.append(h("h3", {}, "Data quality"));
+      if (assertions.length) {
+        body.append(table(["assertion", "column", "actual", "expected", "result"], assertions.map((a) => h("tr", {},
+          h("td", {}, a.assertion), h("td", {}, a.column || ""), h("td", { class: "num" }, a.actual ?? ""), h("td", { class: "num" }, a.expected ?? ""),
+          h("td", { class: a.success ? "ok" : "bad" }, a.success ? "passed" : "FAILED")))));
+      }
+      const names = Object.keys(metrics);
+      if (names.length) {
+        body.append(table(["column", "nulls", "distinct", "min", "max"], names.map((c) => h("tr", {}, h("td", {}, c),
+          h("td", { class: "num" }, fmtNumber(metrics[c].nullCount)), h("td", { class: "num" }, fmtNumber(metrics[c].distinctCount)),
+          h("td", { class: "num" }, metrics[c].min ?? ""), h("td", { class: "num" }, metrics[c].max ?? "")))));
+      }
+    }
+    if (d.schema.length) {
+      body.append(h("h3", {}, `Schema (${d.schema.length} columns)`),
+        table(["column", "type"], d.schema.map((f) => h("tr", {}, h("td", { class: "mono" }, f.name), h("td", { class: "mono" }, f.type)))));
+    }
+    renderRuns(body, d, "Runs that wrote it");
+  }
+
+  function renderJob(body, d) {
+    if (d.documentation) body.append(h("p", {}, d.documentation));
+    if (d.sourceCodeLocation) body.append(h("p", {}, "source: ", h("code", {}, d.sourceCodeLocation)));
+    renderRuns(body, d, `Recent runs (${d.runCount} in all)`);
+  }
+
+  function renderRuns(body, d, title) {
+    body.append(h("h3", {}, title));
+    if (!d.runs.length) { body.append(h("p", {}, "none")); return; }
+    const rows = d.runs.map((r) => h("tr", { "data-run": r.id },
+      h("td", {}, h("input", { type: "checkbox", class: "compare", value: r.id, "aria-label": `compare ${r.id}` })),
+      h("td", { class: "mono" }, r.id.slice(0, 8)), h("td", {}, state(r.state)), h("td", {}, fmtTime(r.startedAt)),
+      h("td", {}, r.inputs.map((i) => i.label).concat([]).length ? `${r.inputs.length} in / ${r.outputs.length} out` : `${r.outputs.length} out`),
+      h("td", { class: "bad" }, r.errorMessage ? r.errorMessage.split("\n")[0].slice(0, 120) : "")));
+    body.append(table(["", "run", "state", "started", "datasets", "error"], rows));
+    if (d.kind === "job" && d.runs.length > 1) {
+      body.append(h("div", { class: "actions" }, h("button", { type: "button", id: "compare-button", onclick: () => compareSelected(d).catch(showError) },
+        "Compare the two selected runs")), h("div", { id: "diff" }));
+    }
+  }
+
+  async function compareSelected(d) {
+    const picked = [...document.querySelectorAll("input.compare:checked")].map((box) => box.value);
+    if (picked.length !== 2) throw new Error("select exactly two runs to compare");
+    const order = d.runs.map((r) => r.id);
+    picked.sort((a, b) => order.indexOf(b) - order.indexOf(a)); // older first (runs are newest first)
+    const result = await api.diff(picked[0], picked[1]);
+    const [a, b] = result.runs;
+    const c = result.changes;
+    const rows = [];
+    const row = (label, x, y, changed) => rows.push(h("tr", { class: changed ? "changed" : "" }, h("th", {}, label),
+      h("td", { class: "mono" }, x ?? "—"), h("td", { class: "mono" }, y ?? "—")));
+    row("run", a.id.slice(0, 8), b.id.slice(0, 8), false);
+    row("state", a.state, b.state, "state" in c);
+    row("job version", (a.jobVersion || "").slice(0, 12), (b.jobVersion || "").slice(0, 12), "jobVersion" in c);
+    row("code", (a.codeHash || "").slice(0, 12), (b.codeHash || "").slice(0, 12), "codeHash" in c);
+    for (const [key, [x, y]] of Object.entries(c.parameters || {})) row(`param ${key}`, JSON.stringify(x), JSON.stringify(y), true);
+    for (const direction of ["inputs", "outputs"]) {
+      const part = c[direction];
+      for (const item of part.added) row(`${direction.slice(0, -1)} +`, "", `${item.dataset} @ ${item.version || ""}`, true);
+      for (const item of part.removed) row(`${direction.slice(0, -1)} −`, `${item.dataset} @ ${item.version || ""}`, "", true);
+      for (const item of part.changed) row(`${direction.slice(0, -1)} ~ ${item.dataset}`, item.from, item.to, true);
+      for (const item of part.same) row(`${direction.slice(0, -1)} = ${item.dataset}`, item.version, item.version, false);
+    }
+    for (const [dataset, change] of Object.entries(c.schema || {})) {
+      row(`schema ${dataset}`, change.removed.join(", "), change.added.concat(change.changed).join(", "), true);
+    }
+    if ("errorMessage" in c) row("error", (c.errorMessage[0] || "").slice(0, 80), (c.errorMessage[1] || "").slice(0, 80), true);
+    $("diff").replaceChildren(h("h3", {}, "A → B"), h("table", { id: "diff-table" }, rows));
+  }
+
+  // ------------------------------------------------------------------ column view
+  async function openColumns(ref) {
+    const result = await api.columns(ref);
+    $("columns-view").hidden = false;
+    $("columns-title").textContent = `Column lineage of ${ref.split(":").pop()}`;
+    const datasets = new Map(graphData.nodes.filter((n) => n.kind === "dataset").map((n) => [`${n.namespace}:${n.name}`, n.label]));
+    const elements = [];
+    for (const node of result.graph) {
+      const d = node.data;
+      const table = datasets.get(`${d.namespace}:${d.dataset}`) || d.dataset.split("/").pop();
+      const label = `${table}.${d.field}`;
+      elements.push({ group: "nodes", data: { id: node.id, label, width: Math.max(120, label.length * 6.6 + 24), textWidth: 400 } });
+      for (const edge of node.inEdges) elements.push({ group: "edges", data: { id: `${edge.origin}->${edge.destination}`, source: edge.origin, target: edge.destination } });
+    }
+    const view = cytoscape({ container: $("columns-graph"), elements, style: STYLE });
+    view.nodes().first().addClass("impact-source");
+    view.layout({ name: "dagre", rankDir: "RL", nodeSep: 10, rankSep: 60, padding: 20, animate: false }).run();
+    window.lineageColumnGraph = view;
+  }
+
+  // ------------------------------------------------------------------ start
+  async function start() {
+    graphData = await api.graph();
+    const jobs = graphData.nodes.filter((n) => n.kind === "job").length;
+    $("summary").textContent = `${graphData.nodes.length - jobs} datasets, ${jobs} jobs${BUNDLE ? ` · exported ${BUNDLE.exportedAt}` : ""}`;
+    $("node-names").replaceChildren(...graphData.nodes.map((n) => h("option", { value: n.label })));
+    cy = cytoscape({ container: $("graph"), elements: elementsOf(graphData), style: STYLE, minZoom: 0.1, maxZoom: 3 });
+    window.lineageGraph = cy;
+    if (params.get("dag")) $("scope").textContent = `DAG ${params.get("dag")}`;
+    applyFilters();
+    // on the core, so a tap on a task inside its DAG box arrives once (events bubble to compound parents)
+    cy.on("tap", (event) => { if (event.target !== cy && event.target.isNode()) openDetail(event.target.id()).catch(showError); });
+    $("show-spark").addEventListener("change", applyFilters);
+    $("show-files").addEventListener("change", applyFilters);
+    $("fit").addEventListener("click", () => cy.fit(cy.elements().not(".hidden"), 20));
+    $("clear").addEventListener("click", () => { clearHighlight(); $("scope").textContent = params.get("dag") ? `DAG ${params.get("dag")}` : ""; });
+    $("close-detail").addEventListener("click", () => { $("detail").hidden = true; cy.resize(); });
+    $("close-columns").addEventListener("click", () => { $("columns-view").hidden = true; });
+    $("search").addEventListener("change", () => {
+      const wanted = $("search").value.trim();
+      const match = cy.nodes().filter((n) => n.data("label") === wanted || n.data("fullName") === wanted || n.id() === wanted).first();
+      if (match.nonempty()) { cy.animate({ center: { eles: match }, zoom: 1.2 }, { duration: 200 }); openDetail(match.id()).catch(showError); }
+    });
+    document.body.dataset.ready = "true";
+  }
+
+  start().catch((error) => { showError(error); document.body.dataset.ready = "error"; });
+})();

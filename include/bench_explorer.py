@@ -24,7 +24,7 @@ import statistics
 import sys
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from include import config
@@ -40,10 +40,16 @@ def _progress(message: str) -> None:
 def _dataset(name: str, version: str | None = None) -> dict:
     facets = {}
     if version is not None:
-        facets["version"] = {"_producer": PRODUCER, "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/DatasetVersionDatasetFacet.json",
-                             "datasetVersion": version}
-        facets["schema"] = {"_producer": PRODUCER, "_schemaURL": "https://openlineage.io/spec/facets/1-1-1/SchemaDatasetFacet.json",
-                            "fields": [{"name": "id", "type": "long"}, {"name": "value", "type": "double"}]}
+        facets["version"] = {
+            "_producer": PRODUCER,
+            "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/DatasetVersionDatasetFacet.json",
+            "datasetVersion": version,
+        }
+        facets["schema"] = {
+            "_producer": PRODUCER,
+            "_schemaURL": "https://openlineage.io/spec/facets/1-1-1/SchemaDatasetFacet.json",
+            "fields": [{"name": "id", "type": "long"}, {"name": "value", "type": "double"}],
+        }
     return {"namespace": "s3://lake", "name": name, "facets": facets}
 
 
@@ -54,7 +60,7 @@ def generate_events(target_nodes: int, seed: int = 7) -> tuple[list[dict], dict]
     nodes = len(hubs)
     core_outputs: list[str] = []
     events: list[dict] = []
-    started = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    started = datetime(2025, 1, 1, tzinfo=UTC)
     pipeline = 0
     jobs = 0
     while nodes < target_nodes:
@@ -76,15 +82,22 @@ def generate_events(target_nodes: int, seed: int = 7) -> tuple[list[dict], dict]
             job = f"p{pipeline}.stage{stage}"
             run_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
             time_start = started + timedelta(seconds=jobs)
-            for event_type, at, with_versions in (("START", time_start, False), ("COMPLETE", time_start + timedelta(milliseconds=500), True)):
-                events.append({
-                    "eventType": event_type, "eventTime": at.isoformat(), "producer": PRODUCER,
-                    "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
-                    "run": {"runId": run_id, "facets": {}},
-                    "job": {"namespace": NAMESPACE, "name": job, "facets": {}},
-                    "inputs": [_dataset(name, "1" if with_versions else None) for name in dict.fromkeys(inputs)],
-                    "outputs": [_dataset(name, str(jobs) if with_versions else None) for name in outputs],
-                })
+            for event_type, at, with_versions in (
+                ("START", time_start, False),
+                ("COMPLETE", time_start + timedelta(milliseconds=500), True),
+            ):
+                events.append(
+                    {
+                        "eventType": event_type,
+                        "eventTime": at.isoformat(),
+                        "producer": PRODUCER,
+                        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+                        "run": {"runId": run_id, "facets": {}},
+                        "job": {"namespace": NAMESPACE, "name": job, "facets": {}},
+                        "inputs": [_dataset(name, "1" if with_versions else None) for name in dict.fromkeys(inputs)],
+                        "outputs": [_dataset(name, str(jobs) if with_versions else None) for name in outputs],
+                    }
+                )
             outputs_so_far.append(outputs[0])
             nodes += 1 + len(outputs)
             jobs += 1
@@ -125,19 +138,28 @@ def explorer(work_dir: Path, target_nodes: int | None = None, queries: int | Non
             edge_count = conn.execute(select(func.count()).select_from(edges_table)).scalar_one()
             closure_rows = conn.execute(select(func.count()).select_from(closure_table)).scalar_one()
             max_depth = conn.execute(select(func.max(closure_table.c.depth))).scalar_one()
-            dataset_ids = conn.execute(select(nodes_table.c.id).where(nodes_table.c.kind == "dataset").order_by(nodes_table.c.id)).scalars().all()
+            dataset_ids = (
+                conn.execute(select(nodes_table.c.id).where(nodes_table.c.kind == "dataset").order_by(nodes_table.c.id))
+                .scalars()
+                .all()
+            )
         rng = random.Random(11)
         sample = [rng.choice(dataset_ids) for _ in range(queries)]
         depth = 10**6  # every ancestor / descendant, however deep
         timings: dict[str, list[float]] = {"closure_up": [], "cte_up": [], "closure_down": [], "cte_down": []}
         sizes = {"up": [], "down": []}
-        _progress(f"{node_count:,} nodes, {edge_count:,} edges, {closure_rows:,} closure rows, max depth {max_depth}; "
-                  f"{queries} upstream and downstream queries each way")
+        _progress(
+            f"{node_count:,} nodes, {edge_count:,} edges, {closure_rows:,} closure rows, max depth {max_depth}; "
+            f"{queries} upstream and downstream queries each way"
+        )
         with store.engine.connect() as conn:
             for index, node_id in enumerate(sample):
                 for direction, closure_query in (("up", closure_upstream), ("down", closure_downstream)):
-                    variants = [("closure", lambda: closure_query(conn, node_id, depth)),
-                                ("cte", lambda: cte_walk(conn, node_id, "upstream" if direction == "up" else "downstream", depth))]
+                    walk = "upstream" if direction == "up" else "downstream"
+                    variants = [
+                        ("closure", lambda q=closure_query, n=node_id: q(conn, n, depth)),
+                        ("cte", lambda n=node_id, w=walk: cte_walk(conn, n, w, depth)),
+                    ]
                     if index % 2:
                         variants.reverse()  # alternate which goes first
                     answers = {}
@@ -146,11 +168,17 @@ def explorer(work_dir: Path, target_nodes: int | None = None, queries: int | Non
                         answers[name] = run()
                         timings[f"{name}_{direction}"].append((time.perf_counter() - begin) * 1000)
                     if sorted(answers["closure"]) != sorted(answers["cte"]):
-                        raise RuntimeError(f"closure table and recursive CTE disagree on the {direction}stream of node {node_id}")
+                        raise RuntimeError(
+                            f"closure table and recursive CTE disagree on the {direction}stream of node {node_id}"
+                        )
                     sizes[direction].append(len(answers["closure"]) - 1)
         lineage = LineageQueries(store)
         with store.engine.connect() as conn:
-            keys = dict(conn.execute(select(nodes_table.c.id, nodes_table.c.key).where(nodes_table.c.id.in_(sample[:100]))).all())
+            keys = dict(
+                conn.execute(
+                    select(nodes_table.c.id, nodes_table.c.key).where(nodes_table.c.id.in_(sample[:100]))
+                ).all()
+            )
         full = []
         for node_id in sample[:100]:
             begin = time.perf_counter()
@@ -159,13 +187,26 @@ def explorer(work_dir: Path, target_nodes: int | None = None, queries: int | Non
     finally:
         store.close()
     figures = {
-        "nodes": node_count, "edges": edge_count, "closure_rows": closure_rows, "max_depth_edges": max_depth, **shape,
-        "events": len(events), "ingest_seconds": ingest_seconds, "ingest_events_per_second": len(events) / ingest_seconds,
+        "nodes": node_count,
+        "edges": edge_count,
+        "closure_rows": closure_rows,
+        "max_depth_edges": max_depth,
+        **shape,
+        "events": len(events),
+        "ingest_seconds": ingest_seconds,
+        "ingest_events_per_second": len(events) / ingest_seconds,
         "store_bytes": sum(p.stat().st_size for p in work_dir.glob("explorer.db*")),
-        "queries": queries, "mean_upstream_nodes": statistics.mean(sizes["up"]), "mean_downstream_nodes": statistics.mean(sizes["down"]),
+        "queries": queries,
+        "mean_upstream_nodes": statistics.mean(sizes["up"]),
+        "mean_downstream_nodes": statistics.mean(sizes["down"]),
         "max_downstream_nodes": max(sizes["down"]),
     }
-    for label, key in (("upstream", "closure_up"), ("cte_upstream", "cte_up"), ("downstream", "closure_down"), ("cte_downstream", "cte_down")):
+    for label, key in (
+        ("upstream", "closure_up"),
+        ("cte_upstream", "cte_up"),
+        ("downstream", "closure_down"),
+        ("cte_downstream", "cte_down"),
+    ):
         figures[f"{label}_p50_ms"], figures[f"{label}_p95_ms"] = _percentiles(timings[key])
     figures["upstream_full_query_p50_ms"], figures["upstream_full_query_p95_ms"] = _percentiles(full)
     figures["cte_over_closure_upstream_p95"] = figures["cte_upstream_p95_ms"] / figures["upstream_p95_ms"]

@@ -42,7 +42,9 @@ def replay(_options) -> int:
 
     transport = get_default_factory().create(configured_transport())
     if not isinstance(transport, SpoolingTransport):
-        print("lineage replay: the configured transport is not include.lineage.spool.SpoolingTransport; nothing to replay")
+        print(
+            "lineage replay: the configured transport is not include.lineage.spool.SpoolingTransport; nothing to replay"
+        )
         return 0
     total = 0
     while True:
@@ -88,8 +90,10 @@ def ingest(options) -> int:
         return 2
     with _store(options) as store:
         result = store.ingest_files(files)
-        print(f"lineage ingest: {result.read} events read from {len(files)} file(s), {result.new} new, "
-              f"{result.duplicates} already stored ({store.url})")
+        print(
+            f"lineage ingest: {result.read} events read from {len(files)} file(s), {result.new} new, "
+            f"{result.duplicates} already stored ({store.url})"
+        )
     return 0
 
 
@@ -181,16 +185,33 @@ def build_parser() -> argparse.ArgumentParser:
     query = argparse.ArgumentParser(add_help=False, parents=[store])
     query.add_argument("--json", action="store_true", help="print JSON (Marquez's lineage response shape for graphs)")
     walk = argparse.ArgumentParser(add_help=False, parents=[query])
-    walk.add_argument("--depth", type=int, default=DEFAULT_DEPTH, help=f"at most this many edges away (default {DEFAULT_DEPTH})")
+    walk.add_argument(
+        "--depth", type=int, default=DEFAULT_DEPTH, help=f"at most this many edges away (default {DEFAULT_DEPTH})"
+    )
 
     def add(name, handler, help_text, parents=()):
         sub = commands.add_parser(name, help=help_text, description=help_text, parents=list(parents))
         sub.set_defaults(handler=handler)
         return sub
 
-    sub = add("ingest", ingest, "store OpenLineage events; a duplicate (run id, event type, event time) is stored once", [store])
-    sub.add_argument("files", nargs="*", metavar="FILE", help="JSON-lines event files, or - for stdin (default: every event file under var/lineage/)")
-    sub = add("serve", serve, "serve POST /api/v1/lineage (OpenLineage http transport) and GET /api/v1/lineage (Marquez)", [store])
+    sub = add(
+        "ingest",
+        ingest,
+        "store OpenLineage events; a duplicate (run id, event type, event time) is stored once",
+        [store],
+    )
+    sub.add_argument(
+        "files",
+        nargs="*",
+        metavar="FILE",
+        help="JSON-lines event files, or - for stdin (default: every event file under var/lineage/)",
+    )
+    sub = add(
+        "serve",
+        serve,
+        "serve POST /api/v1/lineage (OpenLineage http transport) and GET /api/v1/lineage (Marquez)",
+        [store],
+    )
     sub.add_argument("--port", type=int, default=5000, help="port (default 5000, Marquez's)")
     sub.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     sub = add("upstream", upstream, "every dataset and job a node comes from, as a tree", [walk])
@@ -199,11 +220,18 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("node", metavar="NODE")
     sub = add("impact", impact, "every dataset, job and run downstream of a node (or of a run: --run)", [walk])
     sub.add_argument("node", metavar="NODE", nargs="?")
-    sub.add_argument("--run", metavar="RUN_ID", help="what this run (and its child runs) wrote, and every run that read it")
+    sub.add_argument(
+        "--run", metavar="RUN_ID", help="what this run (and its child runs) wrote, and every run that read it"
+    )
     sub = add("runs", runs, "runs of a job, newest first (of a dataset: the runs that wrote it)", [query])
     sub.add_argument("job", metavar="JOB")
     sub.add_argument("--limit", type=int, default=20, help="at most this many runs (default 20)")
-    sub = add("diff", diff, "compare two runs: dataset versions, schema, job and code version, parameters, state, error", [query])
+    sub = add(
+        "diff",
+        diff,
+        "compare two runs: dataset versions, schema, job and code version, parameters, state, error",
+        [query],
+    )
     sub.add_argument("run_a", metavar="RUN_A")
     sub.add_argument("run_b", metavar="RUN_B")
     sub = add("columns", columns, "column-level upstream of DATASET.COLUMN", [walk])

@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from sqlalchemy import func, or_, select, text
 from sqlalchemy.engine import Connection
@@ -39,16 +39,18 @@ DEFAULT_DEPTH = 20  # Marquez's default
 _CHUNK = 500
 
 
-class UnknownNode(LineageError):
+class UnknownNodeError(LineageError):
     def __init__(self, ref: str, suggestions: list[str], what: str = "node"):
         hint = ("; did you mean: " + ", ".join(suggestions)) if suggestions else ""
         super().__init__(f"no {what} named {ref!r} in the lineage store{hint}")
         self.ref, self.suggestions = ref, suggestions
 
 
-class EmptyStore(LineageError):
+class EmptyStoreError(LineageError):
     def __init__(self, url: str):
-        super().__init__(f"the lineage store {url} is empty: run `lineage ingest` first (or send events to `lineage serve`)")
+        super().__init__(
+            f"the lineage store {url} is empty: run `lineage ingest` first (or send events to `lineage serve`)"
+        )
 
 
 @dataclass(frozen=True)
@@ -70,10 +72,16 @@ class Subgraph:
     edges: list[tuple[int, int]]
 
     def datasets(self) -> list[Node]:
-        return sorted((n for n in self.nodes.values() if n.kind == "dataset" and n.id != self.focus.id), key=lambda n: (self.depths[n.id], n.label))
+        return sorted(
+            (n for n in self.nodes.values() if n.kind == "dataset" and n.id != self.focus.id),
+            key=lambda n: (self.depths[n.id], n.label),
+        )
 
     def jobs(self) -> list[Node]:
-        return sorted((n for n in self.nodes.values() if n.kind == "job" and n.id != self.focus.id), key=lambda n: (self.depths[n.id], n.label))
+        return sorted(
+            (n for n in self.nodes.values() if n.kind == "job" and n.id != self.focus.id),
+            key=lambda n: (self.depths[n.id], n.label),
+        )
 
 
 # ------------------------------------------------------------------------- the two ways of walking the graph
@@ -93,12 +101,14 @@ _CTE = {
         "WITH RECURSIVE walk(node, depth) AS ("
         " SELECT :start, 0"
         " UNION SELECT e.source, w.depth + 1 FROM lineage_edges e JOIN walk w ON e.target = w.node WHERE w.depth < :max_depth)"
-        " SELECT node, MIN(depth) FROM walk GROUP BY node"),
+        " SELECT node, MIN(depth) FROM walk GROUP BY node"
+    ),
     "downstream": text(
         "WITH RECURSIVE walk(node, depth) AS ("
         " SELECT :start, 0"
         " UNION SELECT e.target, w.depth + 1 FROM lineage_edges e JOIN walk w ON e.source = w.node WHERE w.depth < :max_depth)"
-        " SELECT node, MIN(depth) FROM walk GROUP BY node"),
+        " SELECT node, MIN(depth) FROM walk GROUP BY node"
+    ),
 }
 
 
@@ -110,7 +120,7 @@ def cte_walk(conn: Connection, node_id: int, direction: str, depth: int = DEFAUL
 def _chunks(values: Iterable, size: int = _CHUNK):
     values = list(values)
     for start in range(0, len(values), size):
-        yield values[start:start + size]
+        yield values[start : start + size]
 
 
 def _short(value: str | None, width: int = 12) -> str:
@@ -123,7 +133,7 @@ class LineageQueries:
 
     # ------------------------------------------------------------------------- names
     def resolve(self, ref: str, conn: Connection | None = None) -> Node:
-        """The node a user means by ``ref``; UnknownNode with close names, or EmptyStore."""
+        """The node a user means by ``ref``; UnknownNodeError with close names, or EmptyStoreError."""
         with self.store.engine.connect() as own:
             conn = conn or own
             n, a = nodes_table, aliases_table
@@ -133,17 +143,28 @@ class LineageQueries:
             if len(rows) == 1:
                 return Node(**rows[0]._mapping)
             if len(rows) > 1:
-                raise LineageError(f"{ref!r} names {len(rows)} nodes; use one of: " + ", ".join(sorted(r.key for r in rows)))
+                raise LineageError(
+                    f"{ref!r} names {len(rows)} nodes; use one of: " + ", ".join(sorted(r.key for r in rows))
+                )
             if conn.execute(select(n.c.id).limit(1)).first() is None:
-                raise EmptyStore(self.store.url)
-            raise UnknownNode(ref, self._suggest(conn, ref))
+                raise EmptyStoreError(self.store.url)
+            raise UnknownNodeError(ref, self._suggest(conn, ref))
 
     def _suggest(self, conn: Connection, ref: str, limit: int = 5) -> list[str]:
         a = aliases_table
         last = ref.replace(":", "/").rstrip("/").rsplit("/", 1)[-1].rsplit(".", 1)[-1]
-        like = [r for r in conn.execute(select(a.c.alias).where(func.lower(a.c.alias).like(f"%{last.lower()}%"))
-                                         .where(~a.c.alias.like("dataset:%"), ~a.c.alias.like("job:%")).limit(200)).scalars()]
-        candidates = like or list(conn.execute(select(a.c.alias).where(~a.c.alias.like("dataset:%"), ~a.c.alias.like("job:%"))).scalars())
+        like = [
+            r
+            for r in conn.execute(
+                select(a.c.alias)
+                .where(func.lower(a.c.alias).like(f"%{last.lower()}%"))
+                .where(~a.c.alias.like("dataset:%"), ~a.c.alias.like("job:%"))
+                .limit(200)
+            ).scalars()
+        ]
+        candidates = like or list(
+            conn.execute(select(a.c.alias).where(~a.c.alias.like("dataset:%"), ~a.c.alias.like("job:%"))).scalars()
+        )
         close = difflib.get_close_matches(ref, candidates, n=limit, cutoff=0.5)
         for alias in sorted(like, key=len):
             if len(close) >= limit:
@@ -162,7 +183,9 @@ class LineageQueries:
     def _edges_among(self, conn: Connection, ids: set[int]) -> list[tuple[int, int]]:
         edges = []
         for chunk in _chunks(ids):
-            for source, target in conn.execute(select(edges_table.c.source, edges_table.c.target).where(edges_table.c.target.in_(chunk))):
+            for source, target in conn.execute(
+                select(edges_table.c.source, edges_table.c.target).where(edges_table.c.target.in_(chunk))
+            ):
                 if source in ids:
                     edges.append((source, target))
         return sorted(edges)
@@ -203,13 +226,15 @@ class LineageQueries:
             data = self._node_data(conn, list(subgraph.nodes.values()))
         graph = []
         for node in sorted(subgraph.nodes.values(), key=lambda n: n.key):
-            graph.append({
-                "id": node.key,
-                "type": "DATASET" if node.kind == "dataset" else "JOB",
-                "data": data.get(node.id),
-                "inEdges": sorted(in_edges.get(node.id, []), key=lambda e: (e["origin"], e["destination"])),
-                "outEdges": sorted(out_edges.get(node.id, []), key=lambda e: (e["origin"], e["destination"])),
-            })
+            graph.append(
+                {
+                    "id": node.key,
+                    "type": "DATASET" if node.kind == "dataset" else "JOB",
+                    "data": data.get(node.id),
+                    "inEdges": sorted(in_edges.get(node.id, []), key=lambda e: (e["origin"], e["destination"])),
+                    "outEdges": sorted(out_edges.get(node.id, []), key=lambda e: (e["origin"], e["destination"])),
+                }
+            )
         return {"graph": graph}
 
     def _node_data(self, conn: Connection, nodes: list[Node]) -> dict[int, dict]:
@@ -218,11 +243,18 @@ class LineageQueries:
         job_ids = [n.id for n in nodes if n.kind == "job"]
         d, dv = datasets_table, dataset_versions_table
         for chunk in _chunks(dataset_ids):
-            rows = conn.execute(select(d, dv.c.version, dv.c.schema).outerjoin(dv, dv.c.id == d.c.current_version_id)
-                                .where(d.c.node_id.in_(chunk))).all()
+            rows = conn.execute(
+                select(d, dv.c.version, dv.c.schema)
+                .outerjoin(dv, dv.c.id == d.c.current_version_id)
+                .where(d.c.node_id.in_(chunk))
+            ).all()
             for row in rows:
                 facets = json.loads(row.facets or "{}")
-                schema = json.loads(row.schema) if row.schema else [[f.get("name"), f.get("type")] for f in (facets.get("schema") or {}).get("fields") or []]
+                schema = (
+                    json.loads(row.schema)
+                    if row.schema
+                    else [[f.get("name"), f.get("type")] for f in (facets.get("schema") or {}).get("fields") or []]
+                )
                 data[row.node_id] = {
                     "id": {"namespace": row.namespace, "name": row.name},
                     "type": "DB_TABLE",
@@ -242,18 +274,32 @@ class LineageQueries:
                 }
         j, r, jv = jobs_table, runs_table, job_versions_table
         for chunk in _chunks(job_ids):
-            rows = conn.execute(select(j, jv.c.version).outerjoin(jv, jv.c.id == j.c.current_version_id).where(j.c.node_id.in_(chunk))).all()
+            rows = conn.execute(
+                select(j, jv.c.version).outerjoin(jv, jv.c.id == j.c.current_version_id).where(j.c.node_id.in_(chunk))
+            ).all()
             latest_ids = [row.latest_run_id for row in rows if row.latest_run_id]
-            latest = {run.id: run for run in conn.execute(select(r).where(r.c.id.in_(latest_ids)))} if latest_ids else {}
+            latest = (
+                {run.id: run for run in conn.execute(select(r).where(r.c.id.in_(latest_ids)))} if latest_ids else {}
+            )
             io: dict[int, dict[str, list]] = {}
             for source, target, ns, name in conn.execute(
-                    select(edges_table.c.source, edges_table.c.target, nodes_table.c.namespace, nodes_table.c.name)
-                    .join(nodes_table, or_(nodes_table.c.id == edges_table.c.source, nodes_table.c.id == edges_table.c.target))
-                    .where(or_(edges_table.c.source.in_(chunk), edges_table.c.target.in_(chunk)), nodes_table.c.kind == "dataset")):
+                select(edges_table.c.source, edges_table.c.target, nodes_table.c.namespace, nodes_table.c.name)
+                .join(
+                    nodes_table, or_(nodes_table.c.id == edges_table.c.source, nodes_table.c.id == edges_table.c.target)
+                )
+                .where(
+                    or_(edges_table.c.source.in_(chunk), edges_table.c.target.in_(chunk)),
+                    nodes_table.c.kind == "dataset",
+                )
+            ):
                 if target in chunk:
-                    io.setdefault(target, {"inputs": [], "outputs": []})["inputs"].append({"namespace": ns, "name": name})
+                    io.setdefault(target, {"inputs": [], "outputs": []})["inputs"].append(
+                        {"namespace": ns, "name": name}
+                    )
                 if source in chunk:
-                    io.setdefault(source, {"inputs": [], "outputs": []})["outputs"].append({"namespace": ns, "name": name})
+                    io.setdefault(source, {"inputs": [], "outputs": []})["outputs"].append(
+                        {"namespace": ns, "name": name}
+                    )
             for row in rows:
                 facets = json.loads(row.facets or "{}")
                 run = latest.get(row.latest_run_id)
@@ -266,8 +312,12 @@ class LineageQueries:
                     "createdAt": row.created_at,
                     "updatedAt": row.updated_at,
                     "namespace": row.namespace,
-                    "inputs": sorted(io.get(row.node_id, {}).get("inputs", []), key=lambda x: (x["namespace"], x["name"])),
-                    "outputs": sorted(io.get(row.node_id, {}).get("outputs", []), key=lambda x: (x["namespace"], x["name"])),
+                    "inputs": sorted(
+                        io.get(row.node_id, {}).get("inputs", []), key=lambda x: (x["namespace"], x["name"])
+                    ),
+                    "outputs": sorted(
+                        io.get(row.node_id, {}).get("outputs", []), key=lambda x: (x["namespace"], x["name"])
+                    ),
                     "location": (facets.get("sourceCodeLocation") or {}).get("url"),
                     "description": (facets.get("documentation") or {}).get("description"),
                     "currentVersion": row.version,
@@ -285,16 +335,26 @@ class LineageQueries:
         with self.store.engine.connect() as conn:
             if job_node_ids:
                 d, rd, r, j = datasets_table, run_datasets_table, runs_table, jobs_table
-                dataset_ids = [row for chunk in _chunks(dataset_node_ids) for row in conn.execute(select(d.c.id).where(d.c.node_id.in_(chunk))).scalars()]
+                dataset_ids = [
+                    row
+                    for chunk in _chunks(dataset_node_ids)
+                    for row in conn.execute(select(d.c.id).where(d.c.node_id.in_(chunk))).scalars()
+                ]
                 seen = set()
                 for chunk in _chunks(job_node_ids):
-                    query = (select(r, j.c.namespace, j.c.name).join(j, j.c.id == r.c.job_id).join(rd, rd.c.run_id == r.c.id)
-                             .where(j.c.node_id.in_(chunk), rd.c.direction == "input", rd.c.dataset_id.in_(dataset_ids or [-1])))
+                    query = (
+                        select(r, j.c.namespace, j.c.name)
+                        .join(j, j.c.id == r.c.job_id)
+                        .join(rd, rd.c.run_id == r.c.id)
+                        .where(
+                            j.c.node_id.in_(chunk), rd.c.direction == "input", rd.c.dataset_id.in_(dataset_ids or [-1])
+                        )
+                    )
                     for row in conn.execute(query):
                         if row.id not in seen:
                             seen.add(row.id)
                             runs.append(_run_summary(row))
-        runs.sort(key=lambda run: (run["startedAt"] or run["endedAt"] or ""), reverse=True)
+        runs.sort(key=lambda run: run["startedAt"] or run["endedAt"] or "", reverse=True)
         return {"subgraph": sub, "runs": runs}
 
     def impact_of_run(self, run_ref: str) -> dict:
@@ -311,14 +371,21 @@ class LineageQueries:
             while frontier:
                 outputs = []
                 for chunk in _chunks(frontier):
-                    outputs += conn.execute(select(rd.c.run_id, rd.c.dataset_id, rd.c.dataset_version_id)
-                                            .where(rd.c.run_id.in_(chunk), rd.c.direction == "output")).all()
+                    outputs += conn.execute(
+                        select(rd.c.run_id, rd.c.dataset_id, rd.c.dataset_version_id).where(
+                            rd.c.run_id.in_(chunk), rd.c.direction == "output"
+                        )
+                    ).all()
                 frontier = []
                 for writer, dataset_id, version_id in outputs:
                     if (dataset_id, version_id) in written:
                         continue
                     written[(dataset_id, version_id)] = writer
-                    readers = select(rd.c.run_id).join(r, r.c.id == rd.c.run_id).where(rd.c.dataset_id == dataset_id, rd.c.direction == "input")
+                    readers = (
+                        select(rd.c.run_id)
+                        .join(r, r.c.id == rd.c.run_id)
+                        .where(rd.c.dataset_id == dataset_id, rd.c.direction == "input")
+                    )
                     if version_id is not None:
                         readers = readers.where(rd.c.dataset_version_id == version_id)
                     else:
@@ -329,12 +396,26 @@ class LineageQueries:
                             frontier.append(reader)
             run_rows = []
             for chunk in _chunks(touched_runs):
-                run_rows += conn.execute(select(r, j.c.namespace, j.c.name).join(j, j.c.id == r.c.job_id).where(r.c.id.in_(chunk))).all()
+                run_rows += conn.execute(
+                    select(r, j.c.namespace, j.c.name).join(j, j.c.id == r.c.job_id).where(r.c.id.in_(chunk))
+                ).all()
             versions = []
             for (dataset_id, version_id), writer in written.items():
-                row = conn.execute(select(d.c.namespace, d.c.name, d.c.node_id, dv.c.version).select_from(d)
-                                   .outerjoin(dv, dv.c.id == version_id).where(d.c.id == dataset_id)).first()
-                versions.append({"namespace": row.namespace, "name": row.name, "nodeId": row.node_id, "version": row.version, "writtenBy": writer})
+                row = conn.execute(
+                    select(d.c.namespace, d.c.name, d.c.node_id, dv.c.version)
+                    .select_from(d)
+                    .outerjoin(dv, dv.c.id == version_id)
+                    .where(d.c.id == dataset_id)
+                ).first()
+                versions.append(
+                    {
+                        "namespace": row.namespace,
+                        "name": row.name,
+                        "nodeId": row.node_id,
+                        "version": row.version,
+                        "writtenBy": writer,
+                    }
+                )
             node_ids: dict[int, int] = {}
             for version in versions:
                 for node_id, distance in closure_downstream(conn, version["nodeId"]):
@@ -347,9 +428,16 @@ class LineageQueries:
         sub = Subgraph(focus, "downstream", nodes, node_ids, [])
         with self.store.engine.connect() as conn:
             sub.edges = self._edges_among(conn, set(node_ids))
-        summaries = sorted((_run_summary(row) for row in run_rows), key=lambda s: (s["id"] != run.id, s["startedAt"] or s["endedAt"] or ""))
-        return {"run": _run_summary(next(row for row in run_rows if row.id == run.id)), "runs": summaries,
-                "datasetVersions": sorted(versions, key=lambda v: (v["label"] or "", v["version"] or "")), "subgraph": sub}
+        summaries = sorted(
+            (_run_summary(row) for row in run_rows),
+            key=lambda s: (s["id"] != run.id, s["startedAt"] or s["endedAt"] or ""),
+        )
+        return {
+            "run": _run_summary(next(row for row in run_rows if row.id == run.id)),
+            "runs": summaries,
+            "datasetVersions": sorted(versions, key=lambda v: (v["label"] or "", v["version"] or "")),
+            "subgraph": sub,
+        }
 
     # ------------------------------------------------------------------------- runs
     def _resolve_run(self, conn: Connection, ref: str):
@@ -363,9 +451,9 @@ class LineageQueries:
         if len(rows) > 1:
             raise LineageError(f"run id prefix {ref!r} is ambiguous: " + ", ".join(row.id for row in rows) + ", …")
         if conn.execute(select(r.c.id).limit(1)).first() is None:
-            raise EmptyStore(self.store.url)
+            raise EmptyStoreError(self.store.url)
         recent = conn.execute(select(r.c.id).order_by(r.c.state_time.desc()).limit(200)).scalars().all()
-        raise UnknownNode(ref, difflib.get_close_matches(ref, recent, n=3, cutoff=0.6), what="run")
+        raise UnknownNodeError(ref, difflib.get_close_matches(ref, recent, n=3, cutoff=0.6), what="run")
 
     def _descendant_runs(self, conn: Connection, run_ids: list[str]) -> list[str]:
         found = list(run_ids)
@@ -373,7 +461,9 @@ class LineageQueries:
         while frontier:
             children = []
             for chunk in _chunks(frontier):
-                children += conn.execute(select(runs_table.c.id).where(runs_table.c.parent_run_id.in_(chunk))).scalars().all()
+                children += (
+                    conn.execute(select(runs_table.c.id).where(runs_table.c.parent_run_id.in_(chunk))).scalars().all()
+                )
             frontier = [c for c in children if c not in found]
             found += frontier
         return found
@@ -387,34 +477,70 @@ class LineageQueries:
             if node.kind == "job":
                 query = query.where(j.c.node_id == node.id)
             else:
-                query = query.join(rd, rd.c.run_id == r.c.id).join(d, d.c.id == rd.c.dataset_id).where(d.c.node_id == node.id, rd.c.direction == "output")
+                query = (
+                    query.join(rd, rd.c.run_id == r.c.id)
+                    .join(d, d.c.id == rd.c.dataset_id)
+                    .where(d.c.node_id == node.id, rd.c.direction == "output")
+                )
             rows = conn.execute(query.order_by(func.coalesce(r.c.started_at, r.c.state_time).desc()).limit(limit)).all()
             return {"node": node, "runs": [self._run_details(conn, row) for row in rows]}
 
     def run_details(self, run_ref: str) -> dict:
         with self.store.engine.connect() as conn:
             row = self._resolve_run(conn, run_ref)
-            job = conn.execute(select(jobs_table.c.namespace, jobs_table.c.name).where(jobs_table.c.id == row.job_id)).first()
+            job = conn.execute(
+                select(jobs_table.c.namespace, jobs_table.c.name).where(jobs_table.c.id == row.job_id)
+            ).first()
             merged = dict(row._mapping) | {"namespace": job.namespace, "name": job.name}
             return self._run_details(conn, _Row(merged))
 
     def _run_details(self, conn: Connection, row) -> dict:
         rd, d, dv, n, jv = run_datasets_table, datasets_table, dataset_versions_table, nodes_table, job_versions_table
-        io = conn.execute(select(rd.c.direction, d.c.namespace, d.c.name, n.c.label, dv.c.version, dv.c.schema)
-                          .join(d, d.c.id == rd.c.dataset_id).join(n, n.c.id == d.c.node_id)
-                          .outerjoin(dv, dv.c.id == rd.c.dataset_version_id).where(rd.c.run_id == row.id)).all()
-        version = conn.execute(select(jv.c.version).where(jv.c.id == row.job_version_id)).scalar() if row.job_version_id else None
+        io = conn.execute(
+            select(rd.c.direction, d.c.namespace, d.c.name, n.c.label, dv.c.version, dv.c.schema)
+            .join(d, d.c.id == rd.c.dataset_id)
+            .join(n, n.c.id == d.c.node_id)
+            .outerjoin(dv, dv.c.id == rd.c.dataset_version_id)
+            .where(rd.c.run_id == row.id)
+        ).all()
+        version = (
+            conn.execute(select(jv.c.version).where(jv.c.id == row.job_version_id)).scalar()
+            if row.job_version_id
+            else None
+        )
         facets = json.loads(row.facets or "{}")
-        children = conn.execute(select(func.count()).select_from(runs_table).where(runs_table.c.parent_run_id == row.id)).scalar()
+        children = conn.execute(
+            select(func.count()).select_from(runs_table).where(runs_table.c.parent_run_id == row.id)
+        ).scalar()
 
         def side(direction):
-            return [{"namespace": ns, "name": name, "label": label, "version": ver, "schema": json.loads(schema) if schema else None}
-                    for dirn, ns, name, label, ver, schema in sorted(io, key=lambda x: x[3]) if dirn == direction]
+            return [
+                {
+                    "namespace": ns,
+                    "name": name,
+                    "label": label,
+                    "version": ver,
+                    "schema": json.loads(schema) if schema else None,
+                }
+                for dirn, ns, name, label, ver, schema in sorted(io, key=lambda x: x[3])
+                if dirn == direction
+            ]
 
-        return {**_run_summary(row), "jobVersion": version, "codeHash": row.code_hash, "codeVersion": row.code_version,
-                "parentRunId": row.parent_run_id, "rootRunId": row.root_run_id, "errorMessage": row.error_message,
-                "nominalStartTime": row.nominal_start, "nominalEndTime": row.nominal_end, "parameters": _parameters(facets),
-                "inputs": side("input"), "outputs": side("output"), "childRuns": children}
+        return {
+            **_run_summary(row),
+            "jobVersion": version,
+            "codeHash": row.code_hash,
+            "codeVersion": row.code_version,
+            "parentRunId": row.parent_run_id,
+            "rootRunId": row.root_run_id,
+            "errorMessage": row.error_message,
+            "nominalStartTime": row.nominal_start,
+            "nominalEndTime": row.nominal_end,
+            "parameters": _parameters(facets),
+            "inputs": side("input"),
+            "outputs": side("output"),
+            "childRuns": children,
+        }
 
     # ------------------------------------------------------------------------- diff
     def diff(self, run_a: str, run_b: str) -> dict:
@@ -424,13 +550,20 @@ class LineageQueries:
             a, b = (self._resolve_run(conn, ref) for ref in (run_a, run_b))
             details = []
             for row in (a, b):
-                job = conn.execute(select(jobs_table.c.namespace, jobs_table.c.name).where(jobs_table.c.id == row.job_id)).first()
-                info = self._run_details(conn, _Row(dict(row._mapping) | {"namespace": job.namespace, "name": job.name}))
+                job = conn.execute(
+                    select(jobs_table.c.namespace, jobs_table.c.name).where(jobs_table.c.id == row.job_id)
+                ).first()
+                info = self._run_details(
+                    conn, _Row(dict(row._mapping) | {"namespace": job.namespace, "name": job.name})
+                )
                 info["tasks"] = {}
                 if not info["inputs"] and not info["outputs"]:
                     for child_id in self._descendant_runs(conn, [row.id])[1:]:
-                        child = conn.execute(select(runs_table, jobs_table.c.namespace, jobs_table.c.name)
-                                             .join(jobs_table, jobs_table.c.id == runs_table.c.job_id).where(runs_table.c.id == child_id)).first()
+                        child = conn.execute(
+                            select(runs_table, jobs_table.c.namespace, jobs_table.c.name)
+                            .join(jobs_table, jobs_table.c.id == runs_table.c.job_id)
+                            .where(runs_table.c.id == child_id)
+                        ).first()
                         child_info = self._run_details(conn, child)
                         info["tasks"][child_info["job"]["name"]] = child_info
                         info["inputs"] += child_info["inputs"]
@@ -438,12 +571,21 @@ class LineageQueries:
                 details.append(info)
         first, second = details
         changes: dict = {}
-        for label, keyname in (("job", "job"), ("jobVersion", "jobVersion"), ("codeHash", "codeHash"), ("codeVersion", "codeVersion"),
-                               ("state", "state"), ("errorMessage", "errorMessage")):
+        for label, keyname in (
+            ("job", "job"),
+            ("jobVersion", "jobVersion"),
+            ("codeHash", "codeHash"),
+            ("codeVersion", "codeVersion"),
+            ("state", "state"),
+            ("errorMessage", "errorMessage"),
+        ):
             if first[keyname] != second[keyname]:
                 changes[label] = [first[keyname], second[keyname]]
-        params = {k: [first["parameters"].get(k), second["parameters"].get(k)]
-                  for k in sorted(set(first["parameters"]) | set(second["parameters"])) if first["parameters"].get(k) != second["parameters"].get(k)}
+        params = {
+            k: [first["parameters"].get(k), second["parameters"].get(k)]
+            for k in sorted(set(first["parameters"]) | set(second["parameters"]))
+            if first["parameters"].get(k) != second["parameters"].get(k)
+        }
         if params:
             changes["parameters"] = params
         schema_changes: dict = {}
@@ -455,8 +597,11 @@ class LineageQueries:
         for name in sorted(set(first["tasks"]) | set(second["tasks"])):
             x, y = first["tasks"].get(name), second["tasks"].get(name)
             if x is None or y is None or x["jobVersion"] != y["jobVersion"] or x["state"] != y["state"]:
-                tasks[name] = {"jobVersion": [x and x["jobVersion"], y and y["jobVersion"]], "codeHash": [x and x["codeHash"], y and y["codeHash"]],
-                               "state": [x and x["state"], y and y["state"]]}
+                tasks[name] = {
+                    "jobVersion": [x and x["jobVersion"], y and y["jobVersion"]],
+                    "codeHash": [x and x["codeHash"], y and y["codeHash"]],
+                    "state": [x and x["state"], y and y["state"]],
+                }
         if tasks:
             changes["tasks"] = tasks
         for info in details:
@@ -479,8 +624,11 @@ class LineageQueries:
                 for ds, col in frontier:
                     if levels[(ds, col)] >= depth:
                         continue
-                    for row in conn.execute(select(ce.c.input_dataset_id, ce.c.input_field, ce.c.transformations)
-                                            .where(ce.c.dataset_id == ds, ce.c.field == col)):
+                    for row in conn.execute(
+                        select(ce.c.input_dataset_id, ce.c.input_field, ce.c.transformations).where(
+                            ce.c.dataset_id == ds, ce.c.field == col
+                        )
+                    ):
                         source = (row.input_dataset_id, row.input_field)
                         if source == (ds, col):
                             continue  # a table rewritten from itself (MERGE): not an origin of the column
@@ -491,8 +639,11 @@ class LineageQueries:
                 frontier = next_frontier
             info = {}
             for chunk in _chunks({ds for ds, _ in levels}):
-                for row in conn.execute(select(d.c.id, d.c.namespace, d.c.name, d.c.facets, nodes_table.c.label)
-                                        .join(nodes_table, nodes_table.c.id == d.c.node_id).where(d.c.id.in_(chunk))):
+                for row in conn.execute(
+                    select(d.c.id, d.c.namespace, d.c.name, d.c.facets, nodes_table.c.label)
+                    .join(nodes_table, nodes_table.c.id == d.c.node_id)
+                    .where(d.c.id.in_(chunk))
+                ):
                     facets = json.loads(row.facets or "{}")
                     types = {f.get("name"): f.get("type") for f in (facets.get("schema") or {}).get("fields") or []}
                     info[row.id] = (row.namespace, row.name, row.label, types)
@@ -500,7 +651,9 @@ class LineageQueries:
 
     def _resolve_column(self, conn: Connection, ref: str) -> tuple[Node, str]:
         if "." not in ref:
-            raise LineageError(f"{ref!r}: give a column as DATASET.COLUMN, e.g. nyc_taxi.yellow_rides_hourly_forecast.forecasted_total_rides")
+            raise LineageError(
+                f"{ref!r}: give a column as DATASET.COLUMN, e.g. nyc_taxi.yellow_rides_hourly_forecast.forecasted_total_rides"
+            )
         dataset_ref, column = ref.rsplit(".", 1)
         node = self.resolve(dataset_ref, conn)
         if node.kind != "dataset":
@@ -511,7 +664,11 @@ class LineageQueries:
         known |= set(conn.execute(select(ce.c.field).where(ce.c.dataset_id == row.id).distinct()).scalars())
         known |= set(conn.execute(select(ce.c.input_field).where(ce.c.input_dataset_id == row.id).distinct()).scalars())
         if column not in known:
-            raise UnknownNode(ref, [f"{dataset_ref}.{c}" for c in difflib.get_close_matches(column, sorted(known), n=5, cutoff=0.4)], what="column")
+            raise UnknownNodeError(
+                ref,
+                [f"{dataset_ref}.{c}" for c in difflib.get_close_matches(column, sorted(known), n=5, cutoff=0.4)],
+                what="column",
+            )
         return node, column
 
     def column_graph(self, result: dict) -> dict:
@@ -531,16 +688,34 @@ class LineageQueries:
             in_edges.setdefault(target, []).append(edge)
             ns, name, _, _ = datasets[source[0]]
             first = transformations[0] if transformations else {}
-            inputs.setdefault(target, []).append({"namespace": ns, "dataset": name, "field": source[1],
-                                                  "transformationDescription": first.get("description"),
-                                                  "transformationType": first.get("type"), "transformations": transformations})
+            inputs.setdefault(target, []).append(
+                {
+                    "namespace": ns,
+                    "dataset": name,
+                    "field": source[1],
+                    "transformationDescription": first.get("description"),
+                    "transformationType": first.get("type"),
+                    "transformations": transformations,
+                }
+            )
         graph = []
         for key in sorted(result["levels"], key=lambda k: (result["levels"][k], node_id(k))):
             ns, name, _, types = datasets[key[0]]
-            graph.append({"id": node_id(key), "type": "DATASET_FIELD",
-                          "data": {"namespace": ns, "dataset": name, "field": key[1], "fieldType": types.get(key[1]),
-                                   "inputFields": inputs.get(key, [])},
-                          "inEdges": in_edges.get(key, []), "outEdges": out_edges.get(key, [])})
+            graph.append(
+                {
+                    "id": node_id(key),
+                    "type": "DATASET_FIELD",
+                    "data": {
+                        "namespace": ns,
+                        "dataset": name,
+                        "field": key[1],
+                        "fieldType": types.get(key[1]),
+                        "inputFields": inputs.get(key, []),
+                    },
+                    "inEdges": in_edges.get(key, []),
+                    "outEdges": out_edges.get(key, []),
+                }
+            )
         return {"graph": graph}
 
 
@@ -553,13 +728,24 @@ class _Row:
 
 
 def _marquez_run(row) -> dict:
-    return {"id": row.id, "state": row.state, "startedAt": row.started_at, "endedAt": row.ended_at,
-            "nominalStartTime": row.nominal_start, "nominalEndTime": row.nominal_end}
+    return {
+        "id": row.id,
+        "state": row.state,
+        "startedAt": row.started_at,
+        "endedAt": row.ended_at,
+        "nominalStartTime": row.nominal_start,
+        "nominalEndTime": row.nominal_end,
+    }
 
 
 def _run_summary(row) -> dict:
-    return {"id": row.id, "job": {"namespace": row.namespace, "name": row.name}, "state": row.state,
-            "startedAt": row.started_at, "endedAt": row.ended_at}
+    return {
+        "id": row.id,
+        "job": {"namespace": row.namespace, "name": row.name},
+        "state": row.state,
+        "startedAt": row.started_at,
+        "endedAt": row.ended_at,
+    }
 
 
 def _parameters(facets: dict) -> dict:
@@ -589,11 +775,17 @@ def _compare_datasets(first: list[dict], second: list[dict], schema_changes: dic
     for key in sorted(set(a) | set(b)):
         x, y = a.get(key), b.get(key)
         if x is None:
-            result["added"].append({"dataset": y["label"], "namespace": key[0], "name": key[1], "version": y["version"]})
+            result["added"].append(
+                {"dataset": y["label"], "namespace": key[0], "name": key[1], "version": y["version"]}
+            )
         elif y is None:
-            result["removed"].append({"dataset": x["label"], "namespace": key[0], "name": key[1], "version": x["version"]})
+            result["removed"].append(
+                {"dataset": x["label"], "namespace": key[0], "name": key[1], "version": x["version"]}
+            )
         elif x["version"] != y["version"]:
-            result["changed"].append({"dataset": x["label"], "namespace": key[0], "name": key[1], "from": x["version"], "to": y["version"]})
+            result["changed"].append(
+                {"dataset": x["label"], "namespace": key[0], "name": key[1], "from": x["version"], "to": y["version"]}
+            )
         else:
             result["same"].append({"dataset": x["label"], "namespace": key[0], "name": key[1], "version": x["version"]})
         if x is not None and y is not None and x["schema"] and y["schema"] and x["schema"] != y["schema"]:
@@ -609,7 +801,11 @@ def _compare_datasets(first: list[dict], second: list[dict], schema_changes: dic
 # ----------------------------------------------------------------------------- rendering
 def _node_line(node: Node, depth: int | None = None) -> str:
     kind = "job" if node.kind == "job" else "dataset"
-    is_table_name = node.kind == "dataset" and node.label not in (node.name, f"{node.namespace}:{node.name}", node.namespace + node.name)
+    is_table_name = node.kind == "dataset" and node.label not in (
+        node.name,
+        f"{node.namespace}:{node.name}",
+        node.namespace + node.name,
+    )
     where = f"  <{node.namespace}:{node.name}>" if is_table_name else ""
     return f"{node.label}  [{kind}{'' if depth is None else f', {depth} hop' + ('s' if depth != 1 else '')}]{where}"
 
@@ -633,7 +829,9 @@ def render_tree(sub: Subgraph) -> str:
         for index, kid in enumerate(kids):
             last = index == len(kids) - 1
             seen = kid in expanded
-            lines.append(f"{prefix}{'└── ' if last else '├── '}{_node_line(sub.nodes[kid])}{'  (see above)' if seen else ''}")
+            lines.append(
+                f"{prefix}{'└── ' if last else '├── '}{_node_line(sub.nodes[kid])}{'  (see above)' if seen else ''}"
+            )
             if not seen:
                 expanded.add(kid)
                 walk(kid, prefix + ("    " if last else "│   "))
@@ -659,7 +857,9 @@ def render_impact(result: dict) -> str:
     lines.append("jobs to re-run:")
     lines += [f"  {sub.depths[n.id]:>3} hops  {n.label}" for n in jobs] or ["  (none)"]
     lines.append("runs that read affected data:")
-    lines += [f"  {r['id']}  {r['job']['name']}  {r['state']}  {r['startedAt'] or r['endedAt'] or ''}" for r in runs] or ["  (none)"]
+    lines += [
+        f"  {r['id']}  {r['job']['name']}  {r['state']}  {r['startedAt'] or r['endedAt'] or ''}" for r in runs
+    ] or ["  (none)"]
     return "\n".join(lines)
 
 
@@ -668,12 +868,20 @@ def render_run_impact(result: dict) -> str:
     sub: Subgraph = result["subgraph"]
     lines = [f"impact of run {run['id']} ({run['job']['name']}, {run['state']}):"]
     lines.append(f"dataset versions it wrote or that were derived from them ({len(result['datasetVersions'])}):")
-    lines += [f"  {v['label']}  version {v['version'] or '(unversioned)'}  by run {v['writtenBy']}" for v in result["datasetVersions"]] or ["  (none)"]
-    lines.append(f"runs touched ({len(result['runs'])}: the run, its child runs, and every run that read what they wrote):")
+    lines += [
+        f"  {v['label']}  version {v['version'] or '(unversioned)'}  by run {v['writtenBy']}"
+        for v in result["datasetVersions"]
+    ] or ["  (none)"]
+    lines.append(
+        f"runs touched ({len(result['runs'])}: the run, its child runs, and every run that read what they wrote):"
+    )
     lines += [f"  {r['id']}  {r['job']['name']}  {r['state']}" for r in result["runs"]]
     lines.append(f"downstream in the graph: {len(sub.datasets())} datasets, {len(sub.jobs())} jobs")
-    lines += [f"  {sub.depths[n.id]:>3} hops  {n.label}  [{n.kind}]" for n in sorted(sub.nodes.values(), key=lambda n: (sub.depths[n.id], n.label))
-              if sub.depths[n.id] > 0]
+    lines += [
+        f"  {sub.depths[n.id]:>3} hops  {n.label}  [{n.kind}]"
+        for n in sorted(sub.nodes.values(), key=lambda n: (sub.depths[n.id], n.label))
+        if sub.depths[n.id] > 0
+    ]
     return "\n".join(lines)
 
 
@@ -682,9 +890,13 @@ def render_runs(result: dict) -> str:
     title = f"runs of {node.label}" if node.kind == "job" else f"runs that wrote {node.label}"
     lines = [f"{title} (newest first):"]
     for run in result["runs"]:
-        lines.append(f"  {run['id']}  {run['state'] or '—':<9}  {run['startedAt'] or '—'} → {run['endedAt'] or '—'}  "
-                     f"job version {_short(run['jobVersion'])}")
-        io = [f"in {i['label']}@{_short(i['version'])}" for i in run["inputs"]] + [f"out {o['label']}@{_short(o['version'])}" for o in run["outputs"]]
+        lines.append(
+            f"  {run['id']}  {run['state'] or '—':<9}  {run['startedAt'] or '—'} → {run['endedAt'] or '—'}  "
+            f"job version {_short(run['jobVersion'])}"
+        )
+        io = [f"in {i['label']}@{_short(i['version'])}" for i in run["inputs"]] + [
+            f"out {o['label']}@{_short(o['version'])}" for o in run["outputs"]
+        ]
         if node.kind != "job":
             io.insert(0, f"job {run['job']['name']}")
         if io:
@@ -699,12 +911,16 @@ def render_runs(result: dict) -> str:
 def render_diff(result: dict) -> str:
     a, b = result["runs"]
     changes = result["changes"]
-    lines = [f"A  {a['id']}  {a['job']['name']}  {a['state']}  {a['startedAt'] or ''}",
-             f"B  {b['id']}  {b['job']['name']}  {b['state']}  {b['startedAt'] or ''}"]
+    lines = [
+        f"A  {a['id']}  {a['job']['name']}  {a['state']}  {a['startedAt'] or ''}",
+        f"B  {b['id']}  {b['job']['name']}  {b['state']}  {b['startedAt'] or ''}",
+    ]
 
     def pair(label, values, width=None):
         x, y = values
-        lines.append(f"  {label:<13} {x if width is None else _short(x, width)}  →  {y if width is None else _short(y, width)}")
+        lines.append(
+            f"  {label:<13} {x if width is None else _short(x, width)}  →  {y if width is None else _short(y, width)}"
+        )
 
     if "job" in changes:
         pair("job", [job["name"] for job in changes["job"]])
@@ -728,15 +944,23 @@ def render_diff(result: dict) -> str:
         for item in part["removed"]:
             lines.append(f"  {direction[:-1]:<13} - {item['dataset']} @ {_short(item['version'], 20)}   (only in A)")
         for item in part["changed"]:
-            lines.append(f"  {direction[:-1]:<13} ~ {item['dataset']}  version {_short(item['from'], 20)} → {_short(item['to'], 20)}")
+            lines.append(
+                f"  {direction[:-1]:<13} ~ {item['dataset']}  version {_short(item['from'], 20)} → {_short(item['to'], 20)}"
+            )
         for item in part["same"]:
             lines.append(f"  {direction[:-1]:<13} = {item['dataset']} @ {_short(item['version'], 20)}")
     for dataset, change in (changes.get("schema") or {}).items():
-        detail = ", ".join([f"+{c}" for c in change["added"]] + [f"-{c}" for c in change["removed"]] + [f"~{c}" for c in change["changed"]])
+        detail = ", ".join(
+            [f"+{c}" for c in change["added"]]
+            + [f"-{c}" for c in change["removed"]]
+            + [f"~{c}" for c in change["changed"]]
+        )
         lines.append(f"  {'schema':<13} {dataset}: {detail}")
     for name, change in (changes.get("tasks") or {}).items():
-        lines.append(f"  {'task':<13} {name}: job version {_short(change['jobVersion'][0], 12)} → {_short(change['jobVersion'][1], 12)}, "
-                     f"state {change['state'][0]} → {change['state'][1]}")
+        lines.append(
+            f"  {'task':<13} {name}: job version {_short(change['jobVersion'][0], 12)} → {_short(change['jobVersion'][1], 12)}, "
+            f"state {change['state'][0]} → {change['state'][1]}"
+        )
     if "state" in changes:
         pair("state", changes["state"])
     if "errorMessage" in changes:
@@ -753,7 +977,10 @@ def render_columns(result: dict) -> str:
 
     parents: dict = {}
     for source, target, transformations in result["edges"]:
-        kinds = ",".join(sorted({"/".join(x for x in (t.get("type"), t.get("subtype")) if x) for t in transformations})) or "?"
+        kinds = (
+            ",".join(sorted({"/".join(x for x in (t.get("type"), t.get("subtype")) if x) for t in transformations}))
+            or "?"
+        )
         parents.setdefault(target, []).append((source, kinds))
     lines = [f"{label(result['focus'])}   (↑ column upstream: {len(result['levels']) - 1} columns)"]
     expanded = {result["focus"]}
@@ -763,7 +990,9 @@ def render_columns(result: dict) -> str:
         for index, (kid, kinds) in enumerate(kids):
             last = index == len(kids) - 1
             seen = kid in expanded
-            lines.append(f"{prefix}{'└── ' if last else '├── '}{label(kid)}  ({kinds}){'  (see above)' if seen else ''}")
+            lines.append(
+                f"{prefix}{'└── ' if last else '├── '}{label(kid)}  ({kinds}){'  (see above)' if seen else ''}"
+            )
             if not seen:
                 expanded.add(kid)
                 walk(kid, prefix + ("    " if last else "│   "))
@@ -778,8 +1007,12 @@ def impact_json(queries: LineageQueries, result: dict) -> dict:
 
 
 def run_impact_json(queries: LineageQueries, result: dict) -> dict:
-    return {**queries.marquez_graph(result["subgraph"]), "run": result["run"], "runs": result["runs"],
-            "datasetVersions": result["datasetVersions"]}
+    return {
+        **queries.marquez_graph(result["subgraph"]),
+        "run": result["run"],
+        "runs": result["runs"],
+        "datasetVersions": result["datasetVersions"],
+    }
 
 
 def runs_json(result: dict) -> dict:
@@ -805,4 +1038,3 @@ def demo_summary(paths: config.Paths | None = None, out: Callable[[str], None] =
         out(render_impact(queries.impact("nyc_taxi.yellow_taxi_raw")))
     finally:
         store.close()
-

@@ -18,8 +18,8 @@ from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from include.lineage.queries import DEFAULT_DEPTH, LineageQueries, UnknownNode
-from include.lineage.store import InvalidEvent, LineageError, LineageStore, check_event, events_table
+from include.lineage.queries import DEFAULT_DEPTH, LineageQueries, UnknownNodeError
+from include.lineage.store import InvalidEventError, LineageError, LineageStore, check_event, events_table
 
 
 def create_app(store_url: str | None = None, store: LineageStore | None = None) -> FastAPI:
@@ -41,7 +41,7 @@ def create_app(store_url: str | None = None, store: LineageStore | None = None) 
         try:
             for item in batch:
                 check_event(item)
-        except InvalidEvent as error:
+        except InvalidEventError as error:
             raise HTTPException(status_code=400, detail=f"not an OpenLineage event: {error}") from None
         result = await run_in_threadpool(store.ingest, batch)  # the store serialises writers
         return {"received": result.read, "new": result.new}
@@ -50,7 +50,7 @@ def create_app(store_url: str | None = None, store: LineageStore | None = None) 
     def get_lineage(node_id: str = Query(..., alias="nodeId"), depth: int = Query(DEFAULT_DEPTH, ge=0, le=1000)):
         try:
             return queries.marquez_graph(queries.neighbourhood(node_id, depth))
-        except UnknownNode as error:
+        except UnknownNodeError as error:
             raise HTTPException(status_code=404, detail=str(error)) from None
         except LineageError as error:
             raise HTTPException(status_code=400, detail=str(error)) from None
@@ -63,7 +63,7 @@ def create_app(store_url: str | None = None, store: LineageStore | None = None) 
             ref = f"{namespace_name}.{column}"
         try:
             return queries.column_graph(queries.columns(ref, depth))
-        except UnknownNode as error:
+        except UnknownNodeError as error:
             raise HTTPException(status_code=404, detail=str(error)) from None
         except LineageError as error:
             raise HTTPException(status_code=400, detail=str(error)) from None

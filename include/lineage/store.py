@@ -24,7 +24,7 @@ import sys
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from sqlalchemy import (
@@ -54,7 +54,8 @@ STORE_URL_ENV = "LINEAGE_STORE_URL"
 metadata = MetaData()
 
 events_table = Table(
-    "lineage_events", metadata,
+    "lineage_events",
+    metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("dedup_key", String(255), nullable=False, unique=True),
     Column("run_id", String(64), index=True),
@@ -67,7 +68,8 @@ events_table = Table(
 )
 
 nodes_table = Table(
-    "lineage_nodes", metadata,
+    "lineage_nodes",
+    metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("key", String(2048), nullable=False, unique=True),  # Marquez node id: dataset:<ns>:<name> | job:<ns>:<name>
     Column("kind", String(8), nullable=False),
@@ -77,14 +79,16 @@ nodes_table = Table(
 )
 
 aliases_table = Table(
-    "lineage_node_aliases", metadata,
+    "lineage_node_aliases",
+    metadata,
     Column("alias", String(2048), nullable=False),
     Column("node_id", Integer, nullable=False),
     PrimaryKeyConstraint("alias", "node_id"),
 )
 
 edges_table = Table(
-    "lineage_edges", metadata,
+    "lineage_edges",
+    metadata,
     Column("source", Integer, nullable=False),
     Column("target", Integer, nullable=False),
     PrimaryKeyConstraint("source", "target"),
@@ -92,7 +96,8 @@ edges_table = Table(
 )
 
 closure_table = Table(
-    "lineage_closure", metadata,
+    "lineage_closure",
+    metadata,
     Column("ancestor", Integer, nullable=False),
     Column("descendant", Integer, nullable=False),
     Column("depth", Integer, nullable=False),
@@ -102,7 +107,8 @@ closure_table = Table(
 )
 
 jobs_table = Table(
-    "lineage_jobs", metadata,
+    "lineage_jobs",
+    metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("node_id", Integer, nullable=False, unique=True),
     Column("namespace", String(1024), nullable=False),
@@ -117,7 +123,8 @@ jobs_table = Table(
 )
 
 job_versions_table = Table(
-    "lineage_job_versions", metadata,
+    "lineage_job_versions",
+    metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("job_id", Integer, nullable=False),
     Column("version", String(64), nullable=False),
@@ -130,7 +137,8 @@ job_versions_table = Table(
 )
 
 datasets_table = Table(
-    "lineage_datasets", metadata,
+    "lineage_datasets",
+    metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("node_id", Integer, nullable=False, unique=True),
     Column("namespace", String(1024), nullable=False),
@@ -144,7 +152,8 @@ datasets_table = Table(
 )
 
 dataset_versions_table = Table(
-    "lineage_dataset_versions", metadata,
+    "lineage_dataset_versions",
+    metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("dataset_id", Integer, nullable=False),
     Column("version", String(255), nullable=False),
@@ -155,7 +164,8 @@ dataset_versions_table = Table(
 )
 
 runs_table = Table(
-    "lineage_runs", metadata,
+    "lineage_runs",
+    metadata,
     Column("id", String(64), primary_key=True),
     Column("job_id", Integer, nullable=False, index=True),
     Column("job_version_id", Integer),
@@ -176,7 +186,8 @@ runs_table = Table(
 )
 
 run_datasets_table = Table(
-    "lineage_run_datasets", metadata,
+    "lineage_run_datasets",
+    metadata,
     Column("run_id", String(64), nullable=False),
     Column("dataset_id", Integer, nullable=False),
     Column("direction", String(6), nullable=False),  # input | output
@@ -187,7 +198,8 @@ run_datasets_table = Table(
 )
 
 column_edges_table = Table(
-    "lineage_column_edges", metadata,
+    "lineage_column_edges",
+    metadata,
     Column("dataset_id", Integer, nullable=False),
     Column("field", String(512), nullable=False),
     Column("input_dataset_id", Integer, nullable=False),
@@ -212,11 +224,11 @@ class LineageError(Exception):
     """A problem the user can fix: unknown node, empty store, unreadable event file. The CLI exits 2."""
 
 
-class InvalidEvent(LineageError):
+class InvalidEventError(LineageError):
     pass
 
 
-class UnreadableEventFile(LineageError):
+class UnreadableEventFileError(LineageError):
     def __init__(self, file: str, line: int | None, reason: str):
         where = f"{file}:{line}" if line else file
         super().__init__(f"{where}: {reason}")
@@ -238,11 +250,11 @@ def utc_time(value: str) -> str:
     if "." in text:  # Python parses at most 6 fractional digits; Java emits up to 9
         head, _, tail = text.partition(".")
         digits = len(tail) - len(tail.lstrip("0123456789"))
-        text = f"{head}.{tail[:min(digits, 6)]}{tail[digits:]}"
+        text = f"{head}.{tail[: min(digits, 6)]}{tail[digits:]}"
     parsed = datetime.fromisoformat(text)
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
-    return parsed.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def dataset_key(namespace: str, name: str) -> str:
@@ -299,33 +311,33 @@ def event_dedup_key(lineage_event: dict) -> str:
 
 
 def check_event(lineage_event) -> None:
-    """Raise InvalidEvent unless this looks like an OpenLineage run, job or dataset event."""
+    """Raise InvalidEventError unless this looks like an OpenLineage run, job or dataset event."""
     if not isinstance(lineage_event, dict):
-        raise InvalidEvent(f"an OpenLineage event is a JSON object, not {type(lineage_event).__name__}")
+        raise InvalidEventError(f"an OpenLineage event is a JSON object, not {type(lineage_event).__name__}")
     if not isinstance(lineage_event.get("eventTime"), str):
-        raise InvalidEvent("no eventTime")
+        raise InvalidEventError("no eventTime")
     try:
         utc_time(lineage_event["eventTime"])
     except ValueError:
-        raise InvalidEvent(f"eventTime {lineage_event['eventTime']!r} is not an ISO-8601 time") from None
+        raise InvalidEventError(f"eventTime {lineage_event['eventTime']!r} is not an ISO-8601 time") from None
     if "run" in lineage_event:
         run = lineage_event.get("run")
         if not isinstance(run, dict) or not isinstance(run.get("runId"), str) or not run["runId"]:
-            raise InvalidEvent("run without a runId")
+            raise InvalidEventError("run without a runId")
         if not isinstance(lineage_event.get("job"), dict):
-            raise InvalidEvent("run event without a job")
+            raise InvalidEventError("run event without a job")
     if "job" not in lineage_event and "dataset" not in lineage_event:
-        raise InvalidEvent("neither a run, a job nor a dataset: not an OpenLineage event")
+        raise InvalidEventError("neither a run, a job nor a dataset: not an OpenLineage event")
     job = lineage_event.get("job")
     if job is not None and not (isinstance(job, dict) and job.get("namespace") and job.get("name")):
-        raise InvalidEvent("job without a namespace and name")
+        raise InvalidEventError("job without a namespace and name")
     for side in ("inputs", "outputs"):
         datasets = lineage_event.get(side) or []
         if not isinstance(datasets, list):
-            raise InvalidEvent(f"{side} is not a list")
+            raise InvalidEventError(f"{side} is not a list")
         for dataset in datasets:
             if not (isinstance(dataset, dict) and dataset.get("namespace") and dataset.get("name")):
-                raise InvalidEvent(f"an entry of {side} has no namespace and name")
+                raise InvalidEventError(f"an entry of {side} has no namespace and name")
 
 
 @dataclass
@@ -338,7 +350,7 @@ class IngestResult:
     def duplicates(self) -> int:
         return self.read - self.new
 
-    def __iadd__(self, other: "IngestResult") -> "IngestResult":
+    def __iadd__(self, other: IngestResult) -> IngestResult:
         self.read += other.read
         self.new += other.new
         self.new_run_ids |= other.new_run_ids
@@ -354,26 +366,26 @@ class SourcedEvent:
 def read_event_file(path: Path | str) -> list[SourcedEvent]:
     """Events of a JSON-lines file (``-`` is stdin), or of a file holding one JSON event or a list of them.
 
-    Every line is checked before anything is stored; a bad one raises UnreadableEventFile naming file and line."""
+    Every line is checked before anything is stored; a bad one raises UnreadableEventFileError naming file and line."""
     name = str(path)
     try:
         text = sys.stdin.read() if name == "-" else Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
-        raise UnreadableEventFile(name, None, f"cannot read: {error}") from None
+        raise UnreadableEventFileError(name, None, f"cannot read: {error}") from None
     label = "<stdin>" if name == "-" else name
     stripped = text.strip()
     if stripped.startswith("[") or (stripped.startswith("{") and "\n" in stripped and _whole_json(stripped)):
         try:
             document = json.loads(stripped)
         except ValueError as error:
-            raise UnreadableEventFile(label, error.lineno, f"not valid JSON ({error.msg})") from None
+            raise UnreadableEventFileError(label, error.lineno, f"not valid JSON ({error.msg})") from None
         items = document if isinstance(document, list) else [document]
         out = []
         for index, item in enumerate(items, start=1):
             try:
                 check_event(item)
-            except InvalidEvent as error:
-                raise UnreadableEventFile(label, None, f"event {index}: {error}") from None
+            except InvalidEventError as error:
+                raise UnreadableEventFileError(label, None, f"event {index}: {error}") from None
             out.append(SourcedEvent(item, f"{label}#{index}"))
         return out
     out = []
@@ -383,11 +395,13 @@ def read_event_file(path: Path | str) -> list[SourcedEvent]:
         try:
             item = json.loads(line)
         except ValueError as error:
-            raise UnreadableEventFile(label, number, f"not valid JSON ({error.msg} at column {error.colno})") from None
+            raise UnreadableEventFileError(
+                label, number, f"not valid JSON ({error.msg} at column {error.colno})"
+            ) from None
         try:
             check_event(item)
-        except InvalidEvent as error:
-            raise UnreadableEventFile(label, number, str(error)) from None
+        except InvalidEventError as error:
+            raise UnreadableEventFileError(label, number, str(error)) from None
         out.append(SourcedEvent(item, f"{label}:{number}"))
     return out
 
@@ -418,43 +432,88 @@ def _p(name: str):
 # Statements of the ingest path, built once: an event costs a handful of executions of already-compiled SQL.
 _SELECT_NODE = select(nodes_table.c.id).where(nodes_table.c.key == _p("p_key"))
 _SELECT_ALIASES = select(aliases_table.c.alias).where(aliases_table.c.node_id == _p("p_node"))
-_SELECT_EDGE = select(edges_table.c.source).where(edges_table.c.source == _p("p_source"), edges_table.c.target == _p("p_target"))
+_SELECT_EDGE = select(edges_table.c.source).where(
+    edges_table.c.source == _p("p_source"), edges_table.c.target == _p("p_target")
+)
 _SELECT_JOB = select(jobs_table.c.id, jobs_table.c.facets, jobs_table.c.updated_at).where(
-    jobs_table.c.namespace == _p("p_ns"), jobs_table.c.name == _p("p_name"))
-_UPDATE_JOB_FACETS = update(jobs_table).where(jobs_table.c.id == _p("p_id")).values(facets=_p("p_facets"), updated_at=_p("p_time"))
-_UPDATE_JOB_LATEST = update(jobs_table).where(
-    jobs_table.c.id == _p("p_id"),
-    or_(jobs_table.c.latest_run_time.is_(None), jobs_table.c.latest_run_time <= _p("p_time"), jobs_table.c.latest_run_id == _p("p_run")),
-).values(latest_run_id=_p("p_run"), latest_run_time=_p("p_time"), current_version_id=_p("p_version"))
+    jobs_table.c.namespace == _p("p_ns"), jobs_table.c.name == _p("p_name")
+)
+_UPDATE_JOB_FACETS = (
+    update(jobs_table).where(jobs_table.c.id == _p("p_id")).values(facets=_p("p_facets"), updated_at=_p("p_time"))
+)
+_UPDATE_JOB_LATEST = (
+    update(jobs_table)
+    .where(
+        jobs_table.c.id == _p("p_id"),
+        or_(
+            jobs_table.c.latest_run_time.is_(None),
+            jobs_table.c.latest_run_time <= _p("p_time"),
+            jobs_table.c.latest_run_id == _p("p_run"),
+        ),
+    )
+    .values(latest_run_id=_p("p_run"), latest_run_time=_p("p_time"), current_version_id=_p("p_version"))
+)
 _SELECT_DATASET = select(datasets_table.c.id, datasets_table.c.facets, datasets_table.c.updated_at).where(
-    datasets_table.c.namespace == _p("p_ns"), datasets_table.c.name == _p("p_name"))
-_UPDATE_DATASET_FACETS = update(datasets_table).where(datasets_table.c.id == _p("p_id")).values(facets=_p("p_facets"), updated_at=_p("p_time"))
+    datasets_table.c.namespace == _p("p_ns"), datasets_table.c.name == _p("p_name")
+)
+_UPDATE_DATASET_FACETS = (
+    update(datasets_table)
+    .where(datasets_table.c.id == _p("p_id"))
+    .values(facets=_p("p_facets"), updated_at=_p("p_time"))
+)
 _UPDATE_NODE_LABEL = update(nodes_table).where(nodes_table.c.id == _p("p_id")).values(label=_p("p_label"))
-_SELECT_VERSION = select(dataset_versions_table.c.id, dataset_versions_table.c.schema, dataset_versions_table.c.created_by_run_id).where(
-    dataset_versions_table.c.dataset_id == _p("p_dataset"), dataset_versions_table.c.version == _p("p_version"))
-_UPDATE_VERSION = update(dataset_versions_table).where(dataset_versions_table.c.id == _p("p_id")).values(
-    schema=func.coalesce(dataset_versions_table.c.schema, _p("p_schema")),
-    created_by_run_id=func.coalesce(dataset_versions_table.c.created_by_run_id, _p("p_run")))
-_UPDATE_CURRENT_VERSION = update(datasets_table).where(
-    datasets_table.c.id == _p("p_id"),
-    or_(datasets_table.c.current_version_time.is_(None), datasets_table.c.current_version_time <= _p("p_time")),
-).values(current_version_id=_p("p_version"), current_version_time=_p("p_time"))
-_UPDATE_FIRST_VERSION = update(datasets_table).where(datasets_table.c.id == _p("p_id"), datasets_table.c.current_version_id.is_(None)).values(
-    current_version_id=_p("p_version"))
+_SELECT_VERSION = select(
+    dataset_versions_table.c.id, dataset_versions_table.c.schema, dataset_versions_table.c.created_by_run_id
+).where(dataset_versions_table.c.dataset_id == _p("p_dataset"), dataset_versions_table.c.version == _p("p_version"))
+_UPDATE_VERSION = (
+    update(dataset_versions_table)
+    .where(dataset_versions_table.c.id == _p("p_id"))
+    .values(
+        schema=func.coalesce(dataset_versions_table.c.schema, _p("p_schema")),
+        created_by_run_id=func.coalesce(dataset_versions_table.c.created_by_run_id, _p("p_run")),
+    )
+)
+_UPDATE_CURRENT_VERSION = (
+    update(datasets_table)
+    .where(
+        datasets_table.c.id == _p("p_id"),
+        or_(datasets_table.c.current_version_time.is_(None), datasets_table.c.current_version_time <= _p("p_time")),
+    )
+    .values(current_version_id=_p("p_version"), current_version_time=_p("p_time"))
+)
+_UPDATE_FIRST_VERSION = (
+    update(datasets_table)
+    .where(datasets_table.c.id == _p("p_id"), datasets_table.c.current_version_id.is_(None))
+    .values(current_version_id=_p("p_version"))
+)
 _SELECT_RUN = select(runs_table).where(runs_table.c.id == _p("p_run"))
-_SELECT_RUN_IO = select(run_datasets_table.c.direction, datasets_table.c.namespace, datasets_table.c.name).join(
-    datasets_table, datasets_table.c.id == run_datasets_table.c.dataset_id).where(run_datasets_table.c.run_id == _p("p_run"))
-_SELECT_JOB_VERSION = select(job_versions_table.c.id).where(job_versions_table.c.job_id == _p("p_job"), job_versions_table.c.version == _p("p_version"))
+_SELECT_RUN_IO = (
+    select(run_datasets_table.c.direction, datasets_table.c.namespace, datasets_table.c.name)
+    .join(datasets_table, datasets_table.c.id == run_datasets_table.c.dataset_id)
+    .where(run_datasets_table.c.run_id == _p("p_run"))
+)
+_SELECT_JOB_VERSION = select(job_versions_table.c.id).where(
+    job_versions_table.c.job_id == _p("p_job"), job_versions_table.c.version == _p("p_version")
+)
 _UPDATE_RUN_VERSION = update(runs_table).where(runs_table.c.id == _p("p_run")).values(job_version_id=_p("p_version"))
 _RUN_USING_VERSION = select(runs_table.c.id).where(runs_table.c.job_version_id == _p("p_version")).limit(1)
 _DELETE_JOB_VERSION = job_versions_table.delete().where(job_versions_table.c.id == _p("p_version"))
 _SELECT_COLUMN_EDGE = select(column_edges_table.c.transformations).where(
-    column_edges_table.c.dataset_id == _p("p_dataset"), column_edges_table.c.field == _p("p_field"),
-    column_edges_table.c.input_dataset_id == _p("p_input"), column_edges_table.c.input_field == _p("p_input_field"))
-_UPDATE_COLUMN_EDGE = update(column_edges_table).where(
-    column_edges_table.c.dataset_id == _p("p_dataset"), column_edges_table.c.field == _p("p_field"),
-    column_edges_table.c.input_dataset_id == _p("p_input"), column_edges_table.c.input_field == _p("p_input_field"),
-).values(transformations=_p("p_transformations"))
+    column_edges_table.c.dataset_id == _p("p_dataset"),
+    column_edges_table.c.field == _p("p_field"),
+    column_edges_table.c.input_dataset_id == _p("p_input"),
+    column_edges_table.c.input_field == _p("p_input_field"),
+)
+_UPDATE_COLUMN_EDGE = (
+    update(column_edges_table)
+    .where(
+        column_edges_table.c.dataset_id == _p("p_dataset"),
+        column_edges_table.c.field == _p("p_field"),
+        column_edges_table.c.input_dataset_id == _p("p_input"),
+        column_edges_table.c.input_field == _p("p_input_field"),
+    )
+    .values(transformations=_p("p_transformations"))
+)
 
 
 def _dialect_statements(dialect: str) -> dict:
@@ -466,16 +525,28 @@ def _dialect_statements(dialect: str) -> dict:
     up, down = closure_table.alias("up"), closure_table.alias("down")
     # Every ancestor of the source (itself included) now reaches every descendant of the target (itself included),
     # at distance d(x, source) + 1 + d(target, y); an existing pair keeps the shorter distance.
-    pairs = (select(up.c.ancestor, down.c.descendant, (up.c.depth + 1 + down.c.depth).label("depth"))
-             .select_from(up).join(down, down.c.ancestor == _p("p_target")).where(up.c.descendant == _p("p_source")))
+    pairs = (
+        select(up.c.ancestor, down.c.descendant, (up.c.depth + 1 + down.c.depth).label("depth"))
+        .select_from(up)
+        .join(down, down.c.ancestor == _p("p_target"))
+        .where(up.c.descendant == _p("p_source"))
+    )
     extend = dialect_insert(closure_table).from_select(["ancestor", "descendant", "depth"], pairs)
-    extend = extend.on_conflict_do_update(index_elements=["ancestor", "descendant"], set_={"depth": extend.excluded.depth},
-                                          where=extend.excluded.depth < closure_table.c.depth)
+    extend = extend.on_conflict_do_update(
+        index_elements=["ancestor", "descendant"],
+        set_={"depth": extend.excluded.depth},
+        where=extend.excluded.depth < closure_table.c.depth,
+    )
     raw = dialect_insert(events_table).on_conflict_do_nothing(index_elements=["dedup_key"])
     run_dataset = dialect_insert(run_datasets_table)
     run_dataset = run_dataset.on_conflict_do_update(
         index_elements=["run_id", "dataset_id", "direction"],
-        set_={"dataset_version_id": func.coalesce(run_dataset.excluded.dataset_version_id, run_datasets_table.c.dataset_version_id)})
+        set_={
+            "dataset_version_id": func.coalesce(
+                run_dataset.excluded.dataset_version_id, run_datasets_table.c.dataset_version_id
+            )
+        },
+    )
     return {"extend_closure": extend, "insert_event": raw, "upsert_run_dataset": run_dataset}
 
 
@@ -503,7 +574,7 @@ class LineageStore:
     def close(self) -> None:
         self.engine.dispose()
 
-    def __enter__(self) -> "LineageStore":
+    def __enter__(self) -> LineageStore:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -555,8 +626,9 @@ class LineageStore:
             return cached
         node_id = conn.execute(_SELECT_NODE, {"p_key": key}).scalar()
         if node_id is None:
-            node_id = conn.execute(nodes_table.insert(), {"key": key, "kind": kind, "namespace": namespace, "name": name,
-                                                          "label": label}).inserted_primary_key[0]
+            node_id = conn.execute(
+                nodes_table.insert(), {"key": key, "kind": kind, "namespace": namespace, "name": name, "label": label}
+            ).inserted_primary_key[0]
             conn.execute(closure_table.insert(), {"ancestor": node_id, "descendant": node_id, "depth": 0})
             aliases = {key, f"{namespace}:{name}"} | ({name} if kind == "job" else set())
             conn.execute(aliases_table.insert(), [{"alias": alias, "node_id": node_id} for alias in sorted(aliases)])
@@ -631,17 +703,25 @@ class _Ingest:
                 self.store.add_edge(self.conn, job_node, dataset_node)
             if self.run_id:
                 self._run(job_id, bool(inputs or outputs))
-        for dataset, (dataset_id, _) in zip(self.event.get("outputs") or [], outputs):
+        for dataset, (dataset_id, _) in zip(self.event.get("outputs") or [], outputs, strict=True):
             self._column_lineage(dataset, dataset_id)
         return True
 
     def _store_raw(self) -> bool:
         job = self.event.get("job") or {}
-        inserted = self.conn.execute(self.store.statements["insert_event"], {
-            "dedup_key": event_dedup_key(self.event), "run_id": self.run_id, "event_type": self.event.get("eventType"),
-            "event_time": self.time, "job_namespace": job.get("namespace"), "job_name": job.get("name"),
-            "source": self.source[:1024], "payload": json.dumps(self.event, sort_keys=True),
-        })
+        inserted = self.conn.execute(
+            self.store.statements["insert_event"],
+            {
+                "dedup_key": event_dedup_key(self.event),
+                "run_id": self.run_id,
+                "event_type": self.event.get("eventType"),
+                "event_time": self.time,
+                "job_namespace": job.get("namespace"),
+                "job_name": job.get("name"),
+                "source": self.source[:1024],
+                "payload": json.dumps(self.event, sort_keys=True),
+            },
+        )
         return inserted.rowcount == 1
 
     def _job(self, job: dict) -> tuple[int, int]:
@@ -654,9 +734,17 @@ class _Ingest:
             return job_id, node_id
         row = conn.execute(_SELECT_JOB, {"p_ns": namespace, "p_name": name}).first()
         if row is None:
-            job_id = conn.execute(jobs_table.insert(), {
-                "node_id": node_id, "namespace": namespace, "name": name, "created_at": self.time, "updated_at": self.time,
-                "facets": json.dumps(facets, sort_keys=True)}).inserted_primary_key[0]
+            job_id = conn.execute(
+                jobs_table.insert(),
+                {
+                    "node_id": node_id,
+                    "namespace": namespace,
+                    "name": name,
+                    "created_at": self.time,
+                    "updated_at": self.time,
+                    "facets": json.dumps(facets, sort_keys=True),
+                },
+            ).inserted_primary_key[0]
         else:
             job_id = row.id
             if facets:
@@ -676,9 +764,17 @@ class _Ingest:
         if dataset_id is None or facets:
             row = conn.execute(_SELECT_DATASET, {"p_ns": namespace, "p_name": name}).first()
             if row is None:
-                dataset_id = conn.execute(datasets_table.insert(), {
-                    "node_id": node_id, "namespace": namespace, "name": name, "created_at": self.time, "updated_at": self.time,
-                    "facets": json.dumps(facets, sort_keys=True)}).inserted_primary_key[0]
+                dataset_id = conn.execute(
+                    datasets_table.insert(),
+                    {
+                        "node_id": node_id,
+                        "namespace": namespace,
+                        "name": name,
+                        "created_at": self.time,
+                        "updated_at": self.time,
+                        "facets": json.dumps(facets, sort_keys=True),
+                    },
+                ).inserted_primary_key[0]
             else:
                 dataset_id = row.id
                 if facets:
@@ -687,8 +783,15 @@ class _Ingest:
             store._ids[("dataset", namespace, name)] = dataset_id
         version_id = self._dataset_version(dataset_id, facets, direction)
         if direction and self.run_id:
-            conn.execute(store.statements["upsert_run_dataset"], {"run_id": self.run_id, "dataset_id": dataset_id,
-                                                                  "direction": direction, "dataset_version_id": version_id})
+            conn.execute(
+                store.statements["upsert_run_dataset"],
+                {
+                    "run_id": self.run_id,
+                    "dataset_id": dataset_id,
+                    "direction": direction,
+                    "dataset_version_id": version_id,
+                },
+            )
         return dataset_id, node_id
 
     def _dataset_version(self, dataset_id: int, facets: dict, direction: str | None) -> int | None:
@@ -705,10 +808,19 @@ class _Ingest:
         if version_id is None:
             version_id = conn.execute(_SELECT_VERSION, {"p_dataset": dataset_id, "p_version": version}).scalar()
         if version_id is None:
-            version_id = conn.execute(dataset_versions_table.insert(), {
-                "dataset_id": dataset_id, "version": version, "schema": schema, "created_by_run_id": creator,
-                "created_at": self.time}).inserted_primary_key[0]
-        elif (schema and ("version_schema", version_id) not in store._ids) or (creator and ("version_creator", version_id) not in store._ids):
+            version_id = conn.execute(
+                dataset_versions_table.insert(),
+                {
+                    "dataset_id": dataset_id,
+                    "version": version,
+                    "schema": schema,
+                    "created_by_run_id": creator,
+                    "created_at": self.time,
+                },
+            ).inserted_primary_key[0]
+        elif (schema and ("version_schema", version_id) not in store._ids) or (
+            creator and ("version_creator", version_id) not in store._ids
+        ):
             conn.execute(_UPDATE_VERSION, {"p_id": version_id, "p_schema": schema, "p_run": creator})
         store._ids[cache_key] = version_id
         if schema:
@@ -731,19 +843,34 @@ class _Ingest:
         row = conn.execute(_SELECT_RUN, {"p_run": self.run_id}).first()
         values: dict = {}
         if row is None:
-            current = {"state_rank": 0, "state_time": None, "started_at": None, "ended_at": None, "facets": None, "facets_time": None,
-                       "parent_run_id": None, "nominal_start": None, "code_hash": None, "code_version": None, "job_version_id": None}
+            current = {
+                "state_rank": 0,
+                "state_time": None,
+                "started_at": None,
+                "ended_at": None,
+                "facets": None,
+                "facets_time": None,
+                "parent_run_id": None,
+                "nominal_start": None,
+                "code_hash": None,
+                "code_version": None,
+                "job_version_id": None,
+            }
             values.update(id=self.run_id, job_id=job_id, state="NEW", state_rank=0)
         else:
             current = row._mapping
         if state and (rank, self.time) >= (current["state_rank"], current["state_time"] or ""):
             values.update(state=state, state_rank=rank, state_time=self.time)
-        if self.event.get("eventType") == "START" and (current["started_at"] is None or self.time < current["started_at"]):
+        if self.event.get("eventType") == "START" and (
+            current["started_at"] is None or self.time < current["started_at"]
+        ):
             values["started_at"] = self.time
         if rank == 3 and (current["ended_at"] is None or self.time > current["ended_at"]):
             values["ended_at"] = self.time
         if run_facets:
-            values["facets"], values["facets_time"] = _merge_facets(current["facets"], current["facets_time"], run_facets, self.time)
+            values["facets"], values["facets_time"] = _merge_facets(
+                current["facets"], current["facets_time"], run_facets, self.time
+            )
         parent = run_facets.get("parent") or {}
         if parent.get("run", {}).get("runId") and not current["parent_run_id"]:
             values["parent_run_id"] = parent["run"]["runId"]
@@ -753,7 +880,10 @@ class _Ingest:
             values["error_message"] = error
         nominal = run_facets.get("nominalTime") or {}
         if nominal.get("nominalStartTime") and not current["nominal_start"]:
-            values["nominal_start"], values["nominal_end"] = nominal.get("nominalStartTime"), nominal.get("nominalEndTime")
+            values["nominal_start"], values["nominal_end"] = (
+                nominal.get("nominalStartTime"),
+                nominal.get("nominalEndTime"),
+            )
         code = (job_facets.get("sourceCode") or {}).get("sourceCode")
         code_hash = hashlib.sha256(code.encode()).hexdigest() if code else None
         if code_hash and code_hash != current["code_hash"]:
@@ -766,10 +896,17 @@ class _Ingest:
         elif values:
             conn.execute(update(runs_table).where(runs_table.c.id == self.run_id).values(**values))
         if row is None or has_datasets or "code_hash" in values or "code_version" in values:
-            self._job_version(job_id, values.get("code_hash") or current["code_hash"], values.get("code_version") or current["code_version"],
-                              current["job_version_id"], current["started_at"] or values.get("started_at") or self.time)
+            self._job_version(
+                job_id,
+                values.get("code_hash") or current["code_hash"],
+                values.get("code_version") or current["code_version"],
+                current["job_version_id"],
+                current["started_at"] or values.get("started_at") or self.time,
+            )
 
-    def _job_version(self, job_id: int, code_hash: str | None, code_version: str | None, previous: int | None, run_time: str) -> None:
+    def _job_version(
+        self, job_id: int, code_hash: str | None, code_version: str | None, previous: int | None, run_time: str
+    ) -> None:
         """The run's job version: its inputs and outputs (all events of the run so far) and its source code."""
         conn, store = self.conn, self.store
         io = conn.execute(_SELECT_RUN_IO, {"p_run": self.run_id}).all()
@@ -780,16 +917,29 @@ class _Ingest:
         if version_id is None:
             version_id = conn.execute(_SELECT_JOB_VERSION, {"p_job": job_id, "p_version": version}).scalar()
         if version_id is None:
-            version_id = conn.execute(job_versions_table.insert(), {
-                "job_id": job_id, "version": version, "inputs": json.dumps(inputs), "outputs": json.dumps(outputs),
-                "code_hash": code_hash, "code_version": code_version, "created_at": self.time}).inserted_primary_key[0]
+            version_id = conn.execute(
+                job_versions_table.insert(),
+                {
+                    "job_id": job_id,
+                    "version": version,
+                    "inputs": json.dumps(inputs),
+                    "outputs": json.dumps(outputs),
+                    "code_hash": code_hash,
+                    "code_version": code_version,
+                    "created_at": self.time,
+                },
+            ).inserted_primary_key[0]
         store._ids[("job_version", job_id, version)] = version_id
         if previous != version_id:
             conn.execute(_UPDATE_RUN_VERSION, {"p_run": self.run_id, "p_version": version_id})
             if previous is not None and conn.execute(_RUN_USING_VERSION, {"p_version": previous}).first() is None:
-                conn.execute(_DELETE_JOB_VERSION, {"p_version": previous})  # a version only a partial event of this run had
+                conn.execute(
+                    _DELETE_JOB_VERSION, {"p_version": previous}
+                )  # a version only a partial event of this run had
                 store._ids = {k: v for k, v in store._ids.items() if not (k[0] == "job_version" and v == previous)}
-        conn.execute(_UPDATE_JOB_LATEST, {"p_id": job_id, "p_run": self.run_id, "p_time": run_time, "p_version": version_id})
+        conn.execute(
+            _UPDATE_JOB_LATEST, {"p_id": job_id, "p_run": self.run_id, "p_time": run_time, "p_version": version_id}
+        )
 
     def _column_lineage(self, dataset: dict, dataset_id: int) -> None:
         fields = ((dataset.get("facets") or {}).get("columnLineage") or {}).get("fields") or {}
@@ -799,14 +949,30 @@ class _Ingest:
                 if not (input_field.get("namespace") and input_field.get("name") and input_field.get("field")):
                     continue
                 namespace, name = input_field["namespace"], input_field["name"]
-                input_id = self._dataset(input_field | {"facets": {}}, None)[0] if ("dataset", namespace, name) not in store._ids \
+                input_id = (
+                    self._dataset(input_field | {"facets": {}}, None)[0]
+                    if ("dataset", namespace, name) not in store._ids
                     else store._ids[("dataset", namespace, name)]
+                )
                 transformations = json.dumps(input_field.get("transformations") or [], sort_keys=True)
-                keys = {"p_dataset": dataset_id, "p_field": field_name, "p_input": input_id, "p_input_field": input_field["field"]}
+                keys = {
+                    "p_dataset": dataset_id,
+                    "p_field": field_name,
+                    "p_input": input_id,
+                    "p_input_field": input_field["field"],
+                }
                 existing = conn.execute(_SELECT_COLUMN_EDGE, keys).first()
                 if existing is None:
-                    conn.execute(column_edges_table.insert(), {"dataset_id": dataset_id, "field": field_name, "input_dataset_id": input_id,
-                                                               "input_field": input_field["field"], "transformations": transformations})
+                    conn.execute(
+                        column_edges_table.insert(),
+                        {
+                            "dataset_id": dataset_id,
+                            "field": field_name,
+                            "input_dataset_id": input_id,
+                            "input_field": input_field["field"],
+                            "transformations": transformations,
+                        },
+                    )
                 elif existing.transformations != transformations:
                     conn.execute(_UPDATE_COLUMN_EDGE, {**keys, "p_transformations": transformations})
 

@@ -26,7 +26,9 @@ MONTH = "2025-01"
 
 
 def lineage(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([LINEAGE, *args], capture_output=True, text=True, input=stdin, env=os.environ.copy(), timeout=300)
+    return subprocess.run(
+        [LINEAGE, *args], capture_output=True, text=True, input=stdin, env=os.environ.copy(), timeout=300
+    )
 
 
 def _ok(*args: str) -> str:
@@ -66,7 +68,9 @@ def test_ingest_reads_airflow_and_spark_events_and_stores_each_once(ingested, pi
 
 
 def test_upstream_of_the_forecast_reaches_the_tlc_and_noaa_source_urls(ingested, source_urls):
-    graph = json.loads(_ok("upstream", "nyc_taxi.yellow_rides_hourly_forecast", "--json", "--store", ingested["store"]))["graph"]
+    graph = json.loads(
+        _ok("upstream", "nyc_taxi.yellow_rides_hourly_forecast", "--json", "--store", ingested["store"])
+    )["graph"]
     ids = {node["id"] for node in graph}
     assert _dataset_node(naming.source_url_id(source_urls["tlc"])) in ids
     for url in source_urls["noaa"]:
@@ -80,12 +84,20 @@ def test_upstream_of_the_forecast_reaches_the_tlc_and_noaa_source_urls(ingested,
 def test_impact_of_raw_taxi_includes_actuals_both_models_and_the_forecast(ingested):
     result = json.loads(_ok("impact", "nyc_taxi.yellow_taxi_raw", "--json", "--store", ingested["store"]))
     ids = {node["id"] for node in result["graph"]}
-    for dataset_id in (naming.table_id(naming.HOURLY_ACTUALS), naming.model_id("seasonal_naive"), naming.model_id("weather"),
-                       naming.table_id(naming.HOURLY_FORECAST)):
+    for dataset_id in (
+        naming.table_id(naming.HOURLY_ACTUALS),
+        naming.model_id("seasonal_naive"),
+        naming.model_id("weather"),
+        naming.table_id(naming.HOURLY_FORECAST),
+    ):
         assert _dataset_node(dataset_id) in ids
     assert _dataset_node(naming.table_id(naming.WEATHER_RAW)) not in ids
     rerun = {run["job"]["name"] for run in result["runs"]}
-    assert {"forecast_yellow_rides.compute_hourly_actuals", "forecast_yellow_rides.train_model", "forecast_yellow_rides.write_forecast"} <= rerun
+    assert {
+        "forecast_yellow_rides.compute_hourly_actuals",
+        "forecast_yellow_rides.train_model",
+        "forecast_yellow_rides.write_forecast",
+    } <= rerun
     text = _ok("impact", "nyc_taxi.yellow_taxi_raw", "--store", ingested["store"])
     assert "nyc_taxi.yellow_rides_hourly_forecast" in text and "jobs to re-run" in text
 
@@ -108,17 +120,30 @@ def test_diff_of_the_seasonal_naive_and_weather_runs_names_weather_raw_and_the_c
     assert "+ nyc_taxi.weather_raw" in text and "code version changed" in text
     dag_runs = {run["parentRunId"] for run in (naive, weather)}
     assert len(dag_runs) == 2  # the two DAG runs, compared through their task runs
-    dag_diff = json.loads(_ok("diff", naive["parentRunId"], weather["parentRunId"], "--json", "--store", ingested["store"]))
+    dag_diff = json.loads(
+        _ok("diff", naive["parentRunId"], weather["parentRunId"], "--json", "--store", ingested["store"])
+    )
     assert "nyc_taxi.weather_raw" in [item["dataset"] for item in dag_diff["changes"]["inputs"]["added"]]
     assert "forecast_yellow_rides.train_model" in dag_diff["changes"]["tasks"]
 
 
 def test_columns_of_forecasted_total_rides_reach_the_pickup_time(ingested):
-    graph = json.loads(_ok("columns", "nyc_taxi.yellow_rides_hourly_forecast.forecasted_total_rides", "--json", "--store", ingested["store"]))["graph"]
+    graph = json.loads(
+        _ok(
+            "columns",
+            "nyc_taxi.yellow_rides_hourly_forecast.forecasted_total_rides",
+            "--json",
+            "--store",
+            ingested["store"],
+        )
+    )["graph"]
     raw = naming.table_id(naming.TAXI_RAW)
     assert f"datasetField:{raw.namespace}:{raw.name}:tpep_pickup_datetime" in {node["id"] for node in graph}
     text = _ok("columns", "nyc_taxi.yellow_rides_hourly_forecast.forecasted_total_rides", "--store", ingested["store"])
-    assert "nyc_taxi.yellow_rides_hourly_actuals.total_rides" in text and "nyc_taxi.yellow_taxi_raw.tpep_pickup_datetime" in text
+    assert (
+        "nyc_taxi.yellow_rides_hourly_actuals.total_rides" in text
+        and "nyc_taxi.yellow_taxi_raw.tpep_pickup_datetime" in text
+    )
 
 
 def test_spark_listener_runs_join_the_airflow_graph_and_run_hierarchy(ingested, pipeline_run):
@@ -127,7 +152,9 @@ def test_spark_listener_runs_join_the_airflow_graph_and_run_hierarchy(ingested, 
     jobs = {node["data"]["name"] for node in graph if node["type"] == "JOB"}
     assert "ingest_yellow_taxi_data.stage_yellow_taxi" in jobs
     assert any(job.startswith("stage_taxi.") for job in jobs), f"no Spark listener job reads the landed file: {jobs}"
-    stage_runs = json.loads(_ok("runs", "ingest_yellow_taxi_data.stage_yellow_taxi", "--json", "--store", ingested["store"]))["runs"]
+    stage_runs = json.loads(
+        _ok("runs", "ingest_yellow_taxi_data.stage_yellow_taxi", "--json", "--store", ingested["store"])
+    )["runs"]
     applications = json.loads(_ok("runs", "stage_taxi", "--json", "--store", ingested["store"]))["runs"]
     assert applications and {app["parentRunId"] for app in applications} <= {run["id"] for run in stage_runs}
     dag_run = stage_runs[0]["parentRunId"]  # DAG run -> task run -> Spark application
@@ -139,12 +166,20 @@ def test_spark_listener_runs_join_the_airflow_graph_and_run_hierarchy(ingested, 
 
 def test_clear_errors_exit_2(ingested, tmp_path):
     unknown = lineage("upstream", "nyc_taxi.yellow_rides_hourly_forcast", "--store", ingested["store"])
-    assert unknown.returncode == 2 and "did you mean" in unknown.stderr and "nyc_taxi.yellow_rides_hourly_forecast" in unknown.stderr
-    empty = lineage("upstream", "nyc_taxi.yellow_rides_hourly_forecast", "--store", f"sqlite:///{tmp_path / 'empty.db'}")
+    assert (
+        unknown.returncode == 2
+        and "did you mean" in unknown.stderr
+        and "nyc_taxi.yellow_rides_hourly_forecast" in unknown.stderr
+    )
+    empty = lineage(
+        "upstream", "nyc_taxi.yellow_rides_hourly_forecast", "--store", f"sqlite:///{tmp_path / 'empty.db'}"
+    )
     assert empty.returncode == 2 and "empty" in empty.stderr
     bad = tmp_path / "events.jsonl"
-    bad.write_text('{"eventTime": "2025-01-01T00:00:00Z", "eventType": "START", "run": {"runId": "r"}, "job": {"namespace": "n", "name": "j"}}\n'
-                   '{"eventTime": "yesterday", "run": {"runId": "r"}, "job": {"namespace": "n", "name": "j"}}\n')
+    bad.write_text(
+        '{"eventTime": "2025-01-01T00:00:00Z", "eventType": "START", "run": {"runId": "r"}, "job": {"namespace": "n", "name": "j"}}\n'
+        '{"eventTime": "yesterday", "run": {"runId": "r"}, "job": {"namespace": "n", "name": "j"}}\n'
+    )
     unreadable = lineage("ingest", str(bad), "--store", f"sqlite:///{tmp_path / 'bad.db'}")
     assert unreadable.returncode == 2 and f"{bad}:2" in unreadable.stderr and "eventTime" in unreadable.stderr
 
@@ -153,8 +188,13 @@ def test_clear_errors_exit_2(ingested, tmp_path):
 def lineage_server(tmp_path):
     port = free_port()
     store = f"sqlite:///{tmp_path / 'served.db'}"
-    process = subprocess.Popen([LINEAGE, "serve", "--port", str(port), "--store", store], env=os.environ.copy(),
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        [LINEAGE, "serve", "--port", str(port), "--store", store],
+        env=os.environ.copy(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -164,7 +204,9 @@ def lineage_server(tmp_path):
         except requests.ConnectionError:
             pass
         if process.poll() is not None or time.monotonic() > deadline:
-            raise AssertionError(f"lineage serve did not start: {process.stdout.read() if process.poll() is not None else 'timeout'}")
+            raise AssertionError(
+                f"lineage serve did not start: {process.stdout.read() if process.poll() is not None else 'timeout'}"
+            )
         time.sleep(0.2)
     yield {"url": url, "store": store}
     process.terminate()
@@ -175,36 +217,59 @@ def test_http_transport_delivers_real_events_to_lineage_serve(lineage_server, pi
     from openlineage.client.transport.http import HttpConfig, HttpTransport
 
     events = load_events(pipeline_run.paths.lineage_events)
-    plain = HttpTransport(HttpConfig.from_dict({"type": "http", "url": lineage_server["url"], "endpoint": "api/v1/lineage"}))
-    gzipped = HttpTransport(HttpConfig.from_dict({"type": "http", "url": lineage_server["url"], "endpoint": "api/v1/lineage", "compression": "gzip"}))
+    plain = HttpTransport(
+        HttpConfig.from_dict({"type": "http", "url": lineage_server["url"], "endpoint": "api/v1/lineage"})
+    )
+    gzipped = HttpTransport(
+        HttpConfig.from_dict(
+            {"type": "http", "url": lineage_server["url"], "endpoint": "api/v1/lineage", "compression": "gzip"}
+        )
+    )
     for index, event in enumerate(events):
         (gzipped if index % 2 else plain).emit(event)
     plain.emit(events[0])  # a duplicate
     unique = {(e["run"]["runId"], e["eventType"], e["eventTime"]) for e in events}
     assert requests.get(f"{lineage_server['url']}/api/v1/health", timeout=5).json()["events"] == len(unique)
     forecast = naming.table_id(naming.HOURLY_FORECAST)
-    response = requests.get(f"{lineage_server['url']}/api/v1/lineage",
-                            params={"nodeId": f"dataset:{forecast.namespace}:{forecast.name}", "depth": 50}, timeout=30)
+    response = requests.get(
+        f"{lineage_server['url']}/api/v1/lineage",
+        params={"nodeId": f"dataset:{forecast.namespace}:{forecast.name}", "depth": 50},
+        timeout=30,
+    )
     assert response.status_code == 200
     ids = {node["id"] for node in response.json()["graph"]}
-    assert _dataset_node(naming.table_id(naming.TAXI_RAW)) in ids and "job:nyc_taxi_pipeline:forecast_yellow_rides.write_forecast" in ids
-    missing = requests.get(f"{lineage_server['url']}/api/v1/lineage", params={"nodeId": "nyc_taxi.yellow_rides_hourly_forcast"}, timeout=30)
+    assert (
+        _dataset_node(naming.table_id(naming.TAXI_RAW)) in ids
+        and "job:nyc_taxi_pipeline:forecast_yellow_rides.write_forecast" in ids
+    )
+    missing = requests.get(
+        f"{lineage_server['url']}/api/v1/lineage", params={"nodeId": "nyc_taxi.yellow_rides_hourly_forcast"}, timeout=30
+    )
     assert missing.status_code == 404 and "nyc_taxi.yellow_rides_hourly_forecast" in missing.json()["detail"]
 
 
 def test_a_real_dag_run_sends_its_lineage_to_lineage_serve(lineage_server, pipeline_run, monkeypatch):
     transport = {"type": "http", "url": lineage_server["url"], "endpoint": "api/v1/lineage", "timeout": 5}
     with local_source.serve(pipeline_run.paths.var / "source") as source_env:
-        result = airflow_runs.dags_test("ingest_weather_data", "2025-02-01", {"force": True},
-                                        env={**source_env, "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(transport)},
-                                        log_file=pipeline_run.paths.var / "test-logs" / "weather_to_lineage_serve.log")
+        result = airflow_runs.dags_test(
+            "ingest_weather_data",
+            "2025-02-01",
+            {"force": True},
+            env={**source_env, "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(transport)},
+            log_file=pipeline_run.paths.var / "test-logs" / "weather_to_lineage_serve.log",
+        )
         monkeypatch.setenv("NOAA_BASE_URL", source_env["NOAA_BASE_URL"])
         noaa = naming.source_url_id(sources.noaa_url("tavg", MONTH))
     assert result.succeeded, result.log[-3000:]
-    runs = json.loads(_ok("runs", "ingest_weather_data.merge_weather_raw", "--json", "--store", lineage_server["store"]))["runs"]
+    runs = json.loads(
+        _ok("runs", "ingest_weather_data.merge_weather_raw", "--json", "--store", lineage_server["store"])
+    )["runs"]
     assert [run["state"] for run in runs] == ["COMPLETED"]
     assert "nyc_taxi.weather_raw" in {output["label"] for output in runs[0]["outputs"]}
     weather_raw = naming.table_id(naming.WEATHER_RAW)
-    response = requests.get(f"{lineage_server['url']}/api/v1/lineage",
-                            params={"nodeId": f"dataset:{weather_raw.namespace}:{weather_raw.name}"}, timeout=30)
+    response = requests.get(
+        f"{lineage_server['url']}/api/v1/lineage",
+        params={"nodeId": f"dataset:{weather_raw.namespace}:{weather_raw.name}"},
+        timeout=30,
+    )
     assert _dataset_node(noaa) in {node["id"] for node in response.json()["graph"]}

@@ -24,9 +24,9 @@ from sqlalchemy import select
 
 from include.lineage import cli
 from include.lineage.queries import (
-    EmptyStore,
+    EmptyStoreError,
     LineageQueries,
-    UnknownNode,
+    UnknownNodeError,
     closure_downstream,
     closure_upstream,
     cte_walk,
@@ -35,7 +35,7 @@ from include.lineage.queries import (
 )
 from include.lineage.store import (
     LineageStore,
-    UnreadableEventFile,
+    UnreadableEventFileError,
     closure_table,
     events_table,
     jobs_table,
@@ -48,31 +48,51 @@ NS = "tests"
 WAREHOUSE = "file:///warehouse"
 
 
-def _event(event_type: str, job: str, run_id: str, time: str, inputs=(), outputs=(), run_facets=None, job_facets=None) -> dict:
+def _event(
+    event_type: str, job: str, run_id: str, time: str, inputs=(), outputs=(), run_facets=None, job_facets=None
+) -> dict:
     """An OpenLineage event as openlineage-python serialises it."""
     event = RunEvent(
-        eventType=RunState[event_type], eventTime=time, producer="https://example.com/tests",
-        run=Run(runId=run_id, facets=run_facets or {}), job=Job(namespace=NS, name=job, facets=job_facets or {}),
-        inputs=list(inputs), outputs=list(outputs),
+        eventType=RunState[event_type],
+        eventTime=time,
+        producer="https://example.com/tests",
+        run=Run(runId=run_id, facets=run_facets or {}),
+        job=Job(namespace=NS, name=job, facets=job_facets or {}),
+        inputs=list(inputs),
+        outputs=list(outputs),
     )
     return json.loads(Serde.to_json(event))
 
 
 def _table(name: str, version: str | None = None, fields=(), column_lineage=None, output=False):
-    facets = {"symlinks": symlinks_dataset.SymlinksDatasetFacet(
-        identifiers=[symlinks_dataset.Identifier(namespace=WAREHOUSE, name=f"nyc.{name}", type="TABLE")])}
+    facets = {
+        "symlinks": symlinks_dataset.SymlinksDatasetFacet(
+            identifiers=[symlinks_dataset.Identifier(namespace=WAREHOUSE, name=f"nyc.{name}", type="TABLE")]
+        )
+    }
     if version:
         facets["version"] = dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion=version)
     if fields:
         facets["schema"] = schema_dataset.SchemaDatasetFacet(
-            fields=[schema_dataset.SchemaDatasetFacetFields(name=n, type=t) for n, t in fields])
+            fields=[schema_dataset.SchemaDatasetFacetFields(name=n, type=t) for n, t in fields]
+        )
     if column_lineage:
-        facets["columnLineage"] = column_lineage_dataset.ColumnLineageDatasetFacet(fields={
-            out: column_lineage_dataset.Fields(inputFields=[
-                column_lineage_dataset.InputField(namespace="file", name=f"/warehouse/{table}", field=col,
-                                                  transformations=[column_lineage_dataset.Transformation(type="DIRECT", subtype="IDENTITY")])
-                for table, col in sources])
-            for out, sources in column_lineage.items()})
+        facets["columnLineage"] = column_lineage_dataset.ColumnLineageDatasetFacet(
+            fields={
+                out: column_lineage_dataset.Fields(
+                    inputFields=[
+                        column_lineage_dataset.InputField(
+                            namespace="file",
+                            name=f"/warehouse/{table}",
+                            field=col,
+                            transformations=[column_lineage_dataset.Transformation(type="DIRECT", subtype="IDENTITY")],
+                        )
+                        for table, col in sources
+                    ]
+                )
+                for out, sources in column_lineage.items()
+            }
+        )
     cls = OutputDataset if output else InputDataset
     return cls(namespace="file", name=f"/warehouse/{name}", facets=facets)
 
@@ -82,7 +102,11 @@ def _code(text: str) -> dict:
 
 
 def _parent(job: str, run_id: str) -> dict:
-    return {"parent": parent_run.ParentRunFacet(job=parent_run.Job(namespace=NS, name=job), run=parent_run.Run(runId=run_id))}
+    return {
+        "parent": parent_run.ParentRunFacet(
+            job=parent_run.Job(namespace=NS, name=job), run=parent_run.Run(runId=run_id)
+        )
+    }
 
 
 @pytest.fixture
@@ -96,25 +120,80 @@ def _pipeline_events() -> tuple[list[dict], dict[str, str]]:
     changes its code; a DAG run is the parent of every task run."""
     ids = {name: str(uuid.uuid4()) for name in ("dag1", "dag2", "actuals", "naive", "weather")}
     t = "2025-02-01T00:00:{:02d}+00:00".format
-    actuals_out = _table("actuals", "a1", [("total_rides", "long"), ("hour", "int")],
-                         {"total_rides": [("raw", "unique_row_id")], "hour": [("raw", "pickup_time")]}, output=True)
+    actuals_out = _table(
+        "actuals",
+        "a1",
+        [("total_rides", "long"), ("hour", "int")],
+        {"total_rides": [("raw", "unique_row_id")], "hour": [("raw", "pickup_time")]},
+        output=True,
+    )
     events = [
         _event("START", "dag", ids["dag1"], t(0)),
-        _event("START", "dag.actuals", ids["actuals"], t(1), [_table("raw", "r1")], [_table("actuals", output=True)], _parent("dag", ids["dag1"]), _code("sum")),
-        _event("COMPLETE", "dag.actuals", ids["actuals"], t(2), [_table("raw", "r1", [("unique_row_id", "string"), ("pickup_time", "timestamp")])],
-               [actuals_out], _parent("dag", ids["dag1"]), _code("sum")),
-        _event("START", "dag.forecast", ids["naive"], t(3), [_table("actuals", "a1")], [_table("forecast", output=True)], _parent("dag", ids["dag1"]), _code("naive")),
-        _event("COMPLETE", "dag.forecast", ids["naive"], t(4), [_table("actuals", "a1")],
-               [_table("forecast", "f1", [("rides", "double")], {"rides": [("actuals", "total_rides")]}, output=True)],
-               _parent("dag", ids["dag1"]), _code("naive")),
+        _event(
+            "START",
+            "dag.actuals",
+            ids["actuals"],
+            t(1),
+            [_table("raw", "r1")],
+            [_table("actuals", output=True)],
+            _parent("dag", ids["dag1"]),
+            _code("sum"),
+        ),
+        _event(
+            "COMPLETE",
+            "dag.actuals",
+            ids["actuals"],
+            t(2),
+            [_table("raw", "r1", [("unique_row_id", "string"), ("pickup_time", "timestamp")])],
+            [actuals_out],
+            _parent("dag", ids["dag1"]),
+            _code("sum"),
+        ),
+        _event(
+            "START",
+            "dag.forecast",
+            ids["naive"],
+            t(3),
+            [_table("actuals", "a1")],
+            [_table("forecast", output=True)],
+            _parent("dag", ids["dag1"]),
+            _code("naive"),
+        ),
+        _event(
+            "COMPLETE",
+            "dag.forecast",
+            ids["naive"],
+            t(4),
+            [_table("actuals", "a1")],
+            [_table("forecast", "f1", [("rides", "double")], {"rides": [("actuals", "total_rides")]}, output=True)],
+            _parent("dag", ids["dag1"]),
+            _code("naive"),
+        ),
         _event("COMPLETE", "dag", ids["dag1"], t(5)),
         _event("START", "dag", ids["dag2"], t(10)),
-        _event("START", "dag.forecast", ids["weather"], t(11), [_table("actuals", "a1"), _table("weather", "w1")],
-               [_table("forecast", output=True)], _parent("dag", ids["dag2"]), _code("weather")),
-        _event("FAIL", "dag.forecast", ids["weather"], t(12), [_table("actuals", "a1"), _table("weather", "w1")],
-               [_table("forecast", "f2", [("rides", "double"), ("temperature", "double")], output=True)],
-               {**_parent("dag", ids["dag2"]), "errorMessage": error_message_run.ErrorMessageRunFacet(message="boom", programmingLanguage="python")},
-               _code("weather")),
+        _event(
+            "START",
+            "dag.forecast",
+            ids["weather"],
+            t(11),
+            [_table("actuals", "a1"), _table("weather", "w1")],
+            [_table("forecast", output=True)],
+            _parent("dag", ids["dag2"]),
+            _code("weather"),
+        ),
+        _event(
+            "FAIL",
+            "dag.forecast",
+            ids["weather"],
+            t(12),
+            [_table("actuals", "a1"), _table("weather", "w1")],
+            [_table("forecast", "f2", [("rides", "double"), ("temperature", "double")], output=True)],
+            {
+                **_parent("dag", ids["dag2"]),
+                "errorMessage": error_message_run.ErrorMessageRunFacet(message="boom", programmingLanguage="python"),
+            },
+            _code("weather"),
+        ),
         _event("FAIL", "dag", ids["dag2"], t(13)),
     ]
     return events, ids
@@ -122,8 +201,10 @@ def _pipeline_events() -> tuple[list[dict], dict[str, str]]:
 
 def _contents(store: LineageStore) -> dict:
     with store.engine.connect() as conn:
-        return {table.name: sorted(tuple(map(str, row)) for row in conn.execute(select(table)))
-                for table in metadata.sorted_tables}
+        return {
+            table.name: sorted(tuple(map(str, row)) for row in conn.execute(select(table)))
+            for table in metadata.sorted_tables
+        }
 
 
 def test_a_duplicate_event_is_stored_once_even_with_another_time_notation(store):
@@ -145,12 +226,21 @@ def test_complete_before_start_leaves_the_run_completed_with_both_times(store):
     store.ingest([complete, start, running])
     with store.engine.connect() as conn:
         run = conn.execute(select(runs_table).where(runs_table.c.id == run_id)).one()
-    assert (run.state, run.started_at, run.ended_at) == ("COMPLETED", "2025-02-01T00:00:00.000000Z", "2025-02-01T00:00:05.000000Z")
+    assert (run.state, run.started_at, run.ended_at) == (
+        "COMPLETED",
+        "2025-02-01T00:00:00.000000Z",
+        "2025-02-01T00:00:05.000000Z",
+    )
 
 
 def test_later_terminal_event_wins_over_an_earlier_one(store):
     run_id = str(uuid.uuid4())
-    store.ingest([_event("FAIL", "job", run_id, "2025-02-01T00:00:09Z"), _event("COMPLETE", "job", run_id, "2025-02-01T00:00:05Z")])
+    store.ingest(
+        [
+            _event("FAIL", "job", run_id, "2025-02-01T00:00:09Z"),
+            _event("COMPLETE", "job", run_id, "2025-02-01T00:00:05Z"),
+        ]
+    )
     with store.engine.connect() as conn:
         assert conn.execute(select(runs_table.c.state).where(runs_table.c.id == run_id)).scalar() == "FAILED"
 
@@ -168,9 +258,16 @@ def _random_dag_events(rng: random.Random, datasets: int, jobs: int) -> tuple[li
             graph.add_edge(f"dataset:file:/d/{i}", job)
         for o in outputs:
             graph.add_edge(job, f"dataset:file:/d/{o}")
-        events.append(_event("COMPLETE", f"job{j}", str(uuid.uuid4()), "2025-01-01T00:00:00Z",
-                             [InputDataset(namespace="file", name=f"/d/{i}") for i in inputs],
-                             [OutputDataset(namespace="file", name=f"/d/{o}") for o in outputs]))
+        events.append(
+            _event(
+                "COMPLETE",
+                f"job{j}",
+                str(uuid.uuid4()),
+                "2025-01-01T00:00:00Z",
+                [InputDataset(namespace="file", name=f"/d/{i}") for i in inputs],
+                [OutputDataset(namespace="file", name=f"/d/{o}") for o in outputs],
+            )
+        )
     rng.shuffle(events)  # edges arrive in any order: the closure must not depend on it
     return events, graph
 
@@ -182,21 +279,39 @@ def test_closure_table_equals_networkx_transitive_closure_with_shortest_depths(t
     assert nx.is_directed_acyclic_graph(graph)
     with LineageStore(f"sqlite:///{tmp_path / 'closure.db'}") as store:
         for start in range(0, len(events), 37):  # several transactions
-            store.ingest(events[start:start + 37])
+            store.ingest(events[start : start + 37])
         with store.engine.connect() as conn:
             key_of = dict(conn.execute(select(nodes_table.c.id, nodes_table.c.key)).all())
             stored = {(key_of[a], key_of[d]): depth for a, d, depth in conn.execute(select(closure_table)) if a != d}
-            expected = {(a, d): depth for a in graph for d, depth in nx.single_source_shortest_path_length(graph, a).items() if a != d}
+            expected = {
+                (a, d): depth
+                for a in graph
+                for d, depth in nx.single_source_shortest_path_length(graph, a).items()
+                if a != d
+            }
             assert set(stored) == set(nx.transitive_closure_dag(graph).edges)
             assert stored == expected
             id_of = {key: node_id for node_id, key in key_of.items()}
             for key in rng.sample(sorted(graph), 25):
-                assert sorted(closure_upstream(conn, id_of[key], 1000)) == sorted(cte_walk(conn, id_of[key], "upstream", 1000))
-                assert sorted(closure_downstream(conn, id_of[key], 1000)) == sorted(cte_walk(conn, id_of[key], "downstream", 1000))
+                assert sorted(closure_upstream(conn, id_of[key], 1000)) == sorted(
+                    cte_walk(conn, id_of[key], "upstream", 1000)
+                )
+                assert sorted(closure_downstream(conn, id_of[key], 1000)) == sorted(
+                    cte_walk(conn, id_of[key], "downstream", 1000)
+                )
 
 
 def test_a_cycle_keeps_reachability_and_the_node_itself_at_depth_zero(store):
-    events = [_event("COMPLETE", "merge", str(uuid.uuid4()), "2025-01-01T00:00:00Z", [_table("raw")], [_table("raw", output=True)])]
+    events = [
+        _event(
+            "COMPLETE",
+            "merge",
+            str(uuid.uuid4()),
+            "2025-01-01T00:00:00Z",
+            [_table("raw")],
+            [_table("raw", output=True)],
+        )
+    ]
     store.ingest(events)
     queries = LineageQueries(store)
     sub = queries.upstream("nyc.raw")
@@ -205,20 +320,35 @@ def test_a_cycle_keeps_reachability_and_the_node_itself_at_depth_zero(store):
 
 def test_reingest_is_idempotent_and_order_does_not_matter(tmp_path):
     events, _ = _pipeline_events()
-    with LineageStore(f"sqlite:///{tmp_path / 'a.db'}") as first, LineageStore(f"sqlite:///{tmp_path / 'b.db'}") as reversed_store:
+    with (
+        LineageStore(f"sqlite:///{tmp_path / 'a.db'}") as first,
+        LineageStore(f"sqlite:///{tmp_path / 'b.db'}") as reversed_store,
+    ):
         assert first.ingest(events).new == len(events)
         before = _contents(first)
         assert first.ingest(events).new == 0
         assert _contents(first) == before
         reversed_store.ingest(list(reversed(events)))
         with first.engine.connect() as a, reversed_store.engine.connect() as b:
+
             def graph(conn):
                 keys = dict(conn.execute(select(nodes_table.c.id, nodes_table.c.key)).all())
                 return sorted((keys[x], keys[y], d) for x, y, d in conn.execute(select(closure_table)))
 
             def runs(conn):
-                return sorted(conn.execute(select(runs_table.c.id, runs_table.c.state, runs_table.c.started_at, runs_table.c.ended_at,
-                                                  runs_table.c.parent_run_id, runs_table.c.error_message)).all())
+                return sorted(
+                    conn.execute(
+                        select(
+                            runs_table.c.id,
+                            runs_table.c.state,
+                            runs_table.c.started_at,
+                            runs_table.c.ended_at,
+                            runs_table.c.parent_run_id,
+                            runs_table.c.error_message,
+                        )
+                    ).all()
+                )
+
             assert graph(a) == graph(b)
             assert runs(a) == runs(b)
 
@@ -231,12 +361,17 @@ def test_job_versions_change_with_inputs_and_code_and_diff_names_them(store):
     assert [r["id"] for r in runs] == [ids["weather"], ids["naive"]]
     assert runs[0]["jobVersion"] != runs[1]["jobVersion"]
     with store.engine.connect() as conn:
-        assert conn.execute(select(jobs_table.c.latest_run_id).where(jobs_table.c.name == "dag.forecast")).scalar() == ids["weather"]
+        assert (
+            conn.execute(select(jobs_table.c.latest_run_id).where(jobs_table.c.name == "dag.forecast")).scalar()
+            == ids["weather"]
+        )
     result = queries.diff(ids["naive"], ids["weather"])
     changes = result["changes"]
     assert [item["dataset"] for item in changes["inputs"]["added"]] == ["nyc.weather"]
     assert [item["dataset"] for item in changes["inputs"]["same"]] == ["nyc.actuals"]
-    assert changes["outputs"]["changed"] == [{"dataset": "nyc.forecast", "namespace": "file", "name": "/warehouse/forecast", "from": "f1", "to": "f2"}]
+    assert changes["outputs"]["changed"] == [
+        {"dataset": "nyc.forecast", "namespace": "file", "name": "/warehouse/forecast", "from": "f1", "to": "f2"}
+    ]
     assert changes["schema"]["nyc.forecast"]["added"] == ["temperature double"]
     assert changes["state"] == ["COMPLETED", "FAILED"] and changes["errorMessage"] == [None, "boom"]
     assert "codeHash" in changes
@@ -253,11 +388,18 @@ def test_parent_runs_and_impact_of_a_run_follow_the_versions_it_wrote(store):
     queries = LineageQueries(store)
     result = queries.impact_of_run(ids["actuals"])
     assert {r["id"] for r in result["runs"]} == {ids["actuals"], ids["naive"], ids["weather"]}
-    assert {(v["label"], v["version"]) for v in result["datasetVersions"]} == {("nyc.actuals", "a1"), ("nyc.forecast", "f1"), ("nyc.forecast", "f2")}
+    assert {(v["label"], v["version"]) for v in result["datasetVersions"]} == {
+        ("nyc.actuals", "a1"),
+        ("nyc.forecast", "f1"),
+        ("nyc.forecast", "f2"),
+    }
     dag_run = queries.impact_of_run(ids["dag1"])  # a DAG run touches what its task runs touched
     assert {ids["actuals"], ids["naive"]} <= {r["id"] for r in dag_run["runs"]}
     with store.engine.connect() as conn:
-        assert conn.execute(select(runs_table.c.parent_run_id).where(runs_table.c.id == ids["naive"])).scalar() == ids["dag1"]
+        assert (
+            conn.execute(select(runs_table.c.parent_run_id).where(runs_table.c.id == ids["naive"])).scalar()
+            == ids["dag1"]
+        )
 
 
 def test_impact_of_a_dataset_lists_downstream_datasets_jobs_and_the_runs_that_read_them(store):
@@ -308,20 +450,22 @@ def test_column_lineage_walks_upstream_through_two_datasets(store):
 
 
 def test_errors_name_what_is_wrong(store, tmp_path):
-    with pytest.raises(EmptyStore):
+    with pytest.raises(EmptyStoreError):
         LineageQueries(store).upstream("nyc.forecast")
     events, _ = _pipeline_events()
     store.ingest(events)
     queries = LineageQueries(store)
-    with pytest.raises(UnknownNode) as unknown:
+    with pytest.raises(UnknownNodeError) as unknown:
         queries.upstream("nyc.forcast")
     assert "nyc.forecast" in unknown.value.suggestions
-    with pytest.raises(UnknownNode) as column:
+    with pytest.raises(UnknownNodeError) as column:
         queries.columns("nyc.forecast.ride")
     assert "nyc.forecast.rides" in column.value.suggestions
     bad = tmp_path / "events.jsonl"
-    bad.write_text(json.dumps(events[0]) + "\n" + json.dumps({"eventTime": "2025-01-01T00:00:00Z", "run": {}, "job": {}}) + "\n")
-    with pytest.raises(UnreadableEventFile) as unreadable:
+    bad.write_text(
+        json.dumps(events[0]) + "\n" + json.dumps({"eventTime": "2025-01-01T00:00:00Z", "run": {}, "job": {}}) + "\n"
+    )
+    with pytest.raises(UnreadableEventFileError) as unreadable:
         store.ingest_files([bad])
     assert unreadable.value.file == str(bad) and unreadable.value.line == 2 and "runId" in str(unreadable.value)
 

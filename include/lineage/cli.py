@@ -9,7 +9,8 @@
     lineage diff RUN_A RUN_B           what changed between two runs: versions, code, parameters, schema, state
     lineage columns DATASET.COLUMN     column-level upstream
     lineage replay                     send spooled events through the configured transport; report sent/remaining
-    lineage report                     write the HTML lineage report to var/lineage/index.html
+    lineage report                     write the lineage page as one self-contained file, var/lineage/index.html
+    lineage rollback --run RUN [--apply]   plan (and do) the rollback of the Iceberg tables a bad run touched
     lineage validate                   validate var/lineage's events against the OpenLineage JSON schemas
 
 NODE: a dataset as namespace:name, its table name (nyc_taxi.yellow_rides_hourly_forecast), a URL or path, a job name,
@@ -54,6 +55,12 @@ def replay(_options) -> int:
             break
     print(f"lineage replay: sent {total}, remaining {remaining}")
     return 0 if remaining == 0 else 1
+
+
+def rollback(options) -> int:
+    from include.lineage.rollback import command
+
+    return command(options)
 
 
 def report(_options) -> int:
@@ -238,6 +245,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("column", metavar="DATASET.COLUMN")
     add("replay", replay, "send spooled events (oldest first) through the configured transport")
     add("report", report, "write the HTML lineage report to var/lineage/index.html")
+    sub = add("rollback", rollback, "plan (--apply: do) the rollback of the Iceberg tables a bad run touched", [store])
+    sub.add_argument("--run", required=True, metavar="RUN_ID", help="the bad run (a DAG, task or Spark run id)")
+    sub.add_argument("--apply", action="store_true", help="carry out the kept plan; refused if a table moved on since")
+    sub.add_argument("--json", action="store_true", help="print the plan as JSON")
     add("validate", validate, "validate var/lineage's events against the OpenLineage JSON schemas")
     return parser
 

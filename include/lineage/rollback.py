@@ -1,0 +1,323 @@
+"""Roll back what a bad run touched: every Iceberg table written by the run or downstream of its outputs.
+
+``lineage rollback --run RUN_ID`` prints the plan and keeps it in ``var/lineage/rollback/<run>.json``: each table
+written by the run, its child runs, or any later run that read the data they wrote (transitively, from the lineage
+store), and the snapshot it must return to, the last one committed before the first affected run that wrote it.
+``--apply`` carries out the kept plan (or a fresh one) through pyiceberg, refuses before touching anything when a
+table has moved on since the plan, commits each rollback with Iceberg's optimistic check on the current snapshot,
+and records what it did as OpenLineage events (job ``lineage.rollback``) through the configured transport and
+into the store. Datasets that are not Iceberg tables (model folders) are listed as to re-run.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import attr
+from openlineage.client.event_v2 import Job, OutputDataset, Run, RunEvent, RunState
+from openlineage.client.facet_v2 import RunFacet, dataset_version_dataset
+from sqlalchemy import select
+
+from include import config
+from include.lineage.queries import LineageQueries
+from include.lineage.store import LineageError, LineageStore, datasets_table, default_store_url
+from include.lineage.web.data import StoreFollower
+
+JOB_NAME = "lineage.rollback"
+PRODUCER = "https://github.com/lineage-aware-pipelines/airflow-spark-iceberg/blob/main/include/lineage/rollback.py"
+ROLLBACK_FACET_SCHEMA_URL = (
+    "https://github.com/lineage-aware-pipelines/airflow-spark-iceberg/blob/main/"
+    "include/lineage/schemas/RollbackRunFacet.json#/$defs/RollbackRunFacet"
+)
+
+
+class RollbackRefusedError(LineageError):
+    """A table moved on since the plan, or cannot be rolled back: nothing (more) is changed."""
+
+
+@attr.define
+class RollbackRunFacet(RunFacet):
+    """What a rollback did: the bad run, and each table's snapshot before and after."""
+
+    badRunId: str  # noqa: N815
+    tables: list = attr.field(factory=list)
+
+    @staticmethod
+    def _get_schema() -> str:
+        return ROLLBACK_FACET_SCHEMA_URL
+
+
+@dataclass
+class TableStep:
+    table: str  # nyc_taxi.yellow_taxi_raw
+    namespace: str  # the dataset's OpenLineage identity
+    name: str
+    current_snapshot_id: int | None
+    target_snapshot_id: int | None
+    target_committed_at: str | None
+    first_affected_write: str  # start of the first affected run that wrote the table
+    written_by: list[str]
+    discarded_snapshot_ids: list[int] = field(default_factory=list)
+    problem: str | None = None
+
+    @property
+    def changes(self) -> bool:
+        return self.problem is None and self.target_snapshot_id != self.current_snapshot_id
+
+
+@dataclass
+class RollbackPlan:
+    run_id: str
+    job: str
+    planned_at: str
+    tables: list[TableStep]
+    not_iceberg: list[dict]
+    affected_runs: list[dict]
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> RollbackPlan:
+        return cls(**{**data, "tables": [TableStep(**step) for step in data["tables"]]})
+
+
+def _ms(timestamp: str) -> int:
+    return int(datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def plan(store: LineageStore, run_ref: str, catalog) -> RollbackPlan:
+    from pyiceberg.exceptions import NoSuchTableError
+    from pyiceberg.table.snapshots import ancestors_of
+
+    queries = LineageQueries(store)
+    impact = queries.impact_of_run(run_ref)
+    affected = impact["runs"]
+    writes: dict[tuple[str, str], dict] = {}
+    for run in affected:
+        details = queries.run_details(run["id"])
+        started = run["startedAt"] or run["endedAt"]
+        for output in details["outputs"]:
+            entry = writes.setdefault(
+                (output["namespace"], output["name"]), {"label": output["label"], "runs": [], "first": started}
+            )
+            entry["runs"].append(run["id"])
+            if started and (entry["first"] is None or started < entry["first"]):
+                entry["first"] = started
+    tables, not_iceberg = [], []
+    with store.engine.connect() as conn:
+        for (namespace, name), entry in sorted(writes.items(), key=lambda item: item[1]["label"]):
+            facets = json.loads(
+                conn.execute(
+                    select(datasets_table.c.facets).where(
+                        datasets_table.c.namespace == namespace, datasets_table.c.name == name
+                    )
+                ).scalar()
+                or "{}"
+            )
+            symlinks = [
+                i["name"]
+                for i in (facets.get("symlinks") or {}).get("identifiers") or []
+                if i.get("type", "TABLE") == "TABLE"
+            ]
+            is_iceberg = (facets.get("catalog") or {}).get("framework") == "iceberg" or (
+                facets.get("storage") or {}
+            ).get("storageLayer") == "iceberg"
+            if not symlinks or not is_iceberg:
+                not_iceberg.append(
+                    {"dataset": entry["label"], "namespace": namespace, "name": name, "writtenBy": entry["runs"]}
+                )
+                continue
+            step = TableStep(
+                table=symlinks[0],
+                namespace=namespace,
+                name=name,
+                current_snapshot_id=None,
+                target_snapshot_id=None,
+                target_committed_at=None,
+                first_affected_write=entry["first"],
+                written_by=entry["runs"],
+            )
+            try:
+                table = catalog.load_table(step.table)
+            except NoSuchTableError:
+                step.problem = "the table no longer exists in the catalog"
+                tables.append(step)
+                continue
+            current = table.metadata.current_snapshot()
+            step.current_snapshot_id = current.snapshot_id if current else None
+            before = _ms(entry["first"]) if entry["first"] else None
+            for snapshot in ancestors_of(current, table.metadata):
+                if before is not None and snapshot.timestamp_ms < before:
+                    step.target_snapshot_id = snapshot.snapshot_id
+                    step.target_committed_at = _iso(snapshot.timestamp_ms)
+                    break
+                step.discarded_snapshot_ids.append(snapshot.snapshot_id)
+            if step.target_snapshot_id is None:
+                step.problem = (
+                    "no snapshot before the bad data: the affected runs created the table (drop it or re-run)"
+                )
+            tables.append(step)
+    run = impact["run"]
+    return RollbackPlan(
+        run_id=run["id"],
+        job=run["job"]["name"],
+        planned_at=datetime.now(UTC).isoformat(),
+        tables=tables,
+        not_iceberg=not_iceberg,
+        affected_runs=[{"id": r["id"], "job": r["job"]["name"], "state": r["state"]} for r in affected],
+    )
+
+
+def render_plan(rollback_plan: RollbackPlan) -> str:
+    lines = [
+        f"rollback plan for run {rollback_plan.run_id} ({rollback_plan.job}): "
+        f"{len(rollback_plan.affected_runs)} affected runs, {len(rollback_plan.tables)} Iceberg tables"
+    ]
+    for step in rollback_plan.tables:
+        if step.problem:
+            lines.append(f"  {step.table:<40} CANNOT ROLL BACK: {step.problem}")
+        elif not step.changes:
+            lines.append(f"  {step.table:<40} already at snapshot {step.target_snapshot_id} (nothing to do)")
+        else:
+            lines.append(
+                f"  {step.table:<40} {step.current_snapshot_id} -> {step.target_snapshot_id} "
+                f"(committed {step.target_committed_at}; discards {len(step.discarded_snapshot_ids)} snapshot(s))"
+            )
+    if rollback_plan.not_iceberg:
+        lines.append("not Iceberg tables, re-run what wrote them:")
+        lines += [
+            f"  {item['dataset']}  (written by {', '.join(run[:8] for run in item['writtenBy'])})"
+            for item in rollback_plan.not_iceberg
+        ]
+    lines.append("affected runs:")
+    lines += [f"  {run['id']}  {run['job']}  {run['state']}" for run in rollback_plan.affected_runs]
+    return "\n".join(lines)
+
+
+def plan_file(paths: config.Paths, run_id: str) -> Path:
+    return paths.lineage / "rollback" / f"{run_id}.json"
+
+
+def apply(rollback_plan: RollbackPlan, catalog, store: LineageStore | None = None, transport=None) -> list[TableStep]:
+    """Roll back every table of the plan; refuse (changing nothing) if one has moved on since the plan."""
+    from pyiceberg.exceptions import CommitFailedException
+
+    blocked = [f"{step.table}: {step.problem}" for step in rollback_plan.tables if step.problem]
+    tables = {}
+    for step in rollback_plan.tables:
+        if step.problem:
+            continue
+        table = catalog.load_table(step.table)
+        current = table.metadata.current_snapshot_id
+        if current != step.current_snapshot_id:
+            blocked.append(
+                f"{step.table} moved on since the plan (current snapshot {current}, planned from {step.current_snapshot_id})"
+            )
+        tables[step.table] = table
+    if blocked:
+        raise RollbackRefusedError(
+            "rollback refused, nothing was changed: " + "; ".join(blocked) + ". Plan again to see the new state."
+        )
+    done = []
+    for step in rollback_plan.tables:
+        if not step.changes:
+            continue
+        try:
+            tables[step.table].manage_snapshots().rollback_to_snapshot(step.target_snapshot_id).commit()
+        except CommitFailedException as error:
+            rolled = ", ".join(s.table for s in done) or "none"
+            raise RollbackRefusedError(
+                f"{step.table} moved on while rolling back ({error}); rolled back so far: {rolled}"
+            ) from error
+        done.append(step)
+    _record(rollback_plan, done, store, transport)
+    return done
+
+
+def _record(rollback_plan: RollbackPlan, done: list[TableStep], store: LineageStore | None, transport) -> None:
+    run_id = str(uuid.uuid4())
+    job = Job(namespace=config.OPENLINEAGE_NAMESPACE, name=JOB_NAME)
+    facet = RollbackRunFacet(
+        badRunId=rollback_plan.run_id,
+        tables=[
+            {"table": s.table, "fromSnapshotId": s.current_snapshot_id, "toSnapshotId": s.target_snapshot_id}
+            for s in done
+        ],
+    )
+    outputs = [
+        OutputDataset(
+            namespace=s.namespace,
+            name=s.name,
+            facets={
+                "version": dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion=str(s.target_snapshot_id))
+            },
+        )
+        for s in done
+    ]
+    events = []
+    for state in (RunState.START, RunState.COMPLETE):
+        events.append(
+            RunEvent(
+                eventType=state,
+                eventTime=datetime.now(UTC).isoformat(),
+                producer=PRODUCER,
+                run=Run(runId=run_id, facets={"rollback": facet}),
+                job=job,
+                inputs=[],
+                outputs=outputs,
+            )
+        )
+    if transport is not None:
+        for lineage_event in events:
+            transport.emit(lineage_event)
+    if store is not None:
+        from openlineage.client.serde import Serde
+
+        store.ingest([json.loads(Serde.to_json(lineage_event)) for lineage_event in events])
+
+
+def command(options) -> int:
+    """``lineage rollback --run RUN_ID [--apply] [--json]``."""
+    from include import catalog_server
+
+    paths = config.Paths.current()
+    catalog_settings = config.CatalogSettings.current(paths)
+    if catalog_settings.is_local_rest_server:
+        catalog_server.ensure_running(paths)
+    catalog = config.pyiceberg_catalog(catalog_settings)
+    with LineageStore(options.store or default_store_url(paths)) as store:
+        StoreFollower(store, paths).refresh()
+        resolved = LineageQueries(store).run_details(options.run)["id"]
+        kept = plan_file(paths, resolved)
+        if options.apply and kept.exists():
+            rollback_plan = RollbackPlan.from_json(json.loads(kept.read_text()))
+            print(f"lineage rollback: applying the plan of {rollback_plan.planned_at} ({kept})", file=sys.stderr)
+        else:
+            rollback_plan = plan(store, resolved, catalog)
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            kept.write_text(json.dumps(rollback_plan.to_json(), indent=2))
+        print(json.dumps(rollback_plan.to_json(), indent=2) if options.json else render_plan(rollback_plan))
+        if not options.apply:
+            print(f"lineage rollback: plan kept in {kept}; run again with --apply to carry it out", file=sys.stderr)
+            return 0
+        from openlineage.client.transport import get_default_factory
+
+        from include.lineage.cli import configured_transport
+
+        transport = get_default_factory().create(configured_transport())
+        done = apply(rollback_plan, catalog, store, transport)
+        kept.rename(kept.with_suffix(".applied.json"))
+        for step in done:
+            print(f"rolled back {step.table}: {step.current_snapshot_id} -> {step.target_snapshot_id}")
+        print(f"lineage rollback: {len(done)} table(s) rolled back; recorded as run of job {JOB_NAME}")
+    return 0

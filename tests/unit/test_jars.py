@@ -101,6 +101,7 @@ def test_committed_lock_pins_the_official_maven_central_artifacts():
         "io.openlineage:openlineage-spark_2.12",
         "org.xerial:sqlite-jdbc",
         "org.postgresql:postgresql",
+        "org.apache.iceberg:iceberg-aws-bundle",
     }
     server_jars = {a.coordinates for a in artifacts if jars.CATALOG_SERVER in a.roles}
     iceberg_server = {c for c in server_jars if c.startswith("org.apache.iceberg:iceberg-core:")}

@@ -156,8 +156,11 @@ def test_scheduled_runs_of_unpublished_months_end_skipped(airflow_ui, concurrent
         assert scheduled, f"airflow standalone should have scheduled the latest interval of {dag_id}"
         for run in scheduled:
             run = airflow_ui.wait_for_run(dag_id, run["dag_run_id"], timeout=300)
-            states = {ti["task_id"]: ti["state"] for ti in airflow_ui.task_instances(dag_id, run["dag_run_id"])}
+            instances = airflow_ui.task_instances(dag_id, run["dag_run_id"])
+            states = {ti["task_id"]: ti["state"] for ti in instances}
             assert run["state"] == "success" and set(states.values()) == {"skipped"}, f"{dag_id} {run['dag_run_id']}: {states}"
+            download = next(ti for ti in instances if ti["task_id"].startswith("download_"))
+            assert download["try_number"] == 1, "the scheduler's first tasks must reach the api-server on their first try"
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (make test installs it with apt-get)")

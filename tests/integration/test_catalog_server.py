@@ -20,22 +20,24 @@ pytestmark = pytest.mark.integration
 JOB = config.PROJECT_ROOT / "tests" / "jobs" / "concurrent_commit.py"
 
 
+IPV4_MAPPED_PREFIX = "0000000000000000FFFF0000"  # ::ffff:a.b.c.d in /proc/net/tcp6
+
+
 def _listening_addresses(port: int) -> set[str]:
-    """Local addresses of the sockets listening on ``port``, read from the kernel's tables."""
+    """Local IPv4 addresses (hex, as the kernel writes them) of the sockets listening on ``port``."""
     addresses = set()
-    for table, width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            local, state = fields[1], fields[3]
+            local, state = line.split()[1], line.split()[3]
             address, port_hex = local.split(":")
             if state == "0A" and int(port_hex, 16) == port:  # 0A: LISTEN
-                addresses.add(address if width == 8 else address[-8:] if address.startswith("0000000000000000FFFF0000") else address)
+                addresses.add(address.removeprefix(IPV4_MAPPED_PREFIX))
     return addresses
 
 
 def test_server_listens_on_loopback_only_and_is_reused(paths, catalog_server_state):
     assert catalog_server_state.host == "127.0.0.1"
-    assert _listening_addresses(catalog_server_state.port) == {"0100007F"}, "only 127.0.0.1 may be bound"
+    assert _listening_addresses(catalog_server_state.port) == {"0100007F"}, "only 127.0.0.1 may be bound"  # 127.0.0.1
     again = catalog_server.ensure_running(paths)
     assert again.pid == catalog_server_state.pid, "one server per var/: a second start must reuse it"
     log = catalog_server.log_file(paths).read_text()

@@ -119,6 +119,9 @@ def setup(paths: config.Paths | None = None, with_db: bool = True) -> config.Pat
     frontend_assets.ensure_assets()  # the lineage page's JS, pinned and verified like the jars
 
     catalog_server.launcher_jar()
+    from include import codeship
+
+    codeship.ensure_built(paths)  # the --py-files zip every Spark job ships (rebuilt by a task when code changed)
     changed = write_airflow_cfg(paths)
     db_file = paths.airflow_home / "airflow.db"
     marker = paths.airflow_home / ".spark_default.created"

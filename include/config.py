@@ -327,12 +327,16 @@ def airflow_env(paths: Paths | None = None) -> dict[str, str]:
 
 
 def spark_submit_kwargs(paths: Paths | None = None, lineage: bool = True) -> dict:
-    """Arguments shared by every SparkSubmitOperator (and SparkSubmitHook) of the project."""
+    """Arguments shared by every SparkSubmitOperator (and SparkSubmitHook) of the project: the jars and the
+    project's code (``include/codeship.py``) are shipped with every job, so it runs on a cluster as it does locally."""
+    from include import codeship
+
     paths = paths or Paths.current()
     return {
         "conn_id": "spark_default",
         "conf": spark_conf(paths, lineage=lineage),
         "jars": spark_submit_jars(),
+        "py_files": str(codeship.ensure_built(paths)),
         "env_vars": spark_submit_env(paths),
         "verbose": False,
     }

@@ -58,6 +58,7 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
         settings = config.spark_submit_kwargs(lineage=not is_disabled())
         self.conf = {**settings["conf"], **(self.conf or {})}
         self.jars = self.jars or settings["jars"]
+        self.py_files = ",".join(filter(None, [settings["py_files"], self.py_files]))
         self.env_vars = {**settings["env_vars"], **(self.env_vars or {})}
         report = contract.report_path_for(context["ti"])
         self.application_args = [*self.application_args, contract.REPORT_ARGUMENT, str(report)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -26,8 +27,8 @@ MODEL_PARAMS = {
 def model_version(model_name: str) -> str:
     """Changes with the model's code or parameters."""
     digest = xxhash.xxh64()
-    for module in (forecasting.__file__, __file__):
-        digest.update(Path(module).read_bytes())
+    for module in (forecasting, sys.modules[__name__]):
+        digest.update(module.__loader__.get_data(module.__file__))  # also when imported from the shipped zip
     digest.update(json.dumps(MODEL_PARAMS[model_name], sort_keys=True).encode())
     return f"{model_name}-{digest.hexdigest()[:12]}"
 

@@ -106,6 +106,9 @@ def backend_properties(paths: config.Paths, catalog: config.CatalogSettings) -> 
         properties["jdbc.password"] = catalog.password
     if catalog.warehouse.startswith("s3"):
         properties["io-impl"] = "org.apache.iceberg.aws.s3.S3FileIO"
+        # The server's iceberg-aws 1.11 knows the "apache" and "urlconnection" HTTP clients; the pinned
+        # iceberg-aws-bundle 1.12 ships Apache 5's instead, so the AWS SDK's url-connection-client jar is added.
+        properties["http-client.type"] = "urlconnection"
         if catalog.s3_endpoint:
             properties.update({"s3.endpoint": catalog.s3_endpoint, "s3.path-style-access": "true"})
     return properties

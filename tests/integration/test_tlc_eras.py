@@ -25,7 +25,8 @@ import pytest
 from include import airflow_runs, config, naming, sample_data
 from spark_jobs.common.runner import BAD_INPUT_EXIT_CODE
 
-pytestmark = pytest.mark.integration
+# The module fixtures run nine spark-submits (and a scheduler for the backfills): minutes each on a loaded machine.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(3600)]
 ROWS = 3_000
 # month -> what the file is: one per ingestible era, plus the layouts pandas users write.
 STAGED_FILES = {
@@ -43,8 +44,11 @@ REFUSED_FILES = {"2009-05": "2009-2010 era", "2010-02": "2009-2010 era"}
 def _submit(script: str, args: list[str]) -> subprocess.CompletedProcess:
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-    hook = SparkSubmitHook(**config.spark_submit_kwargs(), application_args=args)
-    command = hook._build_spark_submit_command(str(config.SPARK_JOBS_DIR / script))
+    with pytest.MonkeyPatch.context() as env:  # local Spark, as the project's spark_default connection says
+        env.setenv("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[*]"}')
+        hook = SparkSubmitHook(**config.spark_submit_kwargs(), application_args=args)
+        command = hook._build_spark_submit_command(str(config.SPARK_JOBS_DIR / script))
+    assert command[command.index("--master") + 1] == "local[*]", command
     return subprocess.run(
         command, capture_output=True, text=True, timeout=900, env={**os.environ, **config.spark_submit_env()}
     )

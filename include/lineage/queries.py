@@ -99,13 +99,13 @@ def closure_downstream(conn: Connection, node_id: int, depth: int = DEFAULT_DEPT
 _CTE = {
     "upstream": text(
         "WITH RECURSIVE walk(node, depth) AS ("
-        " SELECT :start, 0"
+        " SELECT CAST(:start AS INTEGER), 0"
         " UNION SELECT e.source, w.depth + 1 FROM lineage_edges e JOIN walk w ON e.target = w.node WHERE w.depth < :max_depth)"
         " SELECT node, MIN(depth) FROM walk GROUP BY node"
     ),
     "downstream": text(
         "WITH RECURSIVE walk(node, depth) AS ("
-        " SELECT :start, 0"
+        " SELECT CAST(:start AS INTEGER), 0"
         " UNION SELECT e.target, w.depth + 1 FROM lineage_edges e JOIN walk w ON e.source = w.node WHERE w.depth < :max_depth)"
         " SELECT node, MIN(depth) FROM walk GROUP BY node"
     ),

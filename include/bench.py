@@ -36,6 +36,7 @@ def _progress(message: str) -> None:
 def _spark_submit(script: str, args: list[str]) -> float:
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
+    os.environ.update(config.spark_connection_outside_airflow())
     started = time.monotonic()
     SparkSubmitHook(**config.spark_submit_kwargs(), application_args=args).submit(str(script))
     return time.monotonic() - started

@@ -42,6 +42,14 @@ OPENLINEAGE_NAMESPACE = "nyc_taxi_pipeline"
 LOCAL_REST_HOST = "127.0.0.1"
 DEFAULT_REST_PORT = 18181
 DEFAULT_SPARK_MASTER = "local[*]"
+
+
+def spark_connection_outside_airflow() -> dict[str, str]:
+    """``spark_default`` for a SparkSubmitHook in a plain process (bench, tests): outside a task Airflow 3's SDK reads
+    connections from the environment only, so the user's ``AIRFLOW_CONN_SPARK_DEFAULT`` or local mode."""
+    if os.environ.get("AIRFLOW_CONN_SPARK_DEFAULT"):
+        return {}
+    return {"AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": DEFAULT_SPARK_MASTER})}
 SPARK_VERSION = "3.5"
 SCALA_VERSION = "2.12"
 

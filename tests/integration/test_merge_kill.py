@@ -21,6 +21,7 @@ ROWS = 300_000
 def _submit_command(script: str, args: list[str]) -> list[str]:
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
+    os.environ.update(config.spark_connection_outside_airflow())
     hook = SparkSubmitHook(**config.spark_submit_kwargs(), application_args=args)
     return hook._build_spark_submit_command(str(config.SPARK_JOBS_DIR / script))
 

@@ -95,6 +95,13 @@ def _sha256(text: str) -> str:
 def migrate_airflow_db(paths: config.Paths) -> None:
     env = {**os.environ, **config.airflow_env(paths)}
     subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=env, check=True, stdout=subprocess.DEVNULL)
+    db_file = paths.airflow_home / "airflow.db"
+    if db_file.exists():
+        import sqlite3
+
+        # WAL is a property of the file: readers (UI, scheduler loops) never block a writer (include/airflow_db.py).
+        with sqlite3.connect(db_file) as connection:
+            connection.execute("PRAGMA journal_mode=WAL")
 
 
 def ensure_spark_connection(paths: config.Paths) -> None:

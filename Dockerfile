@@ -1,15 +1,29 @@
-# Airflow 3 image of the project: Java 17 for spark-submit, the pinned Python set, the checksummed jars.
+# The project's one image, for every service of docker-compose.yml that runs the project's code:
+# - Airflow 3.3.2 (api-server, scheduler, dag-processor, triggerer), the versions apache-airflow is pinned to;
+# - Spark 3.5.9 from the pinned pyspark (its spark-class runs the standalone master and workers, its spark-submit the
+#   jobs), so the driver, the executors and the cluster share one Spark, one Python (3.11) and one set of packages;
+# - Java 17 (a JDK: set-up compiles the REST catalog launcher), the checksummed jars, the compiled launcher.
+# The project's code reaches the executors in the zip spark-submit ships (include/codeship.py), like on any cluster.
 FROM apache/airflow:3.3.2-python3.11
 USER root
 RUN apt-get update \
- && apt-get install -y --no-install-recommends openjdk-17-jre-headless make \
- && rm -rf /var/lib/apt/lists/*
+ && apt-get install -y --no-install-recommends openjdk-17-jdk-headless \
+ && rm -rf /var/lib/apt/lists/* \
+ && mkdir -p /opt/project/var /opt/project/jars \
+ && chown -R airflow:root /opt/project
 USER airflow
-COPY --chown=airflow:root requirements.txt constraints.txt pyproject.toml /opt/project/
-COPY --chown=airflow:root include/ /opt/project/include/
-COPY --chown=airflow:root spark_jobs/ /opt/project/spark_jobs/
-COPY --chown=airflow:root jars/jars.lock.json /opt/project/jars/jars.lock.json
-RUN pip install --no-cache-dir -r /opt/project/requirements.txt -c /opt/project/constraints.txt \
- && pip install --no-cache-dir --no-deps -e /opt/project --config-settings editable_mode=compat \
- && python -m include.jars --jars-dir /opt/project/jars
-ENV PYTHONPATH=/opt/project
+WORKDIR /opt/project
+ENV PYTHONPATH=/opt/project \
+    PIPELINE_VAR_DIR=/opt/project/var
+COPY --chown=airflow:root requirements.txt constraints.txt pyproject.toml ./
+RUN pip install --no-cache-dir -r requirements.txt -c constraints.txt
+COPY --chown=airflow:root jars/jars.lock.json jars/
+COPY --chown=airflow:root include/ include/
+RUN python -m include.jars --jars-dir /opt/project/jars \
+ && python -c "from include import catalog_server; catalog_server.launcher_jar()" \
+ && ln -s "$(python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')" /opt/project/spark
+ENV SPARK_HOME=/opt/project/spark
+COPY --chown=airflow:root spark_jobs/ spark_jobs/
+COPY --chown=airflow:root dags/ dags/
+COPY --chown=airflow:root plugins/ plugins/
+COPY --chown=airflow:root docker/ docker/

@@ -242,6 +242,17 @@ def _start(paths: config.Paths, catalog: config.CatalogSettings) -> ServerState:
     raise CatalogServerError(f"catalog server did not answer on {endpoint} within {START_TIMEOUT_SECONDS:.0f}s; log {log_path}")
 
 
+def foreground_command(paths: config.Paths, catalog: config.CatalogSettings, host: str) -> list[str]:
+    """The server's command bound to ``host``, for a container that runs it in the foreground (docker-compose's
+    catalog service binds 0.0.0.0 on its own network); its backend properties file is written first."""
+    from include import jars
+
+    _write_private(_properties_file(paths), _properties_text(backend_properties(paths, catalog)))
+    classpath = os.pathsep.join(str(path) for path in [*jars.jar_paths(jars.CATALOG_SERVER), launcher_jar()])
+    return [_java("java"), f"-Xmx{SERVER_HEAP}", "-cp", classpath, LAUNCHER_CLASS, host, str(catalog.rest_port),
+            catalog.name, str(_properties_file(paths))]
+
+
 def _port_taken(host: str, port: int) -> bool:
     import socket
 

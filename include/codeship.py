@@ -69,3 +69,12 @@ def ensure_built(paths: config.Paths | None = None, root: Path = config.PROJECT_
     for old in sorted(folder.glob("project-*.zip"), key=lambda path: path.stat().st_mtime, reverse=True)[KEEP:]:
         old.unlink(missing_ok=True)
     return target
+
+
+def main() -> int:
+    print(f"codeship: {ensure_built()}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,14 +1,27 @@
 #!/usr/bin/env bash
-# Debian packages the tests need (headless Chromium for the lineage report test). Idempotent: does nothing when
-# chromium is already on PATH; installs with apt-get when it can (root on Debian/Ubuntu); otherwise says what to do.
+# Debian packages the tests need: headless Chromium (the lineage report and Airflow UI browser tests) and PostgreSQL
+# (the shared-catalog test starts a throwaway cluster of its own with initdb/pg_ctl; no service is enabled or used).
+# Idempotent: installs only what is missing, with apt-get when it can (root on Debian/Ubuntu); otherwise says what to do.
 set -euo pipefail
-if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then
+missing=()
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+  missing+=(chromium)
+fi
+if ! command -v initdb >/dev/null 2>&1 && ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+  missing+=(postgresql)
+fi
+if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
 if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
-  echo "setup: installing Debian's chromium for the lineage report test"
+  echo "setup: installing Debian's ${missing[*]} for the tests"
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
+  # policy-rc.d: the package's own cluster and service must not start; the tests run their own on loopback.
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 else
-  echo "setup: chromium not found and cannot be installed here; the report's browser test will be skipped" >&2
+  echo "setup: ${missing[*]} not found and cannot be installed here; the tests that need them will be skipped" >&2
 fi

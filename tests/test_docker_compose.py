@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import json
 import re
+import subprocess
 
 import pytest
 import yaml
@@ -42,15 +45,151 @@ def test_every_mounted_host_path_and_build_context_exists(compose):
                 assert (config.PROJECT_ROOT / source).exists(), f"service {name} mounts missing {source}"
 
 
-def test_airflow_service_configures_lineage_and_the_variables_the_project_reads(compose):
-    env = compose["services"]["airflow"]["environment"]
-    assert json.loads(env["AIRFLOW__OPENLINEAGE__TRANSPORT"])["url"] == "http://marquez:5000"
-    assert env["AIRFLOW__OPENLINEAGE__EXTRACTORS"] == "lakehouse_extractor.LakehouseSparkExtractor"
-    for variable in ("PIPELINE_VAR_DIR", "ICEBERG_CATALOG_URI", "ICEBERG_WAREHOUSE", "AIRFLOW_CONN_SPARK_DEFAULT"):
-        assert env.get(variable), f"{variable} is not set for the airflow service"
-    services = set(compose["services"])
-    for dependency in compose["services"]["airflow"]["depends_on"]:
-        assert dependency in services
+PROJECT_IMAGE = "lineage-aware-pipelines"
+AIRFLOW_COMPONENTS = {"api-server", "scheduler", "dag-processor", "triggerer"}
+SHARED_SECRETS = ("AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__CORE__FERNET_KEY", "AIRFLOW__API__SECRET_KEY")
+OBVIOUS_LOCAL_DEFAULTS = {"postgres", "airflow", "iceberg", "marquez"}
+PROJECT_PREFIXES = ("PIPELINE_", "ICEBERG_", "S3_", "SPARK_PYSPARK_", "SPARK_DRIVER_", "SPARK_SHUFFLE_", "SPARK_CONF_")
+
+
+def _pin(package: str) -> str:
+    for line in (config.PROJECT_ROOT / "requirements.txt").read_text().splitlines():
+        name, _, version = line.partition("==")
+        if name.split("[")[0].strip().lower() == package:
+            return version.strip()
+    raise AssertionError(f"{package} is not pinned in requirements.txt")
+
+
+def _command(service: dict) -> str:
+    command = service.get("command", [])
+    return " ".join(command) if isinstance(command, list) else command
+
+
+def _airflow_services(compose) -> dict[str, dict]:
+    return {name: s for name, s in compose["services"].items() if set(s.get("command", [])) & AIRFLOW_COMPONENTS}
+
+
+def _env_read_by_config() -> set[str]:
+    """Every environment variable include/config.py reads (``_env("X", …)``, ``os.environ.get("X")``, ``os.environ["X"]``)."""
+    tree = ast.parse((config.PROJECT_ROOT / "include" / "config.py").read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            function = ast.unparse(node.func)
+            if function in ("_env", "os.environ.get", "os.getenv"):
+                names.add(node.args[0].value)
+        if isinstance(node, ast.Subscript) and ast.unparse(node.value) == "os.environ":
+            if isinstance(node.slice, ast.Constant):
+                names.add(node.slice.value)
+        if isinstance(node, ast.Assign) and any(ast.unparse(t) == "PASSED_TO_JOBS" for t in node.targets):
+            names.update(element.value for element in node.value.elts)
+    return {name for name in names if isinstance(name, str)}
+
+
+def _resolved(environment: dict) -> dict[str, str]:
+    """The environment as compose passes it, ``${VAR:-default}`` resolved to its default, ``${VAR:?…}`` to a dummy."""
+
+    def resolve(value: str) -> str:
+        value = re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", str(value))
+        return re.sub(r"\$\{[A-Z_]+:\?[^}]*\}", "set-in-dot-env", value)
+
+    return {key: resolve(value) for key, value in environment.items()}
+
+
+def test_images_follow_the_project_pins(compose):
+    dockerfile = (config.PROJECT_ROOT / "Dockerfile").read_text()
+    assert re.search(rf"^FROM apache/airflow:{re.escape(_pin('apache-airflow'))}-python3\.11$", dockerfile, re.M)
+    assert "pip install --no-cache-dir -r requirements.txt -c constraints.txt" in dockerfile  # pyspark 3.5.9 inside
+    project = {name for name, s in compose["services"].items() if s["image"].startswith(PROJECT_IMAGE + ":")}
+    assert project == {"iceberg-catalog", "spark-master", "spark-worker", "airflow-init", *_airflow_services(compose)}
+    for name in project:
+        assert compose["services"][name]["build"] == "."
+    for name, service in compose["services"].items():
+        if service["image"].startswith(("apache/spark:", "spark:", "bitnami/spark:")):
+            assert service["image"].split(":")[1].startswith(_pin("pyspark")), f"{name}: Spark differs from pyspark"
+        if service["image"].startswith("apache/airflow:"):
+            assert service["image"].split(":")[1].startswith(_pin("apache-airflow")), name
+    assert "spark-class org.apache.spark.deploy.master.Master" in _command(compose["services"]["spark-master"])
+    assert "org.apache.spark.deploy.worker.Worker spark://spark-master:7077" in _command(compose["services"]["spark-worker"])
+
+
+def test_airflow_runs_as_four_components_sharing_one_set_of_secrets_from_dot_env(compose):
+    services = _airflow_services(compose)
+    assert {service["command"][0] for service in services.values()} == AIRFLOW_COMPONENTS
+    write_env = importlib.util.spec_from_file_location("write_env", config.PROJECT_ROOT / "docker" / "write_env.py")
+    module = importlib.util.module_from_spec(write_env)
+    write_env.loader.exec_module(module)
+    VARIABLES = module.VARIABLES  # noqa: N806  (what docker/write_env.py writes into .env)
+
+    for secret in SHARED_SECRETS:
+        values = {service["environment"][secret] for service in services.values()}
+        assert len(values) == 1, f"{secret} differs between the Airflow components"
+        reference = re.fullmatch(r"\$\{([A-Z_]+):\?[^}]+\}", values.pop())
+        assert reference, f"{secret} must come from the environment/.env, required, never a committed value"
+        assert reference[1] in VARIABLES.values(), f"docker/write_env.py does not write {reference[1]}"
+    ignored = subprocess.run(["git", "check-ignore", "-q", ".env"], cwd=config.PROJECT_ROOT)
+    assert ignored.returncode == 0, ".env holds the secrets: it must be git-ignored"
+
+
+def test_no_secret_in_clear_beyond_obvious_local_defaults(compose):
+    for name, service in compose["services"].items():
+        for key, value in (service.get("environment") or {}).items():
+            value = str(value)
+            if re.search(r"PASSWORD|SECRET|FERNET|JWT", key) or re.search(r"://[^:/]+:[^@]+@", value):
+                literal = re.sub(r"\$\{[A-Z_]+:[-?][^}]*\}", "", value)
+                assert not re.search(r"PASSWORD|SECRET|FERNET|JWT", key) or "${" in value, f"{name}: {key} in clear"
+                assert not re.search(r"://[^:/]+:[^@${]+@", literal), f"{name}: {key} has a password in clear"
+                for default in re.findall(r"\$\{[A-Z_]+:-([^}]*)\}", value):
+                    assert default in OBVIOUS_LOCAL_DEFAULTS, f"{name}: {key} defaults to {default!r}"
+
+
+def test_every_airflow_setting_exists_in_airflow(compose):
+    from airflow.configuration import conf
+
+    description = conf.configuration_description
+    for name, service in {**_airflow_services(compose), "airflow-init": compose["services"]["airflow-init"]}.items():
+        for key in service["environment"]:
+            if key.startswith("AIRFLOW__"):
+                section, option = key.removeprefix("AIRFLOW__").lower().split("__", 1)
+                assert option in description.get(section, {}).get("options", {}), f"{name}: {key} is no Airflow option"
+
+
+def test_environment_matches_what_include_config_reads(compose, monkeypatch):
+    read = _env_read_by_config()
+    services = compose["services"]
+    for name, service in services.items():
+        if not service["image"].startswith(PROJECT_IMAGE + ":"):
+            continue
+        for key in service.get("environment") or {}:
+            if key.startswith(PROJECT_PREFIXES):
+                assert key in read, f"{name}: {key} is not read by include/config.py"
+        for volume in service.get("volumes", []):
+            if volume.startswith("project-var:"):
+                image_default = re.search(r"PIPELINE_VAR_DIR=(\S+)", (config.PROJECT_ROOT / "Dockerfile").read_text())
+                var_dir = (service.get("environment") or {}).get("PIPELINE_VAR_DIR", image_default[1])
+                assert volume.split(":")[1] == var_dir, name
+
+    def settings(service: str) -> config.CatalogSettings:
+        for key in read:
+            monkeypatch.delenv(key, raising=False)
+        for key, value in _resolved(services[service]["environment"]).items():
+            monkeypatch.setenv(key, value)
+        return config.CatalogSettings.current()
+
+    server = settings("iceberg-catalog")
+    assert server.is_local_rest_server and server.rest_backend_uri == "jdbc:postgresql://postgres:5432/iceberg"
     init_sql = (config.PROJECT_ROOT / "docker" / "postgres-init.sql").read_text()
+    assert f"CREATE USER {server.user} " in init_sql and "CREATE DATABASE iceberg OWNER iceberg" in init_sql
+    for name in (*_airflow_services(compose), "airflow-init"):
+        client = settings(name)
+        assert (client.type, client.is_local_rest_server) == ("rest", False), name
+        assert client.uri == f"http://iceberg-catalog:{server.rest_port}", name
+        assert client.warehouse == server.warehouse, name
+        connection = json.loads(services[name]["environment"]["AIRFLOW_CONN_SPARK_DEFAULT"])
+        master = f"{connection['host']}:{connection['port']}"
+        assert master == "spark://spark-master:7077" and "--port 7077" in _command(services["spark-master"])
+        assert json.loads(services[name]["environment"]["AIRFLOW__OPENLINEAGE__TRANSPORT"])["inner"]["url"] == (
+            "http://marquez:5000"
+        )
     for database in ("airflow", "iceberg", "marquez"):
         assert f"CREATE DATABASE {database}" in init_sql

@@ -1,0 +1,37 @@
+"""Write ``.env`` for docker-compose: the secrets Airflow's components must share, taken from this ``var/``.
+
+``make setup`` makes them once per ``var/`` (``var/secrets/airflow.json``, mode 600); this copies them into ``.env``
+(mode 600, git-ignored) as AIRFLOW_JWT_SECRET, AIRFLOW_FERNET_KEY and AIRFLOW_API_SECRET_KEY, which
+docker-compose.yml passes to the api-server, scheduler, dag-processor and triggerer. An existing ``.env`` is kept.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from include import bootstrap, config
+
+ENV_FILE = config.PROJECT_ROOT / ".env"
+VARIABLES = {
+    "jwt_secret": "AIRFLOW_JWT_SECRET",
+    "fernet_key": "AIRFLOW_FERNET_KEY",
+    "api_secret_key": "AIRFLOW_API_SECRET_KEY",
+}
+
+
+def main() -> int:
+    if ENV_FILE.exists():
+        print(f"{ENV_FILE} exists; keeping it")
+        return 0
+    secrets = bootstrap.airflow_secrets(config.Paths.current().ensure())
+    text = "".join(f"{VARIABLES[name]}={secrets[name]}\n" for name in bootstrap.SECRET_NAMES)
+    descriptor = os.open(ENV_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as stream:
+        stream.write(text)
+    print(f"wrote {ENV_FILE} ({', '.join(VARIABLES.values())})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,202 @@
+"""A shared catalog on a real PostgreSQL (Debian's package, installed by ``include/system_packages.sh``): a throwaway
+cluster made with ``initdb`` under the session's ``var/``, started with ``pg_ctl`` on 127.0.0.1 with password
+authentication, stopped at the end.
+
+Two configurations a user sets with environment variables only, one taxi DAG run each:
+
+- ``ICEBERG_CATALOG_TYPE=jdbc`` with ``ICEBERG_CATALOG_URI=jdbc:postgresql://…``: Spark's and pyiceberg's JDBC/SQL
+  catalogs on Postgres, no server;
+- the default local REST catalog server with ``ICEBERG_REST_BACKEND_URI=jdbc:postgresql://…`` behind it.
+
+pyiceberg reads the tables each run wrote, through the configured catalog and straight from the Postgres tables.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import psycopg2
+import pytest
+
+from include import config, local_source, naming
+from tests.integration.isolated_var import IsolatedVar
+from tests.support import free_port
+
+pytestmark = pytest.mark.integration
+
+USER = "iceberg"
+PASSWORD = "iceberg-test-password"
+ROWS = 5_000
+MONTH = (2025, 1)
+TAXI_TABLES = {naming.TAXI_STAGING, naming.TAXI_QUARANTINE, naming.TAXI_RAW}
+
+
+def _postgres_bin(tool: str) -> str | None:
+    """Debian keeps the server binaries out of PATH, under /usr/lib/postgresql/<version>/bin."""
+    return shutil.which(tool) or next(iter(sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{tool}"), reverse=True)), None)
+
+
+class ThrowawayPostgres:
+    """A PostgreSQL cluster of its own: data folder under ``folder``, TCP on 127.0.0.1 only, socket in the folder.
+
+    PostgreSQL refuses to run as root; as root the commands run as Debian's ``postgres`` user (``runuser``)."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.data = folder / "data"
+        self.sockets = folder / "sockets"
+        self.port = free_port()
+        self.as_root = os.geteuid() == 0
+
+    def _run(self, *command: str) -> subprocess.CompletedProcess:
+        prefix = ["runuser", "-u", "postgres", "--"] if self.as_root else []
+        return subprocess.run([*prefix, *command], check=True, capture_output=True, text=True)
+
+    def start(self) -> ThrowawayPostgres:
+        self.sockets.mkdir(parents=True, exist_ok=True)
+        if self.as_root:
+            shutil.chown(self.folder, "postgres")
+            shutil.chown(self.sockets, "postgres")
+        self._run(
+            _postgres_bin("initdb"),
+            "-D",
+            str(self.data),
+            "-U",
+            "postgres",
+            "--auth-local=trust",
+            "--auth-host=scram-sha-256",
+            "--encoding=UTF8",
+            "--no-instructions",
+        )
+        options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.sockets} -c fsync=off"
+        self._run(
+            _postgres_bin("pg_ctl"),
+            "-D",
+            str(self.data),
+            "-o",
+            options,
+            "-l",
+            str(self.folder / "server.log"),
+            "-w",
+            "start",
+        )
+        return self
+
+    def sql(self, statement: str) -> None:
+        self._run(
+            _postgres_bin("psql"),
+            "-h",
+            str(self.sockets),
+            "-p",
+            str(self.port),
+            "-U",
+            "postgres",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-c",
+            statement,
+        )
+
+    def create_database(self, name: str) -> str:
+        self.sql(f"CREATE DATABASE {name} OWNER {USER}")
+        return f"jdbc:postgresql://127.0.0.1:{self.port}/{name}"
+
+    def stop(self) -> None:
+        self._run(_postgres_bin("pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def iceberg_tables(self, database: str) -> set[tuple[str, str, str]]:
+        """(catalog, namespace, table) rows of the Iceberg JDBC catalog's own table, read over TCP as the user."""
+        with psycopg2.connect(host="127.0.0.1", port=self.port, dbname=database, user=USER, password=PASSWORD) as db:
+            with db.cursor() as cursor:
+                cursor.execute("SELECT catalog_name, table_namespace, table_name FROM iceberg_tables")
+                return set(cursor.fetchall())
+
+
+@pytest.fixture(scope="module")
+def postgres(paths):
+    if not (_postgres_bin("initdb") and _postgres_bin("pg_ctl")):
+        pytest.skip("PostgreSQL is not installed (include/system_packages.sh installs Debian's package as root)")
+    server = ThrowawayPostgres(paths.var / "postgres").start()
+    try:
+        server.sql(f"CREATE ROLE {USER} LOGIN PASSWORD '{PASSWORD}'")
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def source_env(paths):
+    root = paths.var / "shared-catalog-source"
+    local_source.publish_months(root, [MONTH], ROWS)
+    with local_source.serve(root) as env:
+        yield env
+
+
+def _taxi_run(folder: Path, env: dict[str, str], source_env: dict[str, str]) -> IsolatedVar:
+    run = IsolatedVar(folder, {"ICEBERG_CATALOG_USER": USER, "ICEBERG_CATALOG_PASSWORD": PASSWORD, **env}).setup()
+    try:
+        run.dags_test("taxi", "ingest_yellow_taxi_data", "2025-02-01", env=source_env)
+    finally:
+        run.stop()
+    return run
+
+
+@pytest.fixture(scope="module")
+def jdbc_run(paths, postgres, source_env):
+    uri = postgres.create_database("iceberg_jdbc")
+    return _taxi_run(
+        paths.var / "catalog-jdbc-postgres", {"ICEBERG_CATALOG_TYPE": "jdbc", "ICEBERG_CATALOG_URI": uri}, source_env
+    )
+
+
+@pytest.fixture(scope="module")
+def rest_run(paths, postgres, source_env):
+    uri = postgres.create_database("iceberg_rest")
+    run = IsolatedVar(
+        paths.var / "catalog-rest-postgres",
+        {"ICEBERG_CATALOG_USER": USER, "ICEBERG_CATALOG_PASSWORD": PASSWORD, "ICEBERG_REST_BACKEND_URI": uri},
+    ).setup()
+    run.dags_test("taxi", "ingest_yellow_taxi_data", "2025-02-01", env=source_env)
+    yield run
+    run.stop()
+
+
+def _rows(table) -> int:
+    return table.scan().to_arrow().num_rows
+
+
+def test_jdbc_catalog_on_postgres_holds_the_tables_pyiceberg_reads(jdbc_run, postgres):
+    settings = jdbc_run.settings()
+    assert settings.type == "jdbc" and settings.uri.startswith("jdbc:postgresql://127.0.0.1:")
+    assert {row for row in postgres.iceberg_tables("iceberg_jdbc")} >= {
+        ("lakehouse", "nyc_taxi", table) for table in TAXI_TABLES
+    }
+    catalog = jdbc_run.catalog()
+    assert type(catalog).__name__ == "SqlCatalog"
+    raw = catalog.load_table(f"nyc_taxi.{naming.TAXI_RAW}")
+    quarantine = catalog.load_table(f"nyc_taxi.{naming.TAXI_QUARANTINE}")
+    assert _rows(raw) + _rows(quarantine) == ROWS
+
+
+def test_rest_server_over_postgres_serves_the_tables_it_keeps_there(rest_run, postgres):
+    assert {row for row in postgres.iceberg_tables("iceberg_rest")} >= {
+        ("lakehouse", "nyc_taxi", table) for table in TAXI_TABLES
+    }
+    with rest_run.activated():
+        through_server = config.pyiceberg_catalog()
+        assert type(through_server).__name__ == "RestCatalog"
+        served = through_server.load_table(f"nyc_taxi.{naming.TAXI_RAW}")
+        backend = config.CatalogSettings.current(rest_run.paths)
+    # The same table read straight from the server's Postgres backend, with pyiceberg's SQL catalog.
+    direct_settings = dataclasses.replace(
+        backend, type="jdbc", uri=backend.rest_backend_uri, is_local_rest_server=False
+    )
+    direct = config.pyiceberg_catalog(direct_settings).load_table(f"nyc_taxi.{naming.TAXI_RAW}")
+    assert direct.metadata_location == served.metadata_location
+    assert _rows(direct) == _rows(served) > 0
+    assert not (rest_run.paths.catalog_dir / "iceberg_catalog.db").exists(), "the SQLite backend must not be used"

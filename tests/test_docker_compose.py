@@ -110,7 +110,9 @@ def test_images_follow_the_project_pins(compose):
         if service["image"].startswith("apache/airflow:"):
             assert service["image"].split(":")[1].startswith(_pin("apache-airflow")), name
     assert "spark-class org.apache.spark.deploy.master.Master" in _command(compose["services"]["spark-master"])
-    assert "org.apache.spark.deploy.worker.Worker spark://spark-master:7077" in _command(compose["services"]["spark-worker"])
+    assert "org.apache.spark.deploy.worker.Worker spark://spark-master:7077" in _command(
+        compose["services"]["spark-worker"]
+    )
 
 
 def test_airflow_runs_as_four_components_sharing_one_set_of_secrets_from_dot_env(compose):

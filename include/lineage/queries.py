@@ -497,7 +497,7 @@ class LineageQueries:
     def _run_details(self, conn: Connection, row) -> dict:
         rd, d, dv, n, jv = run_datasets_table, datasets_table, dataset_versions_table, nodes_table, job_versions_table
         io = conn.execute(
-            select(rd.c.direction, d.c.namespace, d.c.name, n.c.label, dv.c.version, dv.c.schema)
+            select(rd.c.direction, d.c.namespace, d.c.name, n.c.label, dv.c.version, dv.c.schema, dv.c.schema_producer)
             .join(d, d.c.id == rd.c.dataset_id)
             .join(n, n.c.id == d.c.node_id)
             .outerjoin(dv, dv.c.id == rd.c.dataset_version_id)
@@ -521,8 +521,9 @@ class LineageQueries:
                     "label": label,
                     "version": ver,
                     "schema": json.loads(schema) if schema else None,
+                    "schemaProducer": producer,
                 }
-                for dirn, ns, name, label, ver, schema in sorted(io, key=lambda x: x[3])
+                for dirn, ns, name, label, ver, schema, producer in sorted(io, key=lambda x: x[3])
                 if dirn == direction
             ]
 
@@ -557,13 +558,13 @@ class LineageQueries:
                     conn, _Row(dict(row._mapping) | {"namespace": job.namespace, "name": job.name})
                 )
                 info["tasks"] = {}
-                if not info["inputs"] and not info["outputs"]:
-                    for child_id in self._descendant_runs(conn, [row.id])[1:]:
-                        child = conn.execute(
-                            select(runs_table, jobs_table.c.namespace, jobs_table.c.name)
-                            .join(jobs_table, jobs_table.c.id == runs_table.c.job_id)
-                            .where(runs_table.c.id == child_id)
-                        ).first()
+                if not info["inputs"] and not info["outputs"]:  # a DAG run: its task runs (not their Spark jobs)
+                    children = conn.execute(
+                        select(runs_table, jobs_table.c.namespace, jobs_table.c.name)
+                        .join(jobs_table, jobs_table.c.id == runs_table.c.job_id)
+                        .where(runs_table.c.parent_run_id == row.id)
+                    ).all()
+                    for child in children:
                         child_info = self._run_details(conn, child)
                         info["tasks"][child_info["job"]["name"]] = child_info
                         info["inputs"] += child_info["inputs"]
@@ -782,13 +783,16 @@ def _compare_datasets(first: list[dict], second: list[dict], schema_changes: dic
             result["removed"].append(
                 {"dataset": x["label"], "namespace": key[0], "name": key[1], "version": x["version"]}
             )
-        elif x["version"] != y["version"]:
+        elif x["version"] and y["version"] and x["version"] != y["version"]:  # unknown on one side is no change
             result["changed"].append(
                 {"dataset": x["label"], "namespace": key[0], "name": key[1], "from": x["version"], "to": y["version"]}
             )
         else:
-            result["same"].append({"dataset": x["label"], "namespace": key[0], "name": key[1], "version": x["version"]})
-        if x is not None and y is not None and x["schema"] and y["schema"] and x["schema"] != y["schema"]:
+            result["same"].append(
+                {"dataset": x["label"], "namespace": key[0], "name": key[1], "version": x["version"] or y["version"]}
+            )
+        comparable = x is not None and y is not None and x["schema"] and y["schema"]
+        if comparable and x["schemaProducer"] == y["schemaProducer"] and x["schema"] != y["schema"]:
             old, new = dict(map(tuple, x["schema"])), dict(map(tuple, y["schema"]))
             schema_changes[x["label"]] = {
                 "added": [f"{c} {t}" for c, t in new.items() if c not in old],

@@ -38,6 +38,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     bindparam,
+    case,
     create_engine,
     event,
     func,
@@ -158,6 +159,7 @@ dataset_versions_table = Table(
     Column("dataset_id", Integer, nullable=False),
     Column("version", String(255), nullable=False),
     Column("schema", Text),
+    Column("schema_producer", String(1024)),  # schemas are compared only between the same producer's reports
     Column("created_by_run_id", String(64)),
     Column("created_at", String(32)),
     UniqueConstraint("dataset_id", "version"),
@@ -470,6 +472,10 @@ _UPDATE_VERSION = (
     .where(dataset_versions_table.c.id == _p("p_id"))
     .values(
         schema=func.coalesce(dataset_versions_table.c.schema, _p("p_schema")),
+        schema_producer=case(
+            (dataset_versions_table.c.schema.is_(None), _p("p_producer")),
+            else_=dataset_versions_table.c.schema_producer,
+        ),
         created_by_run_id=func.coalesce(dataset_versions_table.c.created_by_run_id, _p("p_run")),
     )
 )
@@ -814,6 +820,7 @@ class _Ingest:
                     "dataset_id": dataset_id,
                     "version": version,
                     "schema": schema,
+                    "schema_producer": self.event.get("producer") if schema else None,
                     "created_by_run_id": creator,
                     "created_at": self.time,
                 },
@@ -821,7 +828,15 @@ class _Ingest:
         elif (schema and ("version_schema", version_id) not in store._ids) or (
             creator and ("version_creator", version_id) not in store._ids
         ):
-            conn.execute(_UPDATE_VERSION, {"p_id": version_id, "p_schema": schema, "p_run": creator})
+            conn.execute(
+                _UPDATE_VERSION,
+                {
+                    "p_id": version_id,
+                    "p_schema": schema,
+                    "p_producer": self.event.get("producer") if schema else None,
+                    "p_run": creator,
+                },
+            )
         store._ids[cache_key] = version_id
         if schema:
             store._ids[("version_schema", version_id)] = 1

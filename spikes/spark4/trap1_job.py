@@ -7,7 +7,13 @@ import json
 import pyspark
 from pyspark.sql import SparkSession
 
-spark = SparkSession.builder.master("local[1]").appName("trap1_probe").config("spark.ui.enabled", "false").getOrCreate()
+spark = (
+    SparkSession.builder.master("local[1]")
+    .appName("trap1_probe")
+    .config("spark.ui.enabled", "false")
+    .config("spark.ui.showConsoleProgress", "false")  # its carriage returns would hide the JSON line
+    .getOrCreate()
+)
 total = spark.range(10).selectExpr("sum(id) AS total").first().total
 print(json.dumps({
     "pyspark": pyspark.__version__,

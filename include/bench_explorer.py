@@ -130,9 +130,10 @@ def explorer(work_dir: Path, target_nodes: int | None = None, queries: int | Non
     store = LineageStore(f"sqlite:///{database}")
     try:
         _progress(f"ingesting {len(events):,} events")
-        started = time.perf_counter()
+        load_before = os.getloadavg()[0]
+        started, cpu_started = time.perf_counter(), time.process_time()
         store.ingest(events, batch_size=1000)
-        ingest_seconds = time.perf_counter() - started
+        ingest_seconds, ingest_cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
         with store.engine.connect() as conn:
             node_count = conn.execute(select(func.count()).select_from(nodes_table)).scalar_one()
             edge_count = conn.execute(select(func.count()).select_from(edges_table)).scalar_one()
@@ -147,6 +148,7 @@ def explorer(work_dir: Path, target_nodes: int | None = None, queries: int | Non
         sample = [rng.choice(dataset_ids) for _ in range(queries)]
         depth = 10**6  # every ancestor / descendant, however deep
         timings: dict[str, list[float]] = {"closure_up": [], "cte_up": [], "closure_down": [], "cte_down": []}
+        cpu: dict[str, list[float]] = {key: [] for key in timings}  # CPU time of this process: SQLite runs in it
         sizes = {"up": [], "down": []}
         _progress(
             f"{node_count:,} nodes, {edge_count:,} edges, {closure_rows:,} closure rows, max depth {max_depth}; "
@@ -164,9 +166,10 @@ def explorer(work_dir: Path, target_nodes: int | None = None, queries: int | Non
                         variants.reverse()  # alternate which goes first
                     answers = {}
                     for name, run in variants:
-                        begin = time.perf_counter()
+                        begin, cpu_begin = time.perf_counter(), time.process_time()
                         answers[name] = run()
                         timings[f"{name}_{direction}"].append((time.perf_counter() - begin) * 1000)
+                        cpu[f"{name}_{direction}"].append((time.process_time() - cpu_begin) * 1000)
                     if sorted(answers["closure"]) != sorted(answers["cte"]):
                         raise RuntimeError(
                             f"closure table and recursive CTE disagree on the {direction}stream of node {node_id}"
@@ -195,6 +198,9 @@ def explorer(work_dir: Path, target_nodes: int | None = None, queries: int | Non
         "events": len(events),
         "ingest_seconds": ingest_seconds,
         "ingest_events_per_second": len(events) / ingest_seconds,
+        "ingest_cpu_seconds": ingest_cpu_seconds,
+        "ingest_events_per_cpu_second": len(events) / ingest_cpu_seconds,
+        "load_average_1min": [load_before, os.getloadavg()[0]],  # other work on the machine skews wall-clock figures
         "store_bytes": sum(p.stat().st_size for p in work_dir.glob("explorer.db*")),
         "queries": queries,
         "mean_upstream_nodes": statistics.mean(sizes["up"]),
@@ -208,6 +214,7 @@ def explorer(work_dir: Path, target_nodes: int | None = None, queries: int | Non
         ("cte_downstream", "cte_down"),
     ):
         figures[f"{label}_p50_ms"], figures[f"{label}_p95_ms"] = _percentiles(timings[key])
+        figures[f"{label}_cpu_p50_ms"], figures[f"{label}_cpu_p95_ms"] = _percentiles(cpu[key])
     figures["upstream_full_query_p50_ms"], figures["upstream_full_query_p95_ms"] = _percentiles(full)
     figures["cte_over_closure_upstream_p95"] = figures["cte_upstream_p95_ms"] / figures["upstream_p95_ms"]
     figures["cte_over_closure_downstream_p95"] = figures["cte_downstream_p95_ms"] / figures["downstream_p95_ms"]
@@ -228,8 +235,16 @@ def to_markdown(figures: dict) -> str:
         f"{f['cte_upstream_p50_ms']:.2f} / {f['cte_upstream_p95_ms']:.2f} | {f['cte_over_closure_upstream_p95']:.1f}× (p95) |",
         f"| downstream p50 / p95 (ms) | {f['downstream_p50_ms']:.2f} / {f['downstream_p95_ms']:.2f} | "
         f"{f['cte_downstream_p50_ms']:.2f} / {f['cte_downstream_p95_ms']:.2f} | {f['cte_over_closure_downstream_p95']:.1f}× (p95) |",
+        f"| upstream CPU time p50 / p95 (ms) | {f['upstream_cpu_p50_ms']:.2f} / {f['upstream_cpu_p95_ms']:.2f} | "
+        f"{f['cte_upstream_cpu_p50_ms']:.2f} / {f['cte_upstream_cpu_p95_ms']:.2f} | "
+        f"{f['cte_upstream_cpu_p95_ms'] / max(f['upstream_cpu_p95_ms'], 1e-9):.1f}× (p95) |",
+        f"| downstream CPU time p50 / p95 (ms) | {f['downstream_cpu_p50_ms']:.2f} / {f['downstream_cpu_p95_ms']:.2f} | "
+        f"{f['cte_downstream_cpu_p50_ms']:.2f} / {f['cte_downstream_cpu_p95_ms']:.2f} | "
+        f"{f['cte_downstream_cpu_p95_ms'] / max(f['downstream_cpu_p95_ms'], 1e-9):.1f}× (p95) |",
         f"| `lineage upstream` whole query, p50 / p95 (ms) | {f['upstream_full_query_p50_ms']:.2f} / {f['upstream_full_query_p95_ms']:.2f} | | |",
-        f"| ingest (events/s) | {f['ingest_events_per_second']:,.0f} ({f['events']:,} events in {f['ingest_seconds']:.0f} s) | | |",
+        f"| ingest (events/s) | {f['ingest_events_per_second']:,.0f} ({f['events']:,} events in {f['ingest_seconds']:.0f} s; "
+        f"{f['ingest_events_per_cpu_second']:,.0f} per CPU-second) | | |",
+        f"| machine load (1-min average, before → after ingest) | {f['load_average_1min'][0]:.1f} → {f['load_average_1min'][1]:.1f} | | |",
     ]
     return "\n".join(lines) + "\n"
 

@@ -26,7 +26,7 @@ from include import config, local_source, naming
 from tests.integration.isolated_var import RUN_SPECIFIC, IsolatedVar, comparable
 from tests.support import free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(3600)]  # module fixtures run several DAGs
 
 SPARK_HOME = Path(pyspark.__file__).parent
 MONTH = (2025, 1)
@@ -185,11 +185,9 @@ def test_both_dags_succeed_on_the_cluster_and_the_master_lists_their_application
     completed = state["completedapps"]
     assert {app["state"] for app in completed} == {"FINISHED"}
     assert len(completed) == len(SPARK_TASKS), [app["name"] for app in completed]
-    for key in ("taxi", "forecast"):
-        assert (
-            f"spark-submit --master {cluster.master_url}" in runs["cluster"].results[key].log.replace("\n", " ")
-            or cluster.master_url in runs["cluster"].results[key].log
-        )
+    for key, spark_tasks in (("taxi", 2), ("forecast", 3)):
+        log = runs["cluster"].results[key].log
+        assert log.count(f"Spark-Submit cmd: spark-submit --master {cluster.master_url} ") == spark_tasks, key
 
 
 @pytest.mark.parametrize("table", [naming.TAXI_RAW, naming.HOURLY_ACTUALS, naming.HOURLY_FORECAST])

@@ -27,7 +27,7 @@ from include import config, local_source, naming
 from tests.integration.isolated_var import IsolatedVar
 from tests.support import free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(3600)]  # module fixtures run several DAGs
 
 USER = "iceberg"
 PASSWORD = "iceberg-test-password"

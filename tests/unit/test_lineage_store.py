@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import random
+import time
 import uuid
 
 import networkx as nx
 import pytest
+import requests
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import (
     column_lineage_dataset,
@@ -492,3 +494,65 @@ def test_cli_exit_codes_and_messages(tmp_path, capsys):
     assert "dataset:file:/warehouse/forecast" in {node["id"] for node in graph}
     assert cli.main(["impact", "--run", ids["actuals"][:8], "--store", url]) == 0
     assert "nyc.forecast" in capsys.readouterr().out
+
+
+@pytest.fixture
+def served_store(tmp_path):
+    """``create_app`` served by uvicorn on 127.0.0.1, as ``lineage serve`` does."""
+    import threading
+
+    import uvicorn
+
+    from include.lineage.server import create_app
+    from tests.support import free_port
+
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(f"sqlite:///{tmp_path / 'served.db'}"), host="127.0.0.1", port=port, log_level="warning"
+        )
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.started, "uvicorn did not start"
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+def test_http_transport_posts_to_the_endpoint_and_marquez_clients_read_it_back(served_store):
+    from openlineage.client.transport.http import HttpConfig, HttpTransport
+
+    events, _ = _pipeline_events()
+    plain = HttpTransport(HttpConfig.from_dict({"type": "http", "url": served_store, "endpoint": "api/v1/lineage"}))
+    gzipped = HttpTransport(
+        HttpConfig.from_dict({"type": "http", "url": served_store, "endpoint": "api/v1/lineage", "compression": "gzip"})
+    )
+    for index, event in enumerate(events):
+        (gzipped if index % 2 else plain).emit(event)
+    plain.emit(events[0])
+    assert requests.get(f"{served_store}/api/v1/health", timeout=5).json()["events"] == len(events)
+    graph = requests.get(
+        f"{served_store}/api/v1/lineage", params={"nodeId": "dataset:file:/warehouse/actuals", "depth": 10}, timeout=5
+    ).json()["graph"]
+    ids = {node["id"] for node in graph}
+    assert {
+        "dataset:file:/warehouse/raw",
+        "dataset:file:/warehouse/forecast",
+        f"job:{NS}:dag.actuals",
+    } <= ids  # both directions
+    columns = requests.get(
+        f"{served_store}/api/v1/column-lineage",
+        params={"nodeId": "datasetField:file:/warehouse/forecast:rides"},
+        timeout=5,
+    )
+    assert "datasetField:file:/warehouse/raw:unique_row_id" in {node["id"] for node in columns.json()["graph"]}
+    unknown = requests.get(f"{served_store}/api/v1/lineage", params={"nodeId": "nyc.forcast"}, timeout=5)
+    assert unknown.status_code == 404 and "nyc.forecast" in unknown.json()["detail"]
+    invalid = requests.post(
+        f"{served_store}/api/v1/lineage", json={"eventTime": "2025-01-01T00:00:00Z", "run": {}, "job": {}}, timeout=5
+    )
+    assert invalid.status_code == 400 and "runId" in invalid.json()["detail"]

@@ -18,7 +18,7 @@ import pytest
 from include import config
 from tests.integration.running_airflow import RunningAirflow
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(2700)]  # a slow machine: the whole chain runs in the fixture
 
 INGEST_DAGS = ("ingest_yellow_taxi_data", "ingest_weather_data")
 FORECAST_DAG = "forecast_yellow_rides"

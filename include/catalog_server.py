@@ -249,8 +249,17 @@ def foreground_command(paths: config.Paths, catalog: config.CatalogSettings, hos
 
     _write_private(_properties_file(paths), _properties_text(backend_properties(paths, catalog)))
     classpath = os.pathsep.join(str(path) for path in [*jars.jar_paths(jars.CATALOG_SERVER), launcher_jar()])
-    return [_java("java"), f"-Xmx{SERVER_HEAP}", "-cp", classpath, LAUNCHER_CLASS, host, str(catalog.rest_port),
-            catalog.name, str(_properties_file(paths))]
+    return [
+        _java("java"),
+        f"-Xmx{SERVER_HEAP}",
+        "-cp",
+        classpath,
+        LAUNCHER_CLASS,
+        host,
+        str(catalog.rest_port),
+        catalog.name,
+        str(_properties_file(paths)),
+    ]
 
 
 def _port_taken(host: str, port: int) -> bool:

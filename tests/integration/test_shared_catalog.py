@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import glob
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -23,7 +24,7 @@ from pathlib import Path
 import psycopg2
 import pytest
 
-from include import config, local_source, naming
+from include import catalog_server, config, local_source, naming
 from tests.integration.isolated_var import IsolatedVar
 from tests.support import free_port
 
@@ -200,3 +201,56 @@ def test_rest_server_over_postgres_serves_the_tables_it_keeps_there(rest_run, po
     assert direct.metadata_location == served.metadata_location
     assert _rows(direct) == _rows(served) > 0
     assert not (rest_run.paths.catalog_dir / "iceberg_catalog.db").exists(), "the SQLite backend must not be used"
+
+
+def test_compose_catalog_service_runs_over_postgres(paths, postgres):
+    """docker-compose's ``iceberg-catalog`` service, natively: its command and environment (database host and port
+    mapped to this Postgres, loopback instead of the container's every interface); pyiceberg creates a namespace
+    through it and the namespace is a row in Postgres."""
+    import signal
+    import sys
+    import time
+
+    import yaml
+
+    service = yaml.safe_load((config.PROJECT_ROOT / "docker-compose.yml").read_text())["services"]["iceberg-catalog"]
+    uri = postgres.create_database("iceberg_service")
+    env = {key: re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", str(value)) for key, value in service["environment"].items()}
+    assert env["ICEBERG_REST_BACKEND_URI"] == "jdbc:postgresql://postgres:5432/iceberg"
+    port = free_port()
+    var_dir = paths.var / "compose-catalog-service"
+    env.update(
+        {
+            "PIPELINE_VAR_DIR": str(var_dir),
+            "ICEBERG_REST_PORT": str(port),
+            "ICEBERG_REST_BACKEND_URI": uri,
+            "ICEBERG_CATALOG_PASSWORD": PASSWORD,
+            "ICEBERG_WAREHOUSE": (var_dir / "warehouse").as_uri(),
+        }
+    )
+    script = service["command"][-1].replace("/opt/project", str(config.PROJECT_ROOT))
+    process = subprocess.Popen(
+        [sys.executable, script, "--host", "127.0.0.1"],
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(config.PROJECT_ROOT), **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not catalog_server.is_healthy(f"http://127.0.0.1:{port}") and time.monotonic() < deadline:
+            assert process.poll() is None, "the catalog service exited"
+            time.sleep(0.5)
+        with IsolatedVar(var_dir, {"ICEBERG_CATALOG_URI": f"http://127.0.0.1:{port}"}).activated():
+            config.pyiceberg_catalog().create_namespace("compose_check")
+        with (
+            psycopg2.connect(
+                host="127.0.0.1", port=postgres.port, dbname="iceberg_service", user=USER, password=PASSWORD
+            ) as db,
+            db.cursor() as cursor,
+        ):
+            cursor.execute("SELECT DISTINCT namespace FROM iceberg_namespace_properties")
+            assert ("compose_check",) in cursor.fetchall()
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)

@@ -6,6 +6,7 @@ spark-submit in local mode against the session's own Iceberg catalog; sources ar
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import pytest
@@ -16,6 +17,9 @@ from tests.support import RawState, raw_state
 MONTH = (2025, 1)
 ROWS = 20_000
 INGEST_DATE = "2025-02-01"
+# The extractor gives a task 5 s for its facets, then emits identities only. The lineage tests assert the facets,
+# so their DAG runs wait longer: on a shared 2-core machine under load, reading them once took more than 5 s.
+os.environ.setdefault("LINEAGE_FACETS_BUDGET_SECONDS", "120")
 
 
 @dataclass

@@ -110,9 +110,23 @@ def ensure_spark_connection(paths: config.Paths) -> None:
     env = {**os.environ, **config.airflow_env(paths)}
     env.pop("AIRFLOW_CONN_SPARK_DEFAULT", None)
     completed = subprocess.run(
-        [sys.executable, "-m", "airflow", "connections", "add", "spark_default", "--conn-type", "spark",
-         "--conn-host", config.DEFAULT_SPARK_MASTER, "--conn-description", "Set by `make setup`; edit freely"],
-        env=env, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "airflow",
+            "connections",
+            "add",
+            "spark_default",
+            "--conn-type",
+            "spark",
+            "--conn-host",
+            config.DEFAULT_SPARK_MASTER,
+            "--conn-description",
+            "Set by `make setup`; edit freely",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
     )
     if completed.returncode != 0 and "already exist" not in completed.stdout + completed.stderr:
         raise RuntimeError(f"setup: could not create the spark_default connection:\n{completed.stderr[-2000:]}")

@@ -178,7 +178,9 @@ def running(paths: config.Paths | None = None) -> ServerState | None:
     return None
 
 
-def ensure_running(paths: config.Paths | None = None, catalog: config.CatalogSettings | None = None) -> ServerState | None:
+def ensure_running(
+    paths: config.Paths | None = None, catalog: config.CatalogSettings | None = None
+) -> ServerState | None:
     """Start this ``var/``'s server unless it runs; a no-op when the catalog is not the local REST server."""
     paths = (paths or config.Paths.current()).ensure()
     catalog = catalog or config.CatalogSettings.current(paths)
@@ -218,8 +220,17 @@ def _start(paths: config.Paths, catalog: config.CatalogSettings) -> ServerState:
     started = time.monotonic()
     with log_path.open("ab") as log:
         process = subprocess.Popen(
-            [_java("java"), f"-Xmx{SERVER_HEAP}", "-cp", classpath, LAUNCHER_CLASS, host, str(port), catalog.name,
-             str(_properties_file(paths))],
+            [
+                _java("java"),
+                f"-Xmx{SERVER_HEAP}",
+                "-cp",
+                classpath,
+                LAUNCHER_CLASS,
+                host,
+                str(port),
+                catalog.name,
+                str(_properties_file(paths)),
+            ],
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -234,12 +245,16 @@ def _start(paths: config.Paths, catalog: config.CatalogSettings) -> ServerState:
                 + _tail(log_path)
             )
         if is_healthy(endpoint, timeout=0.5):
-            state = ServerState(process.pid, host, port, catalog.name, time.time(), round(time.monotonic() - started, 2))
+            state = ServerState(
+                process.pid, host, port, catalog.name, time.time(), round(time.monotonic() - started, 2)
+            )
             _write_private(_state_file(paths), json.dumps(asdict(state)))
             return state
         time.sleep(0.2)
     process.kill()
-    raise CatalogServerError(f"catalog server did not answer on {endpoint} within {START_TIMEOUT_SECONDS:.0f}s; log {log_path}")
+    raise CatalogServerError(
+        f"catalog server did not answer on {endpoint} within {START_TIMEOUT_SECONDS:.0f}s; log {log_path}"
+    )
 
 
 def foreground_command(paths: config.Paths, catalog: config.CatalogSettings, host: str) -> list[str]:

@@ -25,7 +25,10 @@ def _ensure_catalog() -> None:
         print(f"pipeline: {error}", file=sys.stderr)
         raise SystemExit(1) from error
     if state:
-        print(f"pipeline: Iceberg REST catalog at {state.endpoint} (log {catalog_server.log_file(config.Paths.current())})", flush=True)
+        print(
+            f"pipeline: Iceberg REST catalog at {state.endpoint} (log {catalog_server.log_file(config.Paths.current())})",
+            flush=True,
+        )
 
 
 def _airflow_command_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -87,8 +90,10 @@ def cmd_catalog(options: argparse.Namespace) -> int:
         print(f"pipeline: no catalog server running for {paths.var}")
         return 3
     rss = catalog_server.memory_rss_kib(state)
-    print(f"pipeline: catalog {state.catalog_name} at {state.endpoint}, pid {state.pid}, started in {state.start_seconds}s, "
-          f"RSS {rss // 1024 if rss else '?'} MiB")
+    print(
+        f"pipeline: catalog {state.catalog_name} at {state.endpoint}, pid {state.pid}, started in {state.start_seconds}s, "
+        f"RSS {rss // 1024 if rss else '?'} MiB"
+    )
     return 0
 
 
@@ -132,7 +137,9 @@ def cmd_test(options: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pipeline", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="pipeline", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     airflow = commands.add_parser("airflow", help="any Airflow command, with the project's AIRFLOW_HOME and catalog")

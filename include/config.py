@@ -50,6 +50,8 @@ def spark_connection_outside_airflow() -> dict[str, str]:
     if os.environ.get("AIRFLOW_CONN_SPARK_DEFAULT"):
         return {}
     return {"AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": DEFAULT_SPARK_MASTER})}
+
+
 SPARK_VERSION = "3.5"
 SCALA_VERSION = "2.12"
 
@@ -66,7 +68,7 @@ class Paths:
     var: Path
 
     @classmethod
-    def current(cls) -> "Paths":
+    def current(cls) -> Paths:
         return cls(Path(_env("PIPELINE_VAR_DIR", str(PROJECT_ROOT / "var"))).resolve())
 
     @property
@@ -125,7 +127,7 @@ class Paths:
     def spark_local_dir(self) -> Path:
         return self.var / "spark" / "tmp"
 
-    def ensure(self) -> "Paths":
+    def ensure(self) -> Paths:
         for folder in (
             self.airflow_home,
             self.catalog_dir,
@@ -159,7 +161,7 @@ class CatalogSettings:
     rest_backend_uri: str | None = None
 
     @classmethod
-    def current(cls, paths: Paths | None = None) -> "CatalogSettings":
+    def current(cls, paths: Paths | None = None) -> CatalogSettings:
         paths = paths or Paths.current()
         catalog_type = _env("ICEBERG_CATALOG_TYPE", "rest").lower()
         if catalog_type not in ("jdbc", "rest"):
@@ -226,7 +228,11 @@ class CatalogSettings:
         if self.type == "rest":
             props = {"type": "rest", "uri": self.uri, "warehouse": self.warehouse}
         else:
-            props = {"type": "sql", "uri": _sqlalchemy_url(self.uri, self.user, self.password), "warehouse": self.warehouse}
+            props = {
+                "type": "sql",
+                "uri": _sqlalchemy_url(self.uri, self.user, self.password),
+                "warehouse": self.warehouse,
+            }
         if self.s3_endpoint:
             props["s3.endpoint"] = self.s3_endpoint
         return props
@@ -249,7 +255,9 @@ def jar_paths() -> list[Path]:
     return jars.jar_paths(jars.SPARK)
 
 
-def spark_conf(paths: Paths | None = None, catalog: CatalogSettings | None = None, lineage: bool = True) -> dict[str, str]:
+def spark_conf(
+    paths: Paths | None = None, catalog: CatalogSettings | None = None, lineage: bool = True
+) -> dict[str, str]:
     """Spark properties for every job: Iceberg extensions and catalog, the OpenLineage listener, local tuning.
 
     The jars go on the driver's and executors' class path as well as ``--jars``: the OpenLineage listener must
@@ -275,12 +283,14 @@ def spark_conf(paths: Paths | None = None, catalog: CatalogSettings | None = Non
         "spark.executorEnv.PIPELINE_VAR_DIR": str(paths.var),
     }
     if lineage:
-        conf.update({
-            "spark.extraListeners": "io.openlineage.spark.agent.OpenLineageSparkListener",
-            "spark.openlineage.namespace": OPENLINEAGE_NAMESPACE,
-            "spark.openlineage.transport.type": "file",
-            "spark.openlineage.transport.location": str(paths.spark_lineage_events),
-        })
+        conf.update(
+            {
+                "spark.extraListeners": "io.openlineage.spark.agent.OpenLineageSparkListener",
+                "spark.openlineage.namespace": OPENLINEAGE_NAMESPACE,
+                "spark.openlineage.transport.type": "file",
+                "spark.openlineage.transport.location": str(paths.spark_lineage_events),
+            }
+        )
     extra = os.environ.get("SPARK_CONF_EXTRA", "").strip()
     if extra:
         try:

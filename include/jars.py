@@ -32,7 +32,7 @@ class JarProvisioningError(RuntimeError):
     pass
 
 
-class _BadDownload(OSError):
+class _BadDownloadError(OSError):
     """A download that completed but does not match the lock: worth another attempt, then fatal."""
 
 
@@ -47,7 +47,7 @@ class Artifact:
     roles: tuple[str, ...] = field(default=(SPARK,))
 
     @classmethod
-    def from_lock(cls, entry: dict) -> "Artifact":
+    def from_lock(cls, entry: dict) -> Artifact:
         group, artifact, version = entry["coordinates"].split(":")
         return cls(
             group,
@@ -113,7 +113,7 @@ def _fetch_verified(artifact: Artifact, url: str, target: Path, log) -> None:
             f"expected {artifact.sha256} ({artifact.size} bytes)"
         )
         target.unlink(missing_ok=True)
-        raise _BadDownload(problem)
+        raise _BadDownloadError(problem)
 
 
 def ensure_artifact(artifact: Artifact, repository: str, jars_dir: Path, log=print, wait=None) -> Path:
@@ -131,7 +131,7 @@ def ensure_artifact(artifact: Artifact, repository: str, jars_dir: Path, log=pri
         retrying(_fetch_verified, artifact, artifact.url(repository), target, log)
     except RetryError as error:
         last = error.last_attempt.exception()
-        detail = str(last) if isinstance(last, _BadDownload) else f"download failed: {last}"
+        detail = str(last) if isinstance(last, _BadDownloadError) else f"download failed: {last}"
         raise JarProvisioningError(
             f"jars: could not provision {artifact.coordinates} into {target} after {DOWNLOAD_ATTEMPTS} attempts: {detail}"
         ) from last

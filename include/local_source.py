@@ -64,7 +64,9 @@ class SourceServer:
         try:
             self._server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), handler)
         except OSError as error:
-            raise OSError(f"sample source: port {self.port} on 127.0.0.1 is taken ({error}); set SAMPLE_SOURCE_PORT") from error
+            raise OSError(
+                f"sample source: port {self.port} on 127.0.0.1 is taken ({error}); set SAMPLE_SOURCE_PORT"
+            ) from error
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return {"TLC_BASE_URL": f"{self.base_url}/trip-data", "NOAA_BASE_URL": f"{self.base_url}/averages"}
 

@@ -14,6 +14,8 @@ import pytest
 _TEST_RUNS = Path(__file__).resolve().parent.parent / "var" / "test-runs"
 _SESSION_VAR = _TEST_RUNS / f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
 _SESSION_VAR.mkdir(parents=True, exist_ok=True)
+
+
 def _session_alive(folder: Path) -> bool:
     pid = folder.name.rsplit("-", 1)[-1]
     return pid.isdigit() and Path(f"/proc/{pid}").exists()

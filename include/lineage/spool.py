@@ -19,6 +19,7 @@ sent is the original JSON, unchanged, so a receiver can drop a duplicate by run 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -44,7 +45,7 @@ class SpoolingConfig(Config):
     replay_batch: int = 100
 
     @classmethod
-    def from_dict(cls, params: dict[str, Any]) -> "SpoolingConfig":
+    def from_dict(cls, params: dict[str, Any]) -> SpoolingConfig:
         if not params.get("inner"):
             raise ValueError("the spooling transport needs an 'inner' transport configuration")
         inner = dict(params["inner"])
@@ -152,7 +153,9 @@ class SpoolingTransport(Transport):
                 self.spool.append(payload)
                 self.replay(deadline=deadline)
                 return
-            self._send_within_bound(lambda: self._send_raw(payload), self.config.timeout, lambda: self.spool.append(payload))
+            self._send_within_bound(
+                lambda: self._send_raw(payload), self.config.timeout, lambda: self.spool.append(payload)
+            )
 
     def replay(self, deadline: float | None = None) -> tuple[int, int]:
         """Send spooled events oldest first; stop at the first failure. Returns (sent, remaining)."""
@@ -167,7 +170,8 @@ class SpoolingTransport(Transport):
             except (OSError, ValueError):
                 log.error("lineage: unreadable spool file %s left in place", path)
                 continue
-            if not self._send_within_bound(lambda: self._send_raw(payload), max(remaining_time, 0.05), lambda: path):
+            send = functools.partial(self._send_raw, payload)
+            if not self._send_within_bound(send, max(remaining_time, 0.05), lambda path=path: path):
                 break
             path.unlink(missing_ok=True)
             sent += 1
@@ -175,4 +179,3 @@ class SpoolingTransport(Transport):
 
     def close(self, timeout: float = -1) -> bool:
         return self.inner.close(timeout) if hasattr(self.inner, "close") else True
-

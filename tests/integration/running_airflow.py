@@ -46,15 +46,24 @@ class RunningAirflow:
         self._token: str | None = None
 
     # lifecycle
-    def start(self, timeout: float = 300) -> "RunningAirflow":
+    def start(self, timeout: float = 300) -> RunningAirflow:
         venv_bin = Path(sys.executable).parent
-        subprocess.run([sys.executable, "-m", "include.bootstrap"], env=self.env, check=True, cwd=config.PROJECT_ROOT,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "include.bootstrap"],
+            env=self.env,
+            check=True,
+            cwd=config.PROJECT_ROOT,
+            stdout=subprocess.DEVNULL,
+        )
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 [str(venv_bin / "pipeline"), "ui", "--sample-data", "--port", str(self.port)],
-                env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=config.PROJECT_ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                cwd=config.PROJECT_ROOT,
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -80,8 +89,12 @@ class RunningAirflow:
                 self.process.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 pass
-        subprocess.run([str(Path(sys.executable).parent / "pipeline"), "catalog", "stop"], env=self.env,
-                       stdout=subprocess.DEVNULL, cwd=config.PROJECT_ROOT)
+        subprocess.run(
+            [str(Path(sys.executable).parent / "pipeline"), "catalog", "stop"],
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            cwd=config.PROJECT_ROOT,
+        )
         self._kill_leftovers()
 
     def _kill_leftovers(self) -> None:
@@ -111,15 +124,21 @@ class RunningAirflow:
 
     def token(self) -> str:
         if self._token is None:
-            response = requests.post(f"{self.base_url}/auth/token",
-                                     json={"username": "admin", "password": self.admin_password}, timeout=30)
+            response = requests.post(
+                f"{self.base_url}/auth/token", json={"username": "admin", "password": self.admin_password}, timeout=30
+            )
             response.raise_for_status()
             self._token = response.json()["access_token"]
         return self._token
 
     def api(self, method: str, path: str, **kwargs) -> dict:
-        response = requests.request(method, f"{self.base_url}/api/v2/{path.lstrip('/')}",
-                                    headers={"Authorization": f"Bearer {self.token()}"}, timeout=60, **kwargs)
+        response = requests.request(
+            method,
+            f"{self.base_url}/api/v2/{path.lstrip('/')}",
+            headers={"Authorization": f"Bearer {self.token()}"},
+            timeout=60,
+            **kwargs,
+        )
         if response.status_code >= 400:
             raise RuntimeError(f"{method} {path}: HTTP {response.status_code}: {response.text[:2000]}")
         return response.json() if response.content else {}

@@ -43,8 +43,11 @@ def concurrent_runs(airflow_ui):
     airflow = airflow_ui
     for dag_id in (*INGEST_DAGS, FORECAST_DAG):
         airflow.wait_for_dag(dag_id)
-    airflow.api("PATCH", "connections/spark_default",
-                json={"connection_id": "spark_default", "conn_type": "spark", "host": UI_SPARK_MASTER})
+    airflow.api(
+        "PATCH",
+        "connections/spark_default",
+        json={"connection_id": "spark_default", "conn_type": "spark", "host": UI_SPARK_MASTER},
+    )
     run_ids: dict[str, str] = {}
     barrier = threading.Barrier(len(INGEST_DAGS))
 
@@ -158,9 +161,13 @@ def test_scheduled_runs_of_unpublished_months_end_skipped(airflow_ui, concurrent
             run = airflow_ui.wait_for_run(dag_id, run["dag_run_id"], timeout=300)
             instances = airflow_ui.task_instances(dag_id, run["dag_run_id"])
             states = {ti["task_id"]: ti["state"] for ti in instances}
-            assert run["state"] == "success" and set(states.values()) == {"skipped"}, f"{dag_id} {run['dag_run_id']}: {states}"
+            assert run["state"] == "success" and set(states.values()) == {"skipped"}, (
+                f"{dag_id} {run['dag_run_id']}: {states}"
+            )
             download = next(ti for ti in instances if ti["task_id"].startswith("download_"))
-            assert download["try_number"] == 1, "the scheduler's first tasks must reach the api-server on their first try"
+            assert download["try_number"] == 1, (
+                "the scheduler's first tasks must reach the api-server on their first try"
+            )
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (make test installs it with apt-get)")

@@ -84,13 +84,20 @@ def test_a_var_made_by_the_serverless_catalog_keeps_its_tables(tmp_path, monkeyp
 
 def _submit(paths: config.Paths, table: str, writer: str, rows: int, commits: int) -> subprocess.Popen:
     conf = {**config.spark_conf(paths, lineage=False), "spark.driver.memory": "640m"}
-    command = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[1]",
-               "--jars", config.spark_submit_jars()]
+    command = [
+        str(Path(sys.executable).parent / "spark-submit"),
+        "--master",
+        "local[1]",
+        "--jars",
+        config.spark_submit_jars(),
+    ]
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]
     command += [str(JOB), "--table", table, "--writer", writer, "--rows", str(rows), "--commits", str(commits)]
     log = (paths.logs / f"concurrent-{writer}.log").open("wb")
-    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **config.spark_submit_env(paths)})
+    return subprocess.Popen(
+        command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **config.spark_submit_env(paths)}
+    )
 
 
 def test_concurrent_spark_writers_all_commit_through_the_server(paths, catalog):
@@ -104,8 +111,14 @@ def test_concurrent_spark_writers_all_commit_through_the_server(paths, catalog):
     from pyiceberg.schema import Schema
     from pyiceberg.types import IntegerType, LongType, NestedField, StringType
 
-    catalog.create_table(f"{config.ICEBERG_NAMESPACE}.concurrent_shared", schema=Schema(
-        NestedField(1, "writer", StringType()), NestedField(2, "commit_no", IntegerType()), NestedField(3, "n", LongType())))
+    catalog.create_table(
+        f"{config.ICEBERG_NAMESPACE}.concurrent_shared",
+        schema=Schema(
+            NestedField(1, "writer", StringType()),
+            NestedField(2, "commit_no", IntegerType()),
+            NestedField(3, "n", LongType()),
+        ),
+    )
     processes = [_submit(paths, table, writer, rows=500, commits=3) for table, writer in jobs]
     codes = [process.wait(timeout=900) for process in processes]
     assert codes == [0] * len(jobs), f"exit codes {codes}; logs in {paths.logs}"

@@ -22,8 +22,15 @@ SPARK_TASKS = {
     "forecast_yellow_rides.train_model",
     "forecast_yellow_rides.write_forecast",
 }
-TABLES = (naming.TAXI_STAGING, naming.TAXI_QUARANTINE, naming.TAXI_RAW, naming.WEATHER_STAGING, naming.WEATHER_RAW,
-          naming.HOURLY_ACTUALS, naming.HOURLY_FORECAST)
+TABLES = (
+    naming.TAXI_STAGING,
+    naming.TAXI_QUARANTINE,
+    naming.TAXI_RAW,
+    naming.WEATHER_STAGING,
+    naming.WEATHER_RAW,
+    naming.HOURLY_ACTUALS,
+    naming.HOURLY_FORECAST,
+)
 
 
 def _events(path) -> list[dict]:
@@ -76,7 +83,9 @@ def test_task_and_spark_listener_name_every_table_alike(pipeline_run, spark_even
         assert task_outputs and task_outputs.keys() == spark_outputs.keys(), task["job"]["name"]
         assert task_inputs.keys() <= spark_inputs.keys() | spark_outputs.keys(), task["job"]["name"]
         for key, symlinks in {**task_inputs, **task_outputs}.items():
-            assert symlinks == {**spark_inputs, **spark_outputs}[key], f"{task['job']['name']}: symlinks of {key} differ"
+            assert symlinks == {**spark_inputs, **spark_outputs}[key], (
+                f"{task['job']['name']}: symlinks of {key} differ"
+            )
         checked += 1
     assert checked == len(SPARK_TASKS)
 

@@ -28,7 +28,9 @@ def test_generated_airflow_cfg_has_the_project_settings(tmp_paths):
     assert transport == {"type": "file", "log_file_path": str(tmp_paths.lineage_events), "append": True}
     assert cfg["openlineage"]["extractors"] == "lakehouse_extractor.LakehouseSparkExtractor"
     assert cfg["openlineage"]["spark_inject_parent_job_info"] == "True"
-    assert "AIRFLOW_CONN_SPARK_DEFAULT" not in config.airflow_env(tmp_paths), "spark_default is a default, not an override"
+    assert "AIRFLOW_CONN_SPARK_DEFAULT" not in config.airflow_env(tmp_paths), (
+        "spark_default is a default, not an override"
+    )
     stored = json.loads((tmp_paths.secrets / "airflow.json").read_text())
     assert cfg["api_auth"]["jwt_secret"] == stored["jwt_secret"] and len(stored["jwt_secret"]) >= 32
     assert cfg["core"]["fernet_key"] == stored["fernet_key"] and cfg["api"]["secret_key"] == stored["api_secret_key"]
@@ -81,7 +83,11 @@ def test_serverless_jdbc_fallback_is_shared_by_spark_and_pyiceberg(tmp_paths, mo
     spark = config.spark_conf(tmp_paths, catalog)
     assert spark["spark.sql.catalog.lakehouse.uri"] == f"jdbc:sqlite:{tmp_paths.catalog_dir / 'iceberg_catalog.db'}"
     assert catalog.pyiceberg_properties()["uri"] == f"sqlite:///{tmp_paths.catalog_dir / 'iceberg_catalog.db'}"
-    assert spark["spark.sql.catalog.lakehouse.warehouse"] == catalog.pyiceberg_properties()["warehouse"] == tmp_paths.warehouse.as_uri()
+    assert (
+        spark["spark.sql.catalog.lakehouse.warehouse"]
+        == catalog.pyiceberg_properties()["warehouse"]
+        == tmp_paths.warehouse.as_uri()
+    )
     assert spark["spark.sql.catalog.lakehouse.jdbc.journal_mode"] == "WAL"
 
 
@@ -127,8 +133,13 @@ def test_setup_twice_keeps_the_same_secrets(tmp_path):
     secrets_file = tmp_path / "var" / "secrets" / "airflow.json"
     runs = []
     for _ in range(2):
-        subprocess.run([sys.executable, "-m", "include.bootstrap", "--no-db"], env=env, check=True,
-                       cwd=config.PROJECT_ROOT, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "include.bootstrap", "--no-db"],
+            env=env,
+            check=True,
+            cwd=config.PROJECT_ROOT,
+            stdout=subprocess.DEVNULL,
+        )
         cfg = configparser.ConfigParser(interpolation=None)
         cfg.read(tmp_path / "var" / "airflow" / "airflow.cfg")
         runs.append((secrets_file.read_text(), cfg["api_auth"]["jwt_secret"], cfg["core"]["fernet_key"]))

@@ -10,7 +10,6 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from tenacity import wait_none
 
 from include import jars
@@ -42,14 +41,20 @@ def _publish(root: Path, url: str, content: bytes, tmp_path: Path) -> Path:
     jar.parent.mkdir(parents=True)
     jar.write_bytes(content)
     lock = tmp_path / "jars.lock.json"
-    lock.write_text(json.dumps({
-        "repository": url,
-        "artifacts": [{
-            "coordinates": "org.example:demo-lib:1.0.0",
-            "sha256": hashlib.sha256(content).hexdigest(),
-            "size": len(content),
-        }],
-    }))
+    lock.write_text(
+        json.dumps(
+            {
+                "repository": url,
+                "artifacts": [
+                    {
+                        "coordinates": "org.example:demo-lib:1.0.0",
+                        "sha256": hashlib.sha256(content).hexdigest(),
+                        "size": len(content),
+                    }
+                ],
+            }
+        )
+    )
     return lock
 
 
@@ -94,7 +99,6 @@ def test_repository_serving_corrupt_bytes_stops_setup_naming_the_artifact(maven_
 def test_committed_lock_pins_the_official_maven_central_artifacts():
     repository, artifacts = jars.load_lock()
     assert repository == "https://repo1.maven.org/maven2"
-    groups = {artifact.group + ":" + artifact.artifact for artifact in artifacts}
     spark_jars = {a.group + ":" + a.artifact for a in artifacts if jars.SPARK in a.roles}
     assert spark_jars == {
         "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12",

@@ -20,10 +20,13 @@ def spark():
     from spark_jobs.common.session import spark_session
 
     jars = [jar for jar in os.environ["SPIKE_JARS"].split(os.pathsep) if jar]
-    session = spark_session("spark4_ansi_check", extra_conf={
-        "spark.jars": ",".join(jars),
-        "spark.driver.extraClassPath": os.pathsep.join(jars),
-        "spark.executor.extraClassPath": os.pathsep.join(jars),
-    })
+    session = spark_session(
+        "spark4_ansi_check",
+        extra_conf={
+            "spark.jars": ",".join(jars),
+            "spark.driver.extraClassPath": os.pathsep.join(jars),
+            "spark.executor.extraClassPath": os.pathsep.join(jars),
+        },
+    )
     yield session
     session.stop()

@@ -36,13 +36,15 @@ EXPECTED_ROWS = [
 ]
 
 
-class CheckFailed(Exception):
+class SpikeCheckError(Exception):
     pass
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--state", type=Path, required=True, help="fresh folder for this run's catalog, warehouse, logs")
+    parser.add_argument(
+        "--state", type=Path, required=True, help="fresh folder for this run's catalog, warehouse, logs"
+    )
     parser.add_argument("--jars-dir", type=Path, required=True, help="folder holding the verified spike jars")
     parser.add_argument("--jars", required=True, help="comma-separated jar file names, in class-path order")
     parser.add_argument("--catalog", choices=("auto", "rest", "hadoop"), default="auto")
@@ -104,7 +106,9 @@ class _Tee:
         return getattr(self.stream, name)
 
 
-def submit_job(paths: config.Paths, catalog: config.CatalogSettings, jars: list[Path], result_file: Path, log_file: Path) -> None:
+def submit_job(
+    paths: config.Paths, catalog: config.CatalogSettings, jars: list[Path], result_file: Path, log_file: Path
+) -> None:
     os.environ["AIRFLOW_HOME"] = str(paths.airflow_home)
     os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps({"conn_type": "spark", "host": "local[*]"})
     os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
@@ -126,29 +130,36 @@ def submit_job(paths: config.Paths, catalog: config.CatalogSettings, jars: list[
             hook.submit(str(SPIKE_DIR / "spike_job.py"))
         except Exception as error:
             log.flush()
-            raise CheckFailed(f"{error}\n{first_java_or_python_error(log_file)}") from error
+            summary = str(error) if len(str(error)) < 300 else f"{str(error)[:120]} ... {str(error)[-120:]}"
+            raise SpikeCheckError(
+                f"{summary}\nfirst error of spark-submit:\n{first_java_or_python_error(log_file)}"
+            ) from error
         finally:
             sys.stdout, tee.copy = original_stdout, None  # Airflow's log handlers keep the tee: stop copying
 
 
+_HOOK_LOG_LINE = re.compile(r"^\S+Z \[\w+\s*\] (?P<text>.*?)(?: \[airflow[^\]]*\] loc=\S+)?$")
+
+
 def first_java_or_python_error(log_file: Path) -> str:
-    """The first exception of the spark-submit output, with the lines that follow it."""
-    lines = log_file.read_text(errors="replace").splitlines() if log_file.exists() else []
+    """The first exception of the spark-submit output (without the hook's log prefix), with the lines that follow."""
+    raw = log_file.read_text(errors="replace").splitlines() if log_file.exists() else []
+    lines = [match.group("text") if (match := _HOOK_LOG_LINE.match(line)) else line for line in raw]
     pattern = re.compile(r"(Exception|Error)(:|$)|Traceback")
     for index, line in enumerate(lines):
         if pattern.search(line):
-            return "\n".join(lines[index:index + 12])
+            return "\n".join(lines[index : index + 12])
     return "\n".join(lines[-12:])
 
 
 def check_job_result(result_file: Path) -> dict:
     if not result_file.exists():
-        raise CheckFailed(f"{result_file} was not written by the job")
+        raise SpikeCheckError(f"{result_file} was not written by the job")
     result = json.loads(result_file.read_text())
     if result["rows"] != EXPECTED_ROWS:
-        raise CheckFailed(f"Spark read {result['rows']}, expected {EXPECTED_ROWS}")
+        raise SpikeCheckError(f"Spark read {result['rows']}, expected {EXPECTED_ROWS}")
     if not result["spark_version"].startswith("4."):
-        raise CheckFailed(f"the job ran on Spark {result['spark_version']}, not 4.x")
+        raise SpikeCheckError(f"the job ran on Spark {result['spark_version']}, not 4.x")
     return result
 
 
@@ -166,7 +177,7 @@ def check_pyiceberg(catalog: config.CatalogSettings, location: str) -> dict:
     table = load_with_pyiceberg(catalog, location)
     rows = sorted(table.scan().to_arrow().to_pylist(), key=lambda row: row["id"])
     if rows != EXPECTED_ROWS:
-        raise CheckFailed(f"pyiceberg read {rows}, expected {EXPECTED_ROWS}")
+        raise SpikeCheckError(f"pyiceberg read {rows}, expected {EXPECTED_ROWS}")
     return {
         "format_version": table.metadata.format_version,
         "operations": [snapshot.summary.operation.value for snapshot in table.snapshots()],
@@ -179,11 +190,13 @@ def check_lineage(paths: config.Paths, catalog: config.CatalogSettings, location
     with the catalog's ``<namespace>.<table>`` as a symlink."""
     events_file = paths.spark_lineage_events
     if not events_file.exists():
-        raise CheckFailed(f"the OpenLineage listener wrote no events ({events_file} is missing)")
+        raise SpikeCheckError(f"the OpenLineage listener wrote no events ({events_file} is missing)")
     events = [json.loads(line) for line in events_file.read_text().splitlines() if line.strip()]
     physical = naming.storage_id(location)
     if physical != naming.table_id(TABLE, catalog):
-        raise CheckFailed(f"the table is at {location}, not where include.naming expects it ({naming.table_id(TABLE, catalog)})")
+        raise SpikeCheckError(
+            f"the table is at {location}, not where include.naming expects it ({naming.table_id(TABLE, catalog)})"
+        )
     symlink = naming.table_symlink(TABLE, catalog)
     # include.naming knows the REST and JDBC catalogs; for the hadoop fallback only the symlink's name is compared
     symlink_namespaces = {symlink.namespace} if catalog.type != "hadoop" else None
@@ -204,7 +217,7 @@ def check_lineage(paths: config.Paths, catalog: config.CatalogSettings, location
         "jobs_naming_the_table": {job: sorted(set(types)) for job, types in naming_the_table.items()},
     }
     if not any("COMPLETE" in naming_the_table[job] for job in merge_jobs):
-        raise CheckFailed(
+        raise SpikeCheckError(
             f"no COMPLETE event of the MERGE names {summary['expected_output']} as an output; "
             f"{len(events)} events; jobs naming it: {summary['jobs_naming_the_table']}"
         )
@@ -227,17 +240,25 @@ def main(argv: list[str] | None = None) -> int:
         report["catalog"] = {"type": catalog.type, "uri": catalog.uri, "warehouse": catalog.warehouse}
         print(f"catalog: {catalog.type} {catalog.uri or catalog.warehouse}", flush=True)
         steps = [
-            ("spark-submit via SparkSubmitHook (CREATE, append, MERGE, read)",
-             lambda: submit_job(paths, catalog, jars, result_file, state / "spark-submit.log") or check_job_result(result_file)),
+            (
+                "spark-submit via SparkSubmitHook (CREATE, append, MERGE, read)",
+                lambda: (
+                    submit_job(paths, catalog, jars, result_file, state / "spark-submit.log")
+                    or check_job_result(result_file)
+                ),
+            ),
             ("pyiceberg reads the table", lambda: check_pyiceberg(catalog, report["checks"][steps[0][0]]["location"])),
-            ("OpenLineage listener names the table", lambda: check_lineage(paths, catalog, report["checks"][steps[0][0]]["location"])),
+            (
+                "OpenLineage listener names the table",
+                lambda: check_lineage(paths, catalog, report["checks"][steps[0][0]]["location"]),
+            ),
         ]
         for name, step in steps:
             try:
                 report["checks"][name] = step()
                 print(f"ok    {name}: {json.dumps(report['checks'][name])}", flush=True)
             except Exception as error:  # every failure is reported with its exact text, then the run stops
-                detail = str(error) if isinstance(error, CheckFailed) else traceback.format_exc()
+                detail = str(error) if isinstance(error, SpikeCheckError) else traceback.format_exc()
                 report["checks"][name] = {"error": detail}
                 print(f"FAIL  {name}:\n{detail}", flush=True)
                 status = "FAIL"

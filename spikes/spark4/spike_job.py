@@ -28,12 +28,19 @@ def main(table: str, result_file: str) -> None:
         WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"""
     )
     rows = [row.asDict() for row in spark.table(table).orderBy("id").collect()]
-    Path(result_file).write_text(json.dumps({
-        "spark_version": spark.version,
-        "ansi_enabled": spark.conf.get("spark.sql.ansi.enabled"),
-        "rows": rows,
-        "location": spark.sql(f"DESCRIBE TABLE EXTENDED {table}").where("col_name = 'Location'").first().data_type,
-    }))
+    Path(result_file).write_text(
+        json.dumps(
+            {
+                "spark_version": spark.version,
+                "ansi_enabled": spark.conf.get("spark.sql.ansi.enabled"),
+                "rows": rows,
+                "location": spark.sql(f"DESCRIBE TABLE EXTENDED {table}")
+                .where("col_name = 'Location'")
+                .first()
+                .data_type,
+            }
+        )
+    )
     spark.stop()
 
 

@@ -15,10 +15,14 @@ spark = (
     .getOrCreate()
 )
 total = spark.range(10).selectExpr("sum(id) AS total").first().total
-print(json.dumps({
-    "pyspark": pyspark.__version__,
-    "jvm_spark": spark.version,
-    "session_class": f"{type(spark).__module__}.{type(spark).__name__}",
-    "sum_0_to_9": total,
-}))
+print(
+    json.dumps(
+        {
+            "pyspark": pyspark.__version__,
+            "jvm_spark": spark.version,
+            "session_class": f"{type(spark).__module__}.{type(spark).__name__}",
+            "sum_0_to_9": total,
+        }
+    )
+)
 spark.stop()

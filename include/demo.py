@@ -51,8 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     query = [sys.executable, str(config.SPARK_JOBS_DIR / "query_forecast.py"), "--zone", "10", "--model", "weather"]
     subprocess.run(query, check=True, env={**os.environ, **config.spark_submit_env(paths)})
 
-    from include.lineage import report
+    from include.lineage import queries, report
 
+    queries.demo_summary(paths)
     report_path = report.write_report(paths)
     events = paths.lineage_events.read_text().count("\n")
     print(f"demo: {events} OpenLineage events in {paths.lineage_events}; Spark listener events in {paths.spark_lineage_events}")

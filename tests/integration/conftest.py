@@ -19,7 +19,7 @@ ROWS = 20_000
 INGEST_DATE = "2025-02-01"
 # The extractor gives a task 5 s for its facets, then emits identities only. The lineage tests assert the facets,
 # so their DAG runs wait longer: on a shared 2-core machine under load, reading them once took more than 5 s.
-os.environ.setdefault("LINEAGE_FACETS_BUDGET_SECONDS", "120")
+os.environ.setdefault("LINEAGE_FACETS_BUDGET_SECONDS", "45")  # under [openlineage] execution_timeout (60 s)
 
 
 @dataclass

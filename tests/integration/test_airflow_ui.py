@@ -102,8 +102,19 @@ def _events(path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def _events_once_complete(path, expected_completes: int, timeout: float = 180) -> list[dict]:
+    """A task's COMPLETE event is written by its runner after the task is marked successful: wait for them."""
+    deadline = time.monotonic() + timeout
+    while True:
+        events = _events(path)
+        completes = sum(1 for e in events if e["eventType"] == "COMPLETE" and "." in e["job"]["name"])
+        if completes >= expected_completes or time.monotonic() > deadline:
+            return events
+        time.sleep(3)
+
+
 def test_scheduler_path_emits_dag_and_task_lineage_with_parents(airflow_ui, concurrent_runs):
-    events = _events(airflow_ui.paths.lineage_events)
+    events = _events_once_complete(airflow_ui.paths.lineage_events, expected_completes=9)
     dag_runs: dict[str, dict[str, set]] = defaultdict(lambda: defaultdict(set))
     task_events: list[dict] = []
     for event in events:

@@ -102,19 +102,27 @@ def _events(path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def _events_once_complete(path, expected_completes: int, timeout: float = 180) -> list[dict]:
+EXPECTED_TASKS = {
+    "ingest_yellow_taxi_data": {"download_tlc_month", "stage_yellow_taxi", "merge_yellow_taxi_raw"},
+    "ingest_weather_data": {"download_noaa_month", "stage_weather", "merge_weather_raw"},
+    FORECAST_DAG: {"compute_hourly_actuals", "train_model", "write_forecast"},
+}
+
+
+def _events_once_complete(path, timeout: float = 180) -> list[dict]:
     """A task's COMPLETE event is written by its runner after the task is marked successful: wait for them."""
+    expected = {f"{dag_id}.{task_id}" for dag_id, tasks in EXPECTED_TASKS.items() for task_id in tasks}
     deadline = time.monotonic() + timeout
     while True:
         events = _events(path)
-        completes = sum(1 for e in events if e["eventType"] == "COMPLETE" and "." in e["job"]["name"])
-        if completes >= expected_completes or time.monotonic() > deadline:
+        completed = {e["job"]["name"] for e in events if e["eventType"] == "COMPLETE"}
+        if expected <= completed or time.monotonic() > deadline:
             return events
         time.sleep(3)
 
 
 def test_scheduler_path_emits_dag_and_task_lineage_with_parents(airflow_ui, concurrent_runs):
-    events = _events_once_complete(airflow_ui.paths.lineage_events, expected_completes=9)
+    events = _events_once_complete(airflow_ui.paths.lineage_events)
     dag_runs: dict[str, dict[str, set]] = defaultdict(lambda: defaultdict(set))
     task_events: list[dict] = []
     for event in events:
@@ -125,11 +133,6 @@ def test_scheduler_path_emits_dag_and_task_lineage_with_parents(airflow_ui, conc
             dag_runs[name][event["eventType"]].add(event["run"]["runId"])
     for dag_id in (*INGEST_DAGS, FORECAST_DAG):
         assert dag_runs[dag_id]["START"] & dag_runs[dag_id]["COMPLETE"], f"{dag_id}: no DAG run with START and COMPLETE"
-    expected_tasks = {
-        "ingest_yellow_taxi_data": {"download_tlc_month", "stage_yellow_taxi", "merge_yellow_taxi_raw"},
-        "ingest_weather_data": {"download_noaa_month", "stage_weather", "merge_weather_raw"},
-        FORECAST_DAG: {"compute_hourly_actuals", "train_model", "write_forecast"},
-    }
     seen: dict[tuple[str, str], set[str]] = defaultdict(set)
     for event in task_events:
         dag_id, task_id = event["job"]["name"].split(".", 1)
@@ -139,7 +142,7 @@ def test_scheduler_path_emits_dag_and_task_lineage_with_parents(airflow_ui, conc
             f"{event['job']['name']}: parent run {parent['run']['runId']} is not a run of DAG {dag_id}"
         )
         seen[(dag_id, task_id)].add(event["eventType"])
-    for dag_id, tasks in expected_tasks.items():
+    for dag_id, tasks in EXPECTED_TASKS.items():
         for task_id in tasks:
             assert {"START", "COMPLETE"} <= seen[(dag_id, task_id)], f"{dag_id}.{task_id}: {seen[(dag_id, task_id)]}"
 

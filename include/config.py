@@ -289,6 +289,7 @@ def spark_conf(
                 "spark.openlineage.namespace": OPENLINEAGE_NAMESPACE,
                 "spark.openlineage.transport.type": "file",
                 "spark.openlineage.transport.location": str(paths.spark_lineage_events),
+            "spark.openlineage.dataset.removePath.pattern": _spark_listener_remove_path_pattern(),
             }
         )
     extra = os.environ.get("SPARK_CONF_EXTRA", "").strip()
@@ -298,6 +299,12 @@ def spark_conf(
         except (ValueError, AttributeError) as error:
             raise ValueError(f"SPARK_CONF_EXTRA must be a JSON object of Spark properties: {error}") from error
     return conf
+
+
+def _spark_listener_remove_path_pattern() -> str:
+    from include import naming  # naming builds on this module
+
+    return naming.SPARK_LISTENER_REMOVE_PATH_PATTERN
 
 
 def spark_submit_jars() -> str:

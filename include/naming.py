@@ -76,6 +76,14 @@ def table_asset(table: str):
     return Asset(name=catalog.table(table), uri=uri, group="iceberg")
 
 
+# A model is saved to ``<models>/<name>.tmp/spark_model`` and then renamed to ``<models>/<name>``; Spark ML's own
+# folders under it are not datasets. This pattern (``spark.openlineage.dataset.removePath.pattern``: the ``remove``
+# group is cut from a dataset's name) makes the Spark listener name the model by its final folder, as the extractor.
+MODEL_STAGING_SUFFIX = ".tmp"
+SPARK_MODEL_FOLDER = "spark_model"
+SPARK_LISTENER_REMOVE_PATH_PATTERN = rf"(?<remove>(\{MODEL_STAGING_SUFFIX})?/{SPARK_MODEL_FOLDER}(/.*)?)$"
+
+
 def model_dir(model_name: str, paths: config.Paths | None = None) -> Path:
     return (paths or config.Paths.current()).models / model_name
 

@@ -94,11 +94,11 @@ def fit_and_predict(model_name: str, train: DataFrame, score: DataFrame):
 
 def save_model(model_name: str, fitted, metrics: dict) -> Path:
     folder = naming.model_dir(model_name)
-    staging = folder.with_name(folder.name + ".tmp")
+    staging = folder.with_name(folder.name + naming.MODEL_STAGING_SUFFIX)
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     if fitted is not None:
-        fitted.write().overwrite().save(str(staging / "spark_model"))
+        fitted.write().overwrite().save(str(staging / naming.SPARK_MODEL_FOLDER))
     (staging / "model.json").write_text(json.dumps({**metrics, "params": MODEL_PARAMS[model_name]}, indent=2, default=str))
     shutil.rmtree(folder, ignore_errors=True)
     staging.rename(folder)
@@ -109,8 +109,8 @@ def load_model(model_name: str):
     folder = naming.model_dir(model_name)
     metadata = json.loads((folder / "model.json").read_text())
     fitted = None
-    if (folder / "spark_model").exists():
+    if (folder / naming.SPARK_MODEL_FOLDER).exists():
         from pyspark.ml import PipelineModel
 
-        fitted = PipelineModel.load(str(folder / "spark_model"))
+        fitted = PipelineModel.load(str(folder / naming.SPARK_MODEL_FOLDER))
     return fitted, metadata

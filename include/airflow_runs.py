@@ -13,7 +13,9 @@ from pathlib import Path
 
 from include import config
 
-FINISHED = re.compile(r"DagRun Finished: dag_id=(?P<dag_id>[^,]+), logical_date=[^,]*, run_id=(?P<run_id>[^,]+),.*?state=(?P<state>\w+)")
+FINISHED = re.compile(
+    r"DagRun Finished: dag_id=(?P<dag_id>[^,]+), logical_date=[^,]*, run_id=(?P<run_id>[^,]+),.*?state=(?P<state>\w+)"
+)
 
 
 @dataclass
@@ -53,9 +55,8 @@ def dags_test(
     if log_file:
         log_file.parent.mkdir(parents=True, exist_ok=True)
         log_file.write_text(output)
-    match = None
-    for match in FINISHED.finditer(output):
-        pass
+    finished = list(FINISHED.finditer(output))
+    match = finished[-1] if finished else None
     return DagTestResult(
         dag_id=dag_id,
         state=match["state"] if match else "unknown",

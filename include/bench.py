@@ -22,7 +22,7 @@ import shutil
 import statistics
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from include import airflow_runs, bench_explorer, config, local_source, sample_data
 
@@ -65,19 +65,23 @@ def ingest_efficiency(paths: config.Paths, rows: int, repeats: int) -> dict:
         _progress(f"ingest {i + 1}/{repeats}: bare read + parquet write")
         bare.append(_spark_submit(bare_script, [str(landed), str(paths.bench / "bare_copy")]))
         _progress(f"ingest {i + 1}/{repeats}: stage + MERGE, first load")
-        first.append(_spark_submit(config.SPARK_JOBS_DIR / "stage_taxi.py", ["--month", month])
-                     + _spark_submit(config.SPARK_JOBS_DIR / "merge_taxi.py", ["--month", month]))
+        first.append(
+            _spark_submit(config.SPARK_JOBS_DIR / "stage_taxi.py", ["--month", month])
+            + _spark_submit(config.SPARK_JOBS_DIR / "merge_taxi.py", ["--month", month])
+        )
         _progress(f"ingest {i + 1}/{repeats}: stage + MERGE, idempotent re-load")
-        reload.append(_spark_submit(config.SPARK_JOBS_DIR / "stage_taxi.py", ["--month", month])
-                      + _spark_submit(config.SPARK_JOBS_DIR / "merge_taxi.py", ["--month", month]))
+        reload.append(
+            _spark_submit(config.SPARK_JOBS_DIR / "stage_taxi.py", ["--month", month])
+            + _spark_submit(config.SPARK_JOBS_DIR / "merge_taxi.py", ["--month", month])
+        )
     return {
         "rows": rows,
         "file_bytes": size,
         "bare_seconds": _summary(bare),
         "first_load_seconds": _summary(first),
         "reload_seconds": _summary(reload),
-        "first_load_ratio": _summary([f / b for f, b in zip(first, bare)]),
-        "reload_ratio": _summary([r / b for r, b in zip(reload, bare)]),
+        "first_load_ratio": _summary([f / b for f, b in zip(first, bare, strict=True)]),
+        "reload_ratio": _summary([r / b for r, b in zip(reload, bare, strict=True)]),
         "first_load_rows_per_second": rows / statistics.median(first),
         "bare_rows_per_second": rows / statistics.median(bare),
     }
@@ -91,7 +95,9 @@ def lineage_overhead(paths: config.Paths, rows: int, repeats: int) -> dict:
         for i in range(repeats):
             for label, extra in (("on", {}), ("off", {"AIRFLOW__OPENLINEAGE__DISABLED": "True"})):
                 _progress(f"lineage {i + 1}/{repeats}: taxi DAG with OpenLineage {label}")
-                result = airflow_runs.dags_test("ingest_yellow_taxi_data", "2025-02-01", {"force": True}, env={**env, **extra})
+                result = airflow_runs.dags_test(
+                    "ingest_yellow_taxi_data", "2025-02-01", {"force": True}, env={**env, **extra}
+                )
                 if not result.succeeded:
                     raise RuntimeError(f"taxi DAG failed during the benchmark ({label})")
                 (on if label == "on" else off).append(result.seconds)
@@ -100,7 +106,7 @@ def lineage_overhead(paths: config.Paths, rows: int, repeats: int) -> dict:
     return {
         "dag_seconds_lineage_on": _summary(on),
         "dag_seconds_lineage_off": _summary(off),
-        "overhead_ratio": _summary([a / b for a, b in zip(on, off)]),
+        "overhead_ratio": _summary([a / b for a, b in zip(on, off, strict=True)]),
         "extractor_seconds_per_task": {task: _summary(values) for task, values in extractor.items()},
     }
 
@@ -122,7 +128,7 @@ def scale(paths: config.Paths, rows: int, repeats: int) -> dict:
             timings[count].append(time.monotonic() - started)
     return {
         "seconds": {str(k): _summary(v) for k, v in timings.items()},
-        "ratio_4_to_1": _summary([four / one for four, one in zip(timings[4], timings[1])]),
+        "ratio_4_to_1": _summary([four / one for four, one in zip(timings[4], timings[1], strict=True)]),
     }
 
 
@@ -145,7 +151,10 @@ def to_markdown(results: dict) -> str:
         f"| taxi DAG, OpenLineage on (s) | {fmt(lin['dag_seconds_lineage_on'])} |",
         f"| taxi DAG, OpenLineage disabled (s) | {fmt(lin['dag_seconds_lineage_off'])} |",
         f"| lineage on ÷ off | {fmt(lin['overhead_ratio'])} |",
-        *[f"| extractor time, {task} (s) | {fmt(s)} |" for task, s in sorted(lin["extractor_seconds_per_task"].items())],
+        *[
+            f"| extractor time, {task} (s) | {fmt(s)} |"
+            for task, s in sorted(lin["extractor_seconds_per_task"].items())
+        ],
         *[f"| ingest {k} month(s) (s) | {fmt(s)} |" for k, s in sc["seconds"].items()],
         f"| 4 months ÷ 1 month | {fmt(sc['ratio_4_to_1'])} |",
     ]
@@ -165,10 +174,12 @@ def main(argv: list[str] | None = None) -> int:
 
     bootstrap.setup(paths)
     os.environ.update(config.airflow_env(paths))  # spark-submit on PATH, spark_default connection, AIRFLOW_HOME
-    _progress(f"{rows:,} rows per month ({lineage_rows:,} for the DAG runs, {scale_rows:,} for scale), "
-              f"{repeats} repeats, state in {paths.var}")
+    _progress(
+        f"{rows:,} rows per month ({lineage_rows:,} for the DAG runs, {scale_rows:,} for scale), "
+        f"{repeats} repeats, state in {paths.var}"
+    )
     results = {
-        "started": datetime.now(timezone.utc).isoformat(),
+        "started": datetime.now(UTC).isoformat(),
         "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
         "repeats": repeats,
         "lineage_rows": lineage_rows,

@@ -289,7 +289,7 @@ def spark_conf(
                 "spark.openlineage.namespace": OPENLINEAGE_NAMESPACE,
                 "spark.openlineage.transport.type": "file",
                 "spark.openlineage.transport.location": str(paths.spark_lineage_events),
-            "spark.openlineage.dataset.removePath.pattern": _spark_listener_remove_path_pattern(),
+                "spark.openlineage.dataset.removePath.pattern": _spark_listener_remove_path_pattern(),
             }
         )
     extra = os.environ.get("SPARK_CONF_EXTRA", "").strip()

@@ -25,7 +25,10 @@ def main(argv: list[str] | None = None) -> int:
     paths = config.Paths.current().ensure()
     rows = int(os.environ.get("DEMO_ROWS_PER_MONTH", "300000"))
     source_root = paths.var / "demo-source"
-    print(f"demo: generating {rows:,} taxi trips and NOAA county files for {DEMO_MONTH[0]}-{DEMO_MONTH[1]:02d}", flush=True)
+    print(
+        f"demo: generating {rows:,} taxi trips and NOAA county files for {DEMO_MONTH[0]}-{DEMO_MONTH[1]:02d}",
+        flush=True,
+    )
     local_source.publish_months(source_root, [DEMO_MONTH], rows)
 
     runs = [
@@ -45,7 +48,9 @@ def main(argv: list[str] | None = None) -> int:
 
     for model, _ in FORECAST_RUNS:
         metrics = json.loads((naming.model_dir(model, paths) / "model.json").read_text())
-        print(f"demo: model {metrics['model_version']}: holdout MAE {metrics['mae']} (seasonal-naive baseline {metrics['baseline_mae']})")
+        print(
+            f"demo: model {metrics['model_version']}: holdout MAE {metrics['mae']} (seasonal-naive baseline {metrics['baseline_mae']})"
+        )
 
     # The query is a Spark job like the others, run in its own process (include never imports spark_jobs).
     query = [sys.executable, str(config.SPARK_JOBS_DIR / "query_forecast.py"), "--zone", "10", "--model", "weather"]
@@ -56,7 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     queries.demo_summary(paths)
     report_path = report.write_report(paths)
     events = paths.lineage_events.read_text().count("\n")
-    print(f"demo: {events} OpenLineage events in {paths.lineage_events}; Spark listener events in {paths.spark_lineage_events}")
+    print(
+        f"demo: {events} OpenLineage events in {paths.lineage_events}; Spark listener events in {paths.spark_lineage_events}"
+    )
     print(f"demo: lineage report at {report_path}")
     print(f"demo: done in {time.monotonic() - started:.0f}s")
     return 0

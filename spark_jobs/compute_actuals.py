@@ -7,8 +7,8 @@ import argparse
 from pyspark.sql import functions as F
 
 from include import naming
-from spark_jobs.common.runner import run
 from spark_jobs.common.report import assertion, column_metrics, write_report
+from spark_jobs.common.runner import run
 from spark_jobs.common.session import spark_session
 from spark_jobs.common.tables import current_snapshot_id, ensure_table, qualified, row_count
 from spark_jobs.common.taxi import hourly_actuals
@@ -42,17 +42,24 @@ def main(argv: list[str] | None = None) -> None:
     load(spark, actuals)
     total = spark.table(qualified(naming.HOURLY_ACTUALS)).agg(F.sum("total_rides")).first()[0] or 0
     counted = raw_metrics["rowCount"] - raw_metrics["columnMetrics"]["PULocationID"]["nullCount"]
-    write_report(args.report, {
-        "input_metrics": {naming.TAXI_RAW: raw_metrics},
-        "assertions": {naming.HOURLY_ACTUALS: [
-            assertion("equals_raw_count", total == counted, "total_rides", total, counted),
-        ]},
-        "inputs": {naming.TAXI_RAW: {"snapshot_id": raw_snapshot}},
-        "outputs": {naming.HOURLY_ACTUALS: {
-            "snapshot_id": current_snapshot_id(spark, naming.HOURLY_ACTUALS),
-            "rows": row_count(spark, naming.HOURLY_ACTUALS),
-        }},
-    })
+    write_report(
+        args.report,
+        {
+            "input_metrics": {naming.TAXI_RAW: raw_metrics},
+            "assertions": {
+                naming.HOURLY_ACTUALS: [
+                    assertion("equals_raw_count", total == counted, "total_rides", total, counted),
+                ]
+            },
+            "inputs": {naming.TAXI_RAW: {"snapshot_id": raw_snapshot}},
+            "outputs": {
+                naming.HOURLY_ACTUALS: {
+                    "snapshot_id": current_snapshot_id(spark, naming.HOURLY_ACTUALS),
+                    "rows": row_count(spark, naming.HOURLY_ACTUALS),
+                }
+            },
+        },
+    )
     spark.stop()
 
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-
 from pyspark.sql import functions as F
 
 from include import naming, sources
-from spark_jobs.common.runner import month_job_args, run
 from spark_jobs.common.report import column_metrics, write_report
+from spark_jobs.common.runner import month_job_args, run
 from spark_jobs.common.session import spark_session
 from spark_jobs.common.tables import current_snapshot_id, ensure_table, qualified, row_count
 from spark_jobs.common.weather import DAY_COLUMNS, MERGE_KEYS
@@ -43,15 +42,24 @@ def main(argv: list[str] | None = None) -> None:
     for element in sources.WEATHER_ELEMENTS:
         landed = sources.noaa_landed_path(element, args.month)
         ledger.record(landed.name, sources.fingerprint_file(landed), naming.WEATHER_RAW)
-    write_report(args.report, {
-        "input_metrics": {naming.WEATHER_STAGING: column_metrics(staged, ["region_code", "year", "month", "meteorological_element"])},
-        "inputs": {naming.WEATHER_STAGING: {"snapshot_id": staging_snapshot, "rows": staged.count()}},
-        "outputs": {naming.WEATHER_RAW: {
-            "previous_snapshot_id": before,
-            "snapshot_id": current_snapshot_id(spark, naming.WEATHER_RAW),
-            "rows": row_count(spark, naming.WEATHER_RAW),
-        }},
-    })
+    write_report(
+        args.report,
+        {
+            "input_metrics": {
+                naming.WEATHER_STAGING: column_metrics(
+                    staged, ["region_code", "year", "month", "meteorological_element"]
+                )
+            },
+            "inputs": {naming.WEATHER_STAGING: {"snapshot_id": staging_snapshot, "rows": staged.count()}},
+            "outputs": {
+                naming.WEATHER_RAW: {
+                    "previous_snapshot_id": before,
+                    "snapshot_id": current_snapshot_id(spark, naming.WEATHER_RAW),
+                    "rows": row_count(spark, naming.WEATHER_RAW),
+                }
+            },
+        },
+    )
     spark.stop()
 
 

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-
 from pyspark.sql import functions as F
 
 from include import naming, sources
-from spark_jobs.common.runner import month_job_args, run
 from spark_jobs.common.report import write_report
+from spark_jobs.common.runner import month_job_args, run
 from spark_jobs.common.session import spark_session
 from spark_jobs.common.tables import current_snapshot_id, ensure_table, qualified
 from spark_jobs.common.weather import RAW_SCHEMA, WeatherFileError, bad_rows, parse_weather
 
 
 def extract(spark, path: str):
-    return spark.read.csv(path, schema=RAW_SCHEMA, header=False, mode="PERMISSIVE", columnNameOfCorruptRecord="_corrupt_record")
+    return spark.read.csv(
+        path, schema=RAW_SCHEMA, header=False, mode="PERMISSIVE", columnNameOfCorruptRecord="_corrupt_record"
+    )
 
 
 def validate(raw, path: str) -> None:
@@ -52,11 +53,14 @@ def main(argv: list[str] | None = None) -> None:
     for part in staged_parts[1:]:
         staged = staged.unionByName(part)
     load(spark, staged)
-    write_report(args.report, {
-        "source_fingerprints": fingerprints,
-        "staged_rows": staged.count(),
-        "outputs": {naming.WEATHER_STAGING: {"snapshot_id": current_snapshot_id(spark, naming.WEATHER_STAGING)}},
-    })
+    write_report(
+        args.report,
+        {
+            "source_fingerprints": fingerprints,
+            "staged_rows": staged.count(),
+            "outputs": {naming.WEATHER_STAGING: {"snapshot_id": current_snapshot_id(spark, naming.WEATHER_STAGING)}},
+        },
+    )
     spark.stop()
 
 

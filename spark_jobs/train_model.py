@@ -10,8 +10,8 @@ from pyspark.sql import functions as F
 
 from include import naming
 from spark_jobs.common import forecasting, models
-from spark_jobs.common.runner import run
 from spark_jobs.common.report import column_metrics, write_report
+from spark_jobs.common.runner import run
 from spark_jobs.common.session import spark_session
 from spark_jobs.common.tables import qualified
 
@@ -52,11 +52,18 @@ def main(argv: list[str] | None = None) -> None:
     }
     folder = models.save_model(args.model, fitted, metrics)
     print(f"model {version}: holdout MAE {mae:.3f} (seasonal-naive baseline {baseline_mae:.3f}), saved to {folder}")
-    write_report(args.report, {
-        "input_metrics": {naming.HOURLY_ACTUALS: column_metrics(spark.table(qualified(naming.HOURLY_ACTUALS)), ["pulocationid", "total_rides"])},
-        "inputs": {table: {"snapshot_id": snapshot} for table, snapshot in inputs.snapshots.items()},
-        "model": {"path": str(folder), **metrics},
-    })
+    write_report(
+        args.report,
+        {
+            "input_metrics": {
+                naming.HOURLY_ACTUALS: column_metrics(
+                    spark.table(qualified(naming.HOURLY_ACTUALS)), ["pulocationid", "total_rides"]
+                )
+            },
+            "inputs": {table: {"snapshot_id": snapshot} for table, snapshot in inputs.snapshots.items()},
+            "model": {"path": str(folder), **metrics},
+        },
+    )
     spark.stop()
 
 

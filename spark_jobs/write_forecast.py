@@ -7,8 +7,8 @@ from datetime import timedelta
 
 from include import naming
 from spark_jobs.common import forecasting, models
-from spark_jobs.common.runner import run
 from spark_jobs.common.report import assertion, write_report
+from spark_jobs.common.runner import run
 from spark_jobs.common.session import spark_session
 from spark_jobs.common.tables import current_snapshot_id, ensure_table, qualified, row_count
 
@@ -45,21 +45,33 @@ def main(argv: list[str] | None = None) -> None:
     load(spark, rows)
     zones, written = inputs.zones.count(), rows.count()
     negative = rows.where("forecasted_total_rides < 0").count()
-    write_report(args.report, {
-        "assertions": {naming.HOURLY_FORECAST: [
-            assertion("covers_horizon_for_every_active_zone", written == forecasting.HORIZON_HOURS * zones,
-                      "forecasted_total_rides", written, forecasting.HORIZON_HOURS * zones),
-            assertion("non_negative", negative == 0, "forecasted_total_rides", negative, 0),
-        ]},
-        "inputs": {table: {"snapshot_id": snapshot} for table, snapshot in inputs.snapshots.items()},
-        "model": {"path": str(naming.model_dir(args.model)), **metadata},
-        "outputs": {naming.HOURLY_FORECAST: {
-            "snapshot_id": current_snapshot_id(spark, naming.HOURLY_FORECAST),
-            "rows": row_count(spark, naming.HOURLY_FORECAST),
-            "written_rows": written,
-            "zones": zones,
-        }},
-    })
+    write_report(
+        args.report,
+        {
+            "assertions": {
+                naming.HOURLY_FORECAST: [
+                    assertion(
+                        "covers_horizon_for_every_active_zone",
+                        written == forecasting.HORIZON_HOURS * zones,
+                        "forecasted_total_rides",
+                        written,
+                        forecasting.HORIZON_HOURS * zones,
+                    ),
+                    assertion("non_negative", negative == 0, "forecasted_total_rides", negative, 0),
+                ]
+            },
+            "inputs": {table: {"snapshot_id": snapshot} for table, snapshot in inputs.snapshots.items()},
+            "model": {"path": str(naming.model_dir(args.model)), **metadata},
+            "outputs": {
+                naming.HOURLY_FORECAST: {
+                    "snapshot_id": current_snapshot_id(spark, naming.HOURLY_FORECAST),
+                    "rows": row_count(spark, naming.HOURLY_FORECAST),
+                    "written_rows": written,
+                    "zones": zones,
+                }
+            },
+        },
+    )
     spark.stop()
 
 

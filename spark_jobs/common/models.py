@@ -74,7 +74,9 @@ def weather_pipeline():
     params = MODEL_PARAMS["weather"]
     encoder = OneHotEncoder(inputCols=["hour", "weekday"], outputCols=["hour_vec", "weekday_vec"], dropLast=True)
     assembler = VectorAssembler(inputCols=forecasting.FEATURES + ["hour_vec", "weekday_vec"], outputCol="features")
-    regression = LinearRegression(labelCol="y", featuresCol="features", regParam=params["regParam"], elasticNetParam=params["elasticNetParam"])
+    regression = LinearRegression(
+        labelCol="y", featuresCol="features", regParam=params["regParam"], elasticNetParam=params["elasticNetParam"]
+    )
     return Pipeline(stages=[encoder, assembler, regression])
 
 
@@ -99,7 +101,9 @@ def save_model(model_name: str, fitted, metrics: dict) -> Path:
     staging.mkdir(parents=True)
     if fitted is not None:
         fitted.write().overwrite().save(str(staging / naming.SPARK_MODEL_FOLDER))
-    (staging / "model.json").write_text(json.dumps({**metrics, "params": MODEL_PARAMS[model_name]}, indent=2, default=str))
+    (staging / "model.json").write_text(
+        json.dumps({**metrics, "params": MODEL_PARAMS[model_name]}, indent=2, default=str)
+    )
     shutil.rmtree(folder, ignore_errors=True)
     staging.rename(folder)
     return folder

@@ -32,9 +32,13 @@ class PipelineRun:
 
 
 def _run(run: PipelineRun, key: str, dag_id: str, logical_date: str, conf: dict, env: dict) -> None:
-    result = airflow_runs.dags_test(dag_id, logical_date, conf, env=env, log_file=run.paths.var / "test-logs" / f"{key}.log")
+    result = airflow_runs.dags_test(
+        dag_id, logical_date, conf, env=env, log_file=run.paths.var / "test-logs" / f"{key}.log"
+    )
     run.results[key] = result
-    assert result.succeeded, f"{dag_id} ended {result.state} (rc {result.returncode}); log: {run.paths.var / 'test-logs' / key}.log"
+    assert result.succeeded, (
+        f"{dag_id} ended {result.state} (rc {result.returncode}); log: {run.paths.var / 'test-logs' / key}.log"
+    )
 
 
 @pytest.fixture(scope="session")
@@ -49,6 +53,13 @@ def pipeline_run(paths, airflow_env, catalog) -> PipelineRun:
         _run(run, "taxi_again", "ingest_yellow_taxi_data", INGEST_DATE, {"force": True}, env)
         run.raw_after_reingest = raw_state(catalog)
         _run(run, "weather", "ingest_weather_data", INGEST_DATE, {}, env)
-        _run(run, "forecast_naive", "forecast_yellow_rides", "2025-02-01T01:00:00+00:00", {"model": "seasonal_naive"}, env)
+        _run(
+            run,
+            "forecast_naive",
+            "forecast_yellow_rides",
+            "2025-02-01T01:00:00+00:00",
+            {"model": "seasonal_naive"},
+            env,
+        )
         _run(run, "forecast_weather", "forecast_yellow_rides", "2025-02-01T02:00:00+00:00", {"model": "weather"}, env)
     return run

@@ -27,8 +27,13 @@ def _submit_command(script: str, args: list[str]) -> list[str]:
 
 
 def _run(script: str, args: list[str]) -> None:
-    subprocess.run(_submit_command(script, args), check=True, capture_output=True, timeout=600,
-                   env={**os.environ, **config.spark_submit_env()})
+    subprocess.run(
+        _submit_command(script, args),
+        check=True,
+        capture_output=True,
+        timeout=600,
+        env={**os.environ, **config.spark_submit_env()},
+    )
 
 
 def test_killed_merge_leaves_the_previous_snapshot_and_the_retry_is_exact(pipeline_run, catalog):
@@ -39,8 +44,13 @@ def test_killed_merge_leaves_the_previous_snapshot_and_the_retry_is_exact(pipeli
     data_dir = Path(naming.table_location(naming.TAXI_RAW).removeprefix("file://")) / "data"
     files_before = {p for p in data_dir.rglob("*.parquet")}
 
-    job = subprocess.Popen(_submit_command("merge_taxi.py", ["--month", MONTH]), start_new_session=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **config.spark_submit_env()})
+    job = subprocess.Popen(
+        _submit_command("merge_taxi.py", ["--month", MONTH]),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **config.spark_submit_env()},
+    )
     deadline = time.monotonic() + 300
     killed = False
     while time.monotonic() < deadline and job.poll() is None:

@@ -30,14 +30,20 @@ SECRETS = {
 def test_secrets_in_env_spark_conf_and_connections_reach_no_lineage_byte(pipeline_run):
     env = {
         "PIPELINE_DEPLOY_TOKEN": SECRETS["env"],
-        "SPARK_CONF_EXTRA": json.dumps({
-            "spark.hadoop.javax.jdo.option.ConnectionPassword": SECRETS["spark_password"],
-            "spark.hadoop.fs.s3a.secret.key": SECRETS["spark_secret"],
-            "spark.openlineage.transport.auth.token": SECRETS["spark_token"],
-            "spark.myservice.api.key": SECRETS["spark_key"],
-        }),
-        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[*]", "password": SECRETS["connection"]}),
-        "AIRFLOW_CONN_WAREHOUSE_DB": json.dumps({"conn_type": "postgres", "host": "db", "login": "u", "password": SECRETS["connection"]}),
+        "SPARK_CONF_EXTRA": json.dumps(
+            {
+                "spark.hadoop.javax.jdo.option.ConnectionPassword": SECRETS["spark_password"],
+                "spark.hadoop.fs.s3a.secret.key": SECRETS["spark_secret"],
+                "spark.openlineage.transport.auth.token": SECRETS["spark_token"],
+                "spark.myservice.api.key": SECRETS["spark_key"],
+            }
+        ),
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(
+            {"conn_type": "spark", "host": "local[*]", "password": SECRETS["connection"]}
+        ),
+        "AIRFLOW_CONN_WAREHOUSE_DB": json.dumps(
+            {"conn_type": "postgres", "host": "db", "login": "u", "password": SECRETS["connection"]}
+        ),
     }
     with local_source.serve(pipeline_run.paths.var / "source") as source_env:
         result = airflow_runs.dags_test("ingest_weather_data", "2025-02-01", {"force": True}, env={**source_env, **env})
@@ -59,16 +65,32 @@ def test_taxi_dag_succeeds_whatever_the_backend_does_and_replay_delivers_every_e
     backend = None if behaviour == "down" else RecordingBackend(port, behaviour)
     spool_dir, reference = tmp_path / "spool", tmp_path / "reference.jsonl"
     spooling = {
-        "type": "include.lineage.spool.SpoolingTransport", "timeout": 0.5, "spool_dir": str(spool_dir),
-        "inner": {"type": "http", "url": f"http://127.0.0.1:{port}", "endpoint": "api/v1/lineage", "timeout": 5,
-                  "retry": {"total": 0}},
+        "type": "include.lineage.spool.SpoolingTransport",
+        "timeout": 0.5,
+        "spool_dir": str(spool_dir),
+        "inner": {
+            "type": "http",
+            "url": f"http://127.0.0.1:{port}",
+            "endpoint": "api/v1/lineage",
+            "timeout": 5,
+            "retry": {"total": 0},
+        },
     }
-    transport = {"type": "composite", "transports": [{"type": "file", "log_file_path": str(reference), "append": True}, spooling]}
+    transport = {
+        "type": "composite",
+        "transports": [{"type": "file", "log_file_path": str(reference), "append": True}, spooling],
+    }
     with local_source.serve(pipeline_run.paths.var / "source") as source_env:
-        result = airflow_runs.dags_test("ingest_yellow_taxi_data", "2025-02-01", {"force": True},
-                                        env={**source_env, "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(transport)})
+        result = airflow_runs.dags_test(
+            "ingest_yellow_taxi_data",
+            "2025-02-01",
+            {"force": True},
+            env={**source_env, "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(transport)},
+        )
     assert result.succeeded, f"the DAG must succeed while its lineage backend is {behaviour}"
-    emitted = {(e["run"]["runId"], e["eventType"], e["eventTime"]) for e in map(json.loads, reference.read_text().splitlines())}
+    emitted = {
+        (e["run"]["runId"], e["eventType"], e["eventTime"]) for e in map(json.loads, reference.read_text().splitlines())
+    }
     assert len(emitted) >= 7, "START and COMPLETE of the three tasks and the DAG's COMPLETE"
     assert list(spool_dir.glob("*.json")), f"with the backend {behaviour}, events must have been spooled"
 
@@ -77,8 +99,14 @@ def test_taxi_dag_succeeds_whatever_the_backend_does_and_replay_delivers_every_e
     backend.behaviour = "ok"
     replay = subprocess.run(
         [str(Path(sys.executable).parent / "lineage"), "replay"],
-        env={**os.environ, **config.airflow_env(pipeline_run.paths), "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(spooling)},
-        capture_output=True, text=True, timeout=120,
+        env={
+            **os.environ,
+            **config.airflow_env(pipeline_run.paths),
+            "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(spooling),
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     time.sleep(3.5 if behaviour == "stall" else 0)  # let the stalled first attempts land too: duplicates, not losses
     backend.stop()

@@ -89,7 +89,9 @@ def test_table_created_by_pyiceberg_is_read_and_merged_by_spark(spark, catalog):
     # A new session has its own catalog connection: with SQLite, a session that already used the catalog keeps
     # reading the catalog as of its first read (see README, "Traps"), and would not see this table.
     spark = spark.newSession()
-    assert sorted(spark.table(qualified).collect()) == sorted(spark.createDataFrame([(1, "x"), (2, "y")], "id long, name string").collect())
+    assert sorted(spark.table(qualified).collect()) == sorted(
+        spark.createDataFrame([(1, "x"), (2, "y")], "id long, name string").collect()
+    )
     spark.createDataFrame([(2, "y2"), (3, "z")], "id long, name string").createOrReplaceTempView("pyiceberg_updates")
     spark.sql(
         f"MERGE INTO {qualified} t USING pyiceberg_updates u ON t.id = u.id "

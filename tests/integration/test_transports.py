@@ -35,7 +35,10 @@ def test_composite_transport_from_the_readme_delivers_every_event_to_both_backen
     assert sorted(map(key, marquez.received)) == sorted(map(key, datahub.received))
     assert {path for path, _ in marquez.posts} == {"/api/v1/lineage"}
     assert {path for path, _ in datahub.posts} == {"/openapi/openlineage/api/v1/lineage"}
-    assert {e["job"]["name"] for e in marquez.received} >= {"ingest_weather_data", "ingest_weather_data.download_noaa_month"}
+    assert {e["job"]["name"] for e in marquez.received} >= {
+        "ingest_weather_data",
+        "ingest_weather_data.download_noaa_month",
+    }
     assert pipeline_run.paths.lineage_events.read_text().count("\n") == lines_before, "the file transport was replaced"
 
 
@@ -54,8 +57,9 @@ def test_readme_marquez_transport_with_marquez_down_keeps_every_event_and_delive
     spool = pipeline_run.paths.lineage_spool
     before = set(spool.glob("*.json"))
     with local_source.serve(pipeline_run.paths.var / "source") as env:
-        result = airflow_runs.dags_test("ingest_weather_data", "2025-02-01", {},
-                                        env={**env, "AIRFLOW__OPENLINEAGE__TRANSPORT": transport})
+        result = airflow_runs.dags_test(
+            "ingest_weather_data", "2025-02-01", {}, env={**env, "AIRFLOW__OPENLINEAGE__TRANSPORT": transport}
+        )
     assert result.succeeded
     spooled = set(spool.glob("*.json")) - before
     spooled_keys = sorted(
@@ -68,7 +72,9 @@ def test_readme_marquez_transport_with_marquez_down_keeps_every_event_and_delive
     replay = subprocess.run(
         [str(Path(sys.executable).parent / "lineage"), "replay"],
         env={**pipeline_run_env(pipeline_run), "AIRFLOW__OPENLINEAGE__TRANSPORT": transport},
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     marquez.stop()
     assert replay.returncode == 0, replay.stdout + replay.stderr

@@ -7,16 +7,31 @@ from include.bench import _summary, to_markdown
 
 def test_markdown_table_carries_every_figure_with_its_spread():
     results = {
-        "machine": "test", "repeats": 3, "lineage_rows": 10, "scale_rows": 5,
-        "ingest": {"rows": 100, "file_bytes": 2**20, "bare_seconds": _summary([1.0, 2.0, 3.0]),
-                   "first_load_seconds": _summary([4.0, 5.0, 6.0]), "reload_seconds": _summary([3.0, 3.5, 4.0]),
-                   "first_load_ratio": _summary([4.0, 2.5, 2.0]), "reload_ratio": _summary([3.0, 1.75, 1.33]),
-                   "first_load_rows_per_second": 20.0, "bare_rows_per_second": 50.0},
-        "lineage": {"dag_seconds_lineage_on": _summary([10.0, 11.0, 12.0]), "dag_seconds_lineage_off": _summary([9.0, 10.0, 11.0]),
-                    "overhead_ratio": _summary([1.11, 1.1, 1.09]),
-                    "extractor_seconds_per_task": {"stage_yellow_taxi": _summary([0.7, 0.8, 0.9])}},
-        "scale": {"seconds": {"1": _summary([1.0, 1.0, 1.0]), "2": _summary([2.0, 2.1, 2.2]), "4": _summary([4.0, 4.2, 4.4])},
-                  "ratio_4_to_1": _summary([4.0, 4.2, 4.4])},
+        "machine": "test",
+        "repeats": 3,
+        "lineage_rows": 10,
+        "scale_rows": 5,
+        "ingest": {
+            "rows": 100,
+            "file_bytes": 2**20,
+            "bare_seconds": _summary([1.0, 2.0, 3.0]),
+            "first_load_seconds": _summary([4.0, 5.0, 6.0]),
+            "reload_seconds": _summary([3.0, 3.5, 4.0]),
+            "first_load_ratio": _summary([4.0, 2.5, 2.0]),
+            "reload_ratio": _summary([3.0, 1.75, 1.33]),
+            "first_load_rows_per_second": 20.0,
+            "bare_rows_per_second": 50.0,
+        },
+        "lineage": {
+            "dag_seconds_lineage_on": _summary([10.0, 11.0, 12.0]),
+            "dag_seconds_lineage_off": _summary([9.0, 10.0, 11.0]),
+            "overhead_ratio": _summary([1.11, 1.1, 1.09]),
+            "extractor_seconds_per_task": {"stage_yellow_taxi": _summary([0.7, 0.8, 0.9])},
+        },
+        "scale": {
+            "seconds": {"1": _summary([1.0, 1.0, 1.0]), "2": _summary([2.0, 2.1, 2.2]), "4": _summary([4.0, 4.2, 4.4])},
+            "ratio_4_to_1": _summary([4.0, 4.2, 4.4]),
+        },
     }
     table = to_markdown(results)
     assert "| first load ÷ bare | 2.50 (2.00–4.00) |" in table

@@ -20,19 +20,29 @@ from tests.support import free_port
 
 
 def transport_for(port: int, spool_dir: Path, timeout: float = 1.0) -> SpoolingTransport:
-    return get_default_factory().create({
-        "type": "include.lineage.spool.SpoolingTransport",
-        "timeout": timeout,
-        "spool_dir": str(spool_dir),
-        "inner": {"type": "http", "url": f"http://127.0.0.1:{port}", "endpoint": "api/v1/lineage", "timeout": 5,
-                  "retry": {"total": 0}},
-    })
+    return get_default_factory().create(
+        {
+            "type": "include.lineage.spool.SpoolingTransport",
+            "timeout": timeout,
+            "spool_dir": str(spool_dir),
+            "inner": {
+                "type": "http",
+                "url": f"http://127.0.0.1:{port}",
+                "endpoint": "api/v1/lineage",
+                "timeout": 5,
+                "retry": {"total": 0},
+            },
+        }
+    )
 
 
 def event(i: int) -> RunEvent:
     return RunEvent(
-        eventType=RunState.COMPLETE, eventTime=f"2025-02-01T00:00:{i:02d}.000000+00:00",
-        run=Run(runId=str(generate_new_uuid())), job=Job(namespace="test", name=f"job_{i}"), producer="https://example.com/test",
+        eventType=RunState.COMPLETE,
+        eventTime=f"2025-02-01T00:00:{i:02d}.000000+00:00",
+        run=Run(runId=str(generate_new_uuid())),
+        job=Job(namespace="test", name=f"job_{i}"),
+        producer="https://example.com/test",
     )
 
 
@@ -151,10 +161,13 @@ def test_a_send_that_lands_after_the_bound_is_not_delivered_twice(tmp_path):
 
 def test_readme_style_config_needs_no_path_and_gives_http_no_hidden_retries(tmp_path, monkeypatch):
     monkeypatch.setenv("PIPELINE_VAR_DIR", str(tmp_path / "var"))
-    transport = get_default_factory().create({
-        "type": "include.lineage.spool.SpoolingTransport", "timeout": 0.5,
-        "inner": {"type": "http", "url": f"http://127.0.0.1:{free_port()}", "endpoint": "api/v1/lineage"},
-    })
+    transport = get_default_factory().create(
+        {
+            "type": "include.lineage.spool.SpoolingTransport",
+            "timeout": 0.5,
+            "inner": {"type": "http", "url": f"http://127.0.0.1:{free_port()}", "endpoint": "api/v1/lineage"},
+        }
+    )
     assert transport.spool.folder == (tmp_path / "var" / "lineage" / "spool").resolve()
     started = time.monotonic()
     transport.emit(event(3))  # backend down

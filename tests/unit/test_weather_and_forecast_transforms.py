@@ -12,15 +12,25 @@ from spark_jobs.common.weather import RAW_SCHEMA, bad_rows, daily_nyc_weather, p
 
 
 def _csv_frame(spark, text: str):
-    return spark.read.csv(spark.sparkContext.parallelize(text.splitlines()), schema=RAW_SCHEMA, mode="PERMISSIVE",
-                          columnNameOfCorruptRecord="_corrupt_record")
+    return spark.read.csv(
+        spark.sparkContext.parallelize(text.splitlines()),
+        schema=RAW_SCHEMA,
+        mode="PERMISSIVE",
+        columnNameOfCorruptRecord="_corrupt_record",
+    )
 
 
 def test_generated_noaa_csv_parses_with_missing_days_kept_as_sentinel(spark):
     text = sample_data.weather_month_csv("tavg", 2025, 2, last_day=10)
     parsed = parse_weather(_csv_frame(spark, text))
     row = parsed.where("region_code = '36061'").first()
-    assert (row.region_type, row.region_name, row.year, row.month, row.meteorological_element) == ("cty", "New York County", 2025, 2, "tavg")
+    assert (row.region_type, row.region_name, row.year, row.month, row.meteorological_element) == (
+        "cty",
+        "New York County",
+        2025,
+        2,
+        "tavg",
+    )
     assert row.day_10 == sample_data.daily_weather(date(2025, 2, 10), "36061").tavg_c
     assert row.day_11 == row.day_29 == row.day_31 == -999.99
     assert bad_rows(_csv_frame(spark, text)).count() == 0
@@ -45,29 +55,42 @@ def test_daily_nyc_weather_averages_the_five_counties_and_skips_missing(spark):
 
 
 def test_dense_grid_lags_and_seasonal_naive(spark):
-    actuals = forecasting.with_hour_timestamp(spark.createDataFrame(
-        [(2025, 1, 1, 0, 5, 3), (2025, 1, 8, 0, 5, 4), (2025, 1, 8, 1, 6, 9)],
-        "year int, month int, day int, hour int, pulocationid int, total_rides long",
-    ))
+    actuals = forecasting.with_hour_timestamp(
+        spark.createDataFrame(
+            [(2025, 1, 1, 0, 5, 3), (2025, 1, 8, 0, 5, 4), (2025, 1, 8, 1, 6, 9)],
+            "year int, month int, day int, hour int, pulocationid int, total_rides long",
+        )
+    )
     zones = spark.createDataFrame([(5,), (6,)], "pulocationid int")
     hours = forecasting.hour_range(spark, datetime(2025, 1, 1), datetime(2025, 1, 8, 1))
     known = forecasting.dense_grid(actuals, zones, hours)
     assert known.count() == 2 * (7 * 24 + 2)
-    targets = spark.createDataFrame([(5, datetime(2025, 1, 8, 0)), (6, datetime(2025, 1, 8, 1))], "pulocationid int, ts timestamp")
-    predicted = forecasting.seasonal_naive(forecasting.with_lags(targets, known)).select("pulocationid", "ts", "prediction")
-    expected = spark.createDataFrame([(5, datetime(2025, 1, 8, 0), 3.0), (6, datetime(2025, 1, 8, 1), 0.0)],
-                                     "pulocationid int, ts timestamp, prediction double")
+    targets = spark.createDataFrame(
+        [(5, datetime(2025, 1, 8, 0)), (6, datetime(2025, 1, 8, 1))], "pulocationid int, ts timestamp"
+    )
+    predicted = forecasting.seasonal_naive(forecasting.with_lags(targets, known)).select(
+        "pulocationid", "ts", "prediction"
+    )
+    expected = spark.createDataFrame(
+        [(5, datetime(2025, 1, 8, 0), 3.0), (6, datetime(2025, 1, 8, 1), 0.0)],
+        "pulocationid int, ts timestamp, prediction double",
+    )
     assertDataFrameEqual(predicted, expected)
     scored = known.join(predicted, ["pulocationid", "ts"])
     assert forecasting.mean_absolute_error(scored) == (abs(3.0 - 4.0) + abs(0.0 - 9.0)) / 2
 
 
 def test_forecast_rows_have_the_seed_columns_and_model_identity(spark):
-    predictions = spark.createDataFrame([(10, datetime(2025, 2, 1, 5), -1.5), (10, datetime(2025, 2, 1, 6), 2.345)],
-                                        "pulocationid int, ts timestamp, prediction double")
+    predictions = spark.createDataFrame(
+        [(10, datetime(2025, 2, 1, 5), -1.5), (10, datetime(2025, 2, 1, 6), 2.345)],
+        "pulocationid int, ts timestamp, prediction double",
+    )
     rows = forecasting.forecast_rows(predictions, "weather", "weather-abc", "run-1").drop("created_at")
     expected = spark.createDataFrame(
-        [(2025, 2, 1, 5, 10, 0.0, "weather", "weather-abc", "run-1"), (2025, 2, 1, 6, 10, 2.35, "weather", "weather-abc", "run-1")],
+        [
+            (2025, 2, 1, 5, 10, 0.0, "weather", "weather-abc", "run-1"),
+            (2025, 2, 1, 6, 10, 2.35, "weather", "weather-abc", "run-1"),
+        ],
         "year int, month int, day int, hour int, pulocationid int, forecasted_total_rides double, model_name string, "
         "model_version string, run_id string",
     )

@@ -101,7 +101,13 @@ def plan(store: LineageStore, run_ref: str, catalog) -> RollbackPlan:
 
     queries = LineageQueries(store)
     impact = queries.impact_of_run(run_ref)
-    affected = impact["runs"]
+    bad_start = impact["run"]["startedAt"] or impact["run"]["endedAt"] or ""
+    # a run that started before the bad one cannot have read what it wrote, whatever the version matching says
+    affected = [
+        run
+        for run in impact["runs"]
+        if run["id"] == impact["run"]["id"] or (run["startedAt"] or run["endedAt"] or "") >= bad_start
+    ]
     writes: dict[tuple[str, str], dict] = {}
     for run in affected:
         details = queries.run_details(run["id"])

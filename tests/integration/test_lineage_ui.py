@@ -18,7 +18,7 @@ import requests
 from include import config
 from tests.integration.running_airflow import RunningAirflow
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]  # airflow standalone and three DAG runs on 2 cores
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 INGEST_DAGS = ("ingest_yellow_taxi_data", "ingest_weather_data")
@@ -130,7 +130,7 @@ def browser_page(airflow):
         try:
             page = browser.new_page(viewport={"width": 1700, "height": 1000})
             page.goto(f"{airflow.base_url}/plugin/lineage")
-            assert "/auth/login" in page.url, "the UI must ask for a login first"
+            page.wait_for_url("**/auth/login**", timeout=60_000)  # the UI must ask for a login first
             page.fill("input[name=username]", "admin")
             page.fill("input[name=password]", airflow.admin_password)
             page.click("button:has-text('Sign in')")

@@ -18,12 +18,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from include import airflow_runs, config, local_source, naming, sample_data
-from tests.integration.conftest import INGEST_DATE, MONTH
+from tests.integration.conftest import MONTH
 
 pytestmark = pytest.mark.integration
 
 TABLES = (naming.TAXI_RAW, naming.HOURLY_ACTUALS, naming.HOURLY_FORECAST)
 LINEAGE = str(Path(sys.executable).parent / "lineage")
+BAD_INGEST_DATE = "2025-02-01T00:10:00+00:00"
 
 
 def _state(catalog, table: str) -> tuple[int, int]:
@@ -46,10 +47,10 @@ def _lineage(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([LINEAGE, *args], capture_output=True, text=True, env={**os.environ}, timeout=600)
 
 
-def _dag_run_id(paths: config.Paths, dag_id: str) -> str:
-    """The OpenLineage run id of the newest run of a DAG, from the events Airflow wrote."""
+def _newest_run_id(paths: config.Paths, job: str) -> str:
+    """The OpenLineage run id of the newest run of a job, from the events Airflow wrote."""
     starts = [json.loads(line) for line in paths.lineage_events.read_text().splitlines() if line.strip()]
-    starts = [e for e in starts if e["job"]["name"] == dag_id and e["eventType"] == "START"]
+    starts = [e for e in starts if e["job"]["name"] == job and e["eventType"] == "START"]
     return max(starts, key=lambda e: e["eventTime"])["run"]["runId"]
 
 
@@ -60,8 +61,10 @@ def test_rollback_returns_every_table_downstream_of_a_bad_ingest_to_its_earlier_
     good = {table: _state(catalog, table) for table in TABLES}
     _corrupt_copy(paths.var / "source", tmp_path / "source")
     with local_source.serve(tmp_path / "source") as env:
+        # January again (the data interval of any moment of Feb 1 up to the next month), as a run of its own: the
+        # provider derives task run ids from the logical date, so a rerun at INGEST_DATE would reuse the good run's ids
         bad = airflow_runs.dags_test(
-            "ingest_yellow_taxi_data", INGEST_DATE, {"force": True}, env=env, log_file=tmp_path / "bad.log"
+            "ingest_yellow_taxi_data", BAD_INGEST_DATE, {"force": True}, env=env, log_file=tmp_path / "bad.log"
         )
         assert bad.succeeded, f"bad re-ingest ended {bad.state}; log {tmp_path / 'bad.log'}"
         forecast = airflow_runs.dags_test(
@@ -75,7 +78,7 @@ def test_rollback_returns_every_table_downstream_of_a_bad_ingest_to_its_earlier_
     corrupted = {table: _state(catalog, table) for table in TABLES}
     assert corrupted[naming.TAXI_RAW][1] > good[naming.TAXI_RAW][1], "the bad re-ingest must have added wrong rows"
     assert all(corrupted[t][0] != good[t][0] for t in TABLES)
-    bad_run = _dag_run_id(paths, "ingest_yellow_taxi_data")
+    bad_run = _newest_run_id(paths, "ingest_yellow_taxi_data.stage_yellow_taxi")  # the run that staged the bad file
 
     planned = _lineage("rollback", "--run", bad_run, "--json")
     assert planned.returncode == 0, planned.stderr

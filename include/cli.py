@@ -175,8 +175,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Commands whose arguments belong to another program (airflow, pytest, the demo and bench), passed on untouched:
+# argparse's REMAINDER would stop at the first option (`pipeline test -q` would be an error).
+PASS_THROUGH = ("airflow", "test", "demo", "bench")
+
+
 def main(argv: list[str] | None = None) -> int:
-    options = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in PASS_THROUGH:
+        options = build_parser().parse_args(argv[:1])
+        options.args = argv[1:]
+    else:
+        options = build_parser().parse_args(argv)
     return options.handler(options)
 
 

@@ -144,7 +144,8 @@ def _lineage_frame(page, url_part: str = "/lineage/"):
     """The plugin's page, which Airflow shows in an iframe of its own UI, once its graph is drawn."""
     page.wait_for_selector("iframe", timeout=60_000)
     for _ in range(120):
-        frame = next((f for f in page.frames if url_part in f.url), None)
+        # the iframe's own document (the UI mirrors the iframe's path into its own URL, so skip the main frame)
+        frame = next((f for f in page.frames if f is not page.main_frame and url_part in f.url), None)
         if frame is not None:
             frame.wait_for_function("document.body && document.body.dataset.ready", timeout=60_000)
             assert frame.evaluate("document.body.dataset.ready") == "true", frame.inner_text("#error")

@@ -195,7 +195,7 @@ def test_forecast_graph_view_in_a_real_browser(airflow_ui, concurrent_runs):
         try:
             page = browser.new_page(viewport={"width": 1600, "height": 1000})
             page.goto(f"{airflow_ui.base_url}/dags/{FORECAST_DAG}")
-            assert "/auth/login" in page.url, "the UI must ask for a login first"
+            page.wait_for_url("**/auth/login**", timeout=60_000)  # the UI must ask for a login first
             page.fill("input[name=username]", "admin")
             page.fill("input[name=password]", airflow_ui.admin_password)
             page.click("button:has-text('Sign in')")

@@ -20,6 +20,7 @@ RUN pip install --no-cache-dir -r requirements.txt -c constraints.txt
 COPY --chown=airflow:root jars/jars.lock.json jars/
 COPY --chown=airflow:root include/ include/
 RUN python -m include.jars --jars-dir /opt/project/jars \
+ && python -m include.frontend_assets \
  && python -c "from include import catalog_server; catalog_server.launcher_jar()" \
  && ln -s "$(python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')" /opt/project/spark
 ENV SPARK_HOME=/opt/project/spark

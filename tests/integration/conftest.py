@@ -63,3 +63,15 @@ def pipeline_run(paths, airflow_env, catalog) -> PipelineRun:
         )
         _run(run, "forecast_weather", "forecast_yellow_rides", "2025-02-01T02:00:00+00:00", {"model": "weather"}, env)
     return run
+
+
+@pytest.fixture(scope="session")
+def user_runs():
+    """`make airflow SAMPLE_DATA=1` in a var/ of its own, and the runs a user starts there (see running_airflow)."""
+    from tests.integration.running_airflow import RunningAirflow, run_as_a_user
+
+    airflow = RunningAirflow(config.Paths.current().var / "airflow-ui").start()
+    try:
+        yield run_as_a_user(airflow)
+    finally:
+        airflow.stop()

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import requests
@@ -170,3 +171,63 @@ class RunningAirflow:
 
     def task_instances(self, dag_id: str, run_id: str) -> list[dict]:
         return self.api("GET", f"dags/{dag_id}/dagRuns/{run_id}/taskInstances")["task_instances"]
+
+
+INGEST_DAGS = ("ingest_yellow_taxi_data", "ingest_weather_data")
+FORECAST_DAG = "forecast_yellow_rides"
+SAMPLE_LOGICAL_DATE = "2025-02-01T00:00:00Z"  # the runs whose data interval ends on Feb 1 ingest January (the sample)
+UI_SPARK_MASTER = "local[2]"  # what the runs' spark_default is set to through the connections API the UI uses
+
+
+@dataclass
+class UserRuns:
+    """What a user does first in the UI: edit spark_default, trigger both ingest DAGs at once, let the Assets start
+    the forecast. Shared by every test of the UI path (one Airflow, one set of runs per session)."""
+
+    airflow: RunningAirflow
+    run_ids: dict[str, str]
+    finished: dict[str, dict]
+    forecast: dict
+    seconds_to_forecast: float
+
+
+def run_as_a_user(airflow: RunningAirflow) -> UserRuns:
+    import threading
+
+    for dag_id in (*INGEST_DAGS, FORECAST_DAG):
+        airflow.wait_for_dag(dag_id)
+    airflow.api(
+        "PATCH",
+        "connections/spark_default",
+        json={"connection_id": "spark_default", "conn_type": "spark", "host": UI_SPARK_MASTER},
+    )
+    run_ids: dict[str, str] = {}
+    barrier = threading.Barrier(len(INGEST_DAGS))
+
+    def trigger(dag_id: str) -> None:
+        barrier.wait()
+        run_ids[dag_id] = airflow.trigger(dag_id, SAMPLE_LOGICAL_DATE)
+
+    threads = [threading.Thread(target=trigger, args=(dag_id,)) for dag_id in INGEST_DAGS]
+    triggered_at = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert set(run_ids) == set(INGEST_DAGS), f"a trigger failed; log {airflow.log_path}"
+    finished = {dag_id: airflow.wait_for_run(dag_id, run_id) for dag_id, run_id in run_ids.items()}
+    forecast = wait_for_asset_triggered_forecast(airflow)
+    seconds = time.monotonic() - triggered_at
+    (airflow.paths.var / "trigger-to-forecast-seconds.txt").write_text(f"{seconds:.1f}\n")
+    print(f"\ntrigger -> asset-triggered forecast {forecast['state']}: {seconds:.0f} s")
+    return UserRuns(airflow, run_ids, finished, forecast, seconds)
+
+
+def wait_for_asset_triggered_forecast(airflow: RunningAirflow, timeout: float = 1200) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        runs = [run for run in airflow.runs(FORECAST_DAG) if run["run_type"] == "asset_triggered"]
+        if runs:
+            return airflow.wait_for_run(FORECAST_DAG, runs[0]["dag_run_id"], timeout=deadline - time.monotonic())
+        time.sleep(5)
+    raise TimeoutError("no asset-triggered forecast run appeared")

@@ -9,74 +9,26 @@ from __future__ import annotations
 
 import json
 import shutil
-import threading
 import time
 from collections import defaultdict
 
 import pytest
 
-from include import config
-from tests.integration.running_airflow import RunningAirflow
+from tests.integration.running_airflow import FORECAST_DAG, INGEST_DAGS, UI_SPARK_MASTER
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(2700)]  # a slow machine: the whole chain runs in the fixture
 
-INGEST_DAGS = ("ingest_yellow_taxi_data", "ingest_weather_data")
-FORECAST_DAG = "forecast_yellow_rides"
-LOGICAL_DATE = "2025-02-01T00:00:00Z"  # the runs whose data interval ends on Feb 1 ingest January (the sample month)
-UI_SPARK_MASTER = "local[2]"  # what the test sets in the UI's connection page (the REST API behind it)
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 @pytest.fixture(scope="module")
-def airflow_ui(tmp_path_factory):
-    var_dir = config.Paths.current().var / "airflow-ui"
-    airflow = RunningAirflow(var_dir).start()
-    try:
-        yield airflow
-    finally:
-        airflow.stop()
+def airflow_ui(user_runs):
+    return user_runs.airflow
 
 
 @pytest.fixture(scope="module")
-def concurrent_runs(airflow_ui):
-    """Both ingest DAGs triggered at the same moment, after spark_default was edited as a user does in the UI."""
-    airflow = airflow_ui
-    for dag_id in (*INGEST_DAGS, FORECAST_DAG):
-        airflow.wait_for_dag(dag_id)
-    airflow.api(
-        "PATCH",
-        "connections/spark_default",
-        json={"connection_id": "spark_default", "conn_type": "spark", "host": UI_SPARK_MASTER},
-    )
-    run_ids: dict[str, str] = {}
-    barrier = threading.Barrier(len(INGEST_DAGS))
-
-    def trigger(dag_id: str) -> None:
-        barrier.wait()
-        run_ids[dag_id] = airflow.trigger(dag_id, LOGICAL_DATE)
-
-    threads = [threading.Thread(target=trigger, args=(dag_id,)) for dag_id in INGEST_DAGS]
-    triggered_at = time.monotonic()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    finished = {dag_id: airflow.wait_for_run(dag_id, run_id) for dag_id, run_id in run_ids.items()}
-    forecast = _wait_for_asset_triggered_forecast(airflow)
-    seconds_to_forecast = time.monotonic() - triggered_at
-    (airflow.paths.var / "trigger-to-forecast-seconds.txt").write_text(f"{seconds_to_forecast:.1f}\n")
-    print(f"\ntrigger -> asset-triggered forecast success: {seconds_to_forecast:.0f} s")
-    return {"run_ids": run_ids, "finished": finished, "forecast": forecast}
-
-
-def _wait_for_asset_triggered_forecast(airflow: RunningAirflow, timeout: float = 1200) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        runs = [run for run in airflow.runs(FORECAST_DAG) if run["run_type"] == "asset_triggered"]
-        if runs:
-            return airflow.wait_for_run(FORECAST_DAG, runs[0]["dag_run_id"], timeout=deadline - time.monotonic())
-        time.sleep(5)
-    raise TimeoutError("no asset-triggered forecast run appeared")
+def concurrent_runs(user_runs):
+    return {"run_ids": user_runs.run_ids, "finished": user_runs.finished, "forecast": user_runs.forecast}
 
 
 def test_two_ingest_dags_at_once_succeed_with_every_task_on_its_first_try(airflow_ui, concurrent_runs):

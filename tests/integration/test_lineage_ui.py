@@ -16,43 +16,21 @@ import pytest
 import requests
 
 from include import config
-from tests.integration.running_airflow import RunningAirflow
+from tests.integration.running_airflow import FORECAST_DAG, RunningAirflow
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]  # airflow standalone and three DAG runs on 2 cores
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-INGEST_DAGS = ("ingest_yellow_taxi_data", "ingest_weather_data")
-FORECAST_DAG = "forecast_yellow_rides"
-LOGICAL_DATE = "2025-02-01T00:00:00Z"
 RAW_TABLE = "nyc_taxi.yellow_taxi_raw"
 
 
 @pytest.fixture(scope="module")
-def airflow(tmp_path_factory):
-    running = RunningAirflow(config.Paths.current().var / "lineage-ui").start()
-    try:
-        for dag_id in (*INGEST_DAGS, FORECAST_DAG):
-            running.wait_for_dag(dag_id)
-        runs = {dag_id: running.trigger(dag_id, LOGICAL_DATE) for dag_id in INGEST_DAGS}
-        for dag_id, run_id in runs.items():
-            assert running.wait_for_run(dag_id, run_id)["state"] == "success", f"{dag_id}; log {running.log_path}"
-        forecast = _wait_for_forecast(running)
-        assert forecast["state"] == "success", f"forecast ended {forecast['state']}; log {running.log_path}"
-        yield running
-    finally:
-        running.stop()
-
-
-def _wait_for_forecast(airflow: RunningAirflow, timeout: float = 1200) -> dict:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        runs = [run for run in airflow.runs(FORECAST_DAG) if run["run_type"] == "asset_triggered"]
-        if runs:
-            return airflow.wait_for_run(FORECAST_DAG, runs[0]["dag_run_id"], timeout=deadline - time.monotonic())
-        time.sleep(5)
-    raise TimeoutError("no asset-triggered forecast run appeared")
+def airflow(user_runs):
+    """The running Airflow and the runs a user started there, shared with test_airflow_ui (one set per session)."""
+    for dag_id, run in user_runs.finished.items():
+        assert run["state"] == "success", f"{dag_id}; log {user_runs.airflow.log_path}"
+    assert user_runs.forecast["state"] == "success", f"forecast; log {user_runs.airflow.log_path}"
+    return user_runs.airflow
 
 
 def _events(path) -> list[dict]:

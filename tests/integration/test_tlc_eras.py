@@ -130,6 +130,18 @@ def _backfill_runs(airflow, dag_id: str) -> list[dict]:
     return [run for run in airflow.runs(dag_id) if run["run_type"] == "backfill"]
 
 
+def _wait_until_backfills_complete(airflow, dag_id: str, timeout: float = 300) -> None:
+    """The scheduler marks a backfill complete a little after its last run ends; Airflow allows one running backfill
+    per DAG, so the next `backfill create` must wait for that."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        backfills = airflow.api("GET", "backfills", params={"dag_id": dag_id})["backfills"]
+        if all(backfill["completed_at"] for backfill in backfills):
+            return
+        time.sleep(5)
+    raise TimeoutError(f"a backfill of {dag_id} is still running; log {airflow.log_path}")
+
+
 @pytest.fixture(scope="module")
 def backfilled(tmp_path_factory):
     from tests.integration.running_airflow import RunningAirflow
@@ -177,6 +189,7 @@ def backfilled(tmp_path_factory):
                 time.sleep(10)
             else:
                 raise TimeoutError(f"backfill {start}..{end} did not finish; log {airflow.log_path}")
+            _wait_until_backfills_complete(airflow, "ingest_yellow_taxi_data")
         runs = {r["logical_date"][:7]: r for r in _backfill_runs(airflow, "ingest_yellow_taxi_data")}
         with pytest.MonkeyPatch.context() as env:
             env.setenv("PIPELINE_VAR_DIR", str(airflow.paths.var))

@@ -42,9 +42,16 @@ def _symlinks(dataset: dict) -> frozenset:
     return frozenset((s["namespace"], s["name"], s["type"]) for s in identifiers)
 
 
+MODEL_IDS = {(naming.model_id(m).namespace, naming.model_id(m).name) for m in ("seasonal_naive", "weather")}
+
+
 def _table_datasets(datasets: list[dict]) -> dict[tuple[str, str], frozenset]:
     """(namespace, name) -> symlinks of the datasets that are Iceberg tables (they carry a TABLE symlink)."""
     return {(d["namespace"], d["name"]): _symlinks(d) for d in datasets if any(s[2] == "TABLE" for s in _symlinks(d))}
+
+
+def _models(datasets: list[dict]) -> set[tuple[str, str]]:
+    return {(d["namespace"], d["name"]) for d in datasets} & MODEL_IDS
 
 
 @pytest.fixture(scope="module")
@@ -70,24 +77,28 @@ def test_task_and_spark_listener_name_every_table_alike(pipeline_run, spark_even
     airflow_events = _events(pipeline_run.paths.lineage_events)
     completes = [e for e in airflow_events if e["eventType"] == "COMPLETE" and e["job"]["name"] in SPARK_TASKS]
     assert {e["job"]["name"] for e in completes} == SPARK_TASKS
-    checked = 0
+    models_written_by_spark = set()
     for task in completes:
+        name = task["job"]["name"]
         runs = _spark_runs_under(task["run"]["runId"], spark_events)
-        assert runs, f"{task['job']['name']}: no Spark application run under the task run"
-        spark_inputs, spark_outputs = {}, {}
+        assert runs, f"{name}: no Spark application run under the task run"
+        spark_inputs, spark_outputs, spark_models = {}, {}, set()
         for event in spark_events:
             if event["run"]["runId"] in runs:
                 spark_inputs.update(_table_datasets(event.get("inputs", [])))
                 spark_outputs.update(_table_datasets(event.get("outputs", [])))
+                spark_models |= _models(event.get("outputs", []))
         task_inputs, task_outputs = _table_datasets(task["inputs"]), _table_datasets(task["outputs"])
-        assert task_outputs and task_outputs.keys() == spark_outputs.keys(), task["job"]["name"]
-        assert task_inputs.keys() <= spark_inputs.keys() | spark_outputs.keys(), task["job"]["name"]
+        task_models = _models(task["outputs"])
+        assert task_outputs or task_models, f"{name}: the task declares no table or model output"
+        assert task_outputs.keys() == spark_outputs.keys(), name
+        assert task_inputs.keys() <= spark_inputs.keys() | spark_outputs.keys(), name
+        assert spark_models <= task_models, f"{name}: the listener names a model the task does not: {spark_models}"
+        models_written_by_spark |= spark_models
         for key, symlinks in {**task_inputs, **task_outputs}.items():
-            assert symlinks == {**spark_inputs, **spark_outputs}[key], (
-                f"{task['job']['name']}: symlinks of {key} differ"
-            )
-        checked += 1
-    assert checked == len(SPARK_TASKS)
+            assert symlinks == {**spark_inputs, **spark_outputs}[key], f"{name}: symlinks of {key} differ"
+    weather_model = (naming.model_id("weather").namespace, naming.model_id("weather").name)
+    assert weather_model in models_written_by_spark, "the Spark-trained model is named by its final folder"
 
 
 def test_listener_names_every_table_the_dags_write(spark_events):

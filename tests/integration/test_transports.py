@@ -88,7 +88,8 @@ def test_readme_marquez_transport_with_marquez_down_keeps_every_event_and_delive
     )
     marquez.stop()
     assert replay.returncode == 0, replay.stdout + replay.stderr
-    assert sorted(key(e) for e in marquez.received) == emitted, "each event delivered once, none lost, none twice"
+    delivered = sorted(key(e) for e in marquez.received if key(e) in set(emitted))  # older spooled events may go too
+    assert delivered == emitted, "each event delivered once, none lost, none twice"
     assert not set(spool.glob("*.json")) - before
 
 

@@ -208,11 +208,8 @@ def _start(paths: config.Paths, catalog: config.CatalogSettings) -> ServerState:
         )
     if catalog.rest_backend_uri is None:
         (paths.catalog_dir).mkdir(parents=True, exist_ok=True)
-    _write_private(_properties_file(paths), _properties_text(backend_properties(paths, catalog)))
-    from include import jars
-
-    classpath = os.pathsep.join(str(path) for path in [*jars.jar_paths(jars.CATALOG_SERVER), launcher_jar()])
-    missing = [path for path in classpath.split(os.pathsep) if not Path(path).exists()]
+    command = foreground_command(paths, catalog, host)
+    missing = [path for path in command[command.index("-cp") + 1].split(os.pathsep) if not Path(path).exists()]
     if missing:
         raise CatalogServerError(f"catalog server: jars missing ({missing[0]} …); run `make setup`")
     log_path = log_file(paths)
@@ -220,17 +217,7 @@ def _start(paths: config.Paths, catalog: config.CatalogSettings) -> ServerState:
     started = time.monotonic()
     with log_path.open("ab") as log:
         process = subprocess.Popen(
-            [
-                _java("java"),
-                f"-Xmx{SERVER_HEAP}",
-                "-cp",
-                classpath,
-                LAUNCHER_CLASS,
-                host,
-                str(port),
-                catalog.name,
-                str(_properties_file(paths)),
-            ],
+            command,
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -258,8 +245,8 @@ def _start(paths: config.Paths, catalog: config.CatalogSettings) -> ServerState:
 
 
 def foreground_command(paths: config.Paths, catalog: config.CatalogSettings, host: str) -> list[str]:
-    """The server's command bound to ``host``, for a container that runs it in the foreground (docker-compose's
-    catalog service binds 0.0.0.0 on its own network); its backend properties file is written first."""
+    """The server's command bound to ``host``: 127.0.0.1 for the local server, 0.0.0.0 for docker-compose's catalog
+    service on its own network (run in the foreground there). Its backend properties file is written first."""
     from include import jars
 
     _write_private(_properties_file(paths), _properties_text(backend_properties(paths, catalog)))

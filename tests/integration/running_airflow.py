@@ -137,12 +137,21 @@ class RunningAirflow:
             method,
             f"{self.base_url}/api/v2/{path.lstrip('/')}",
             headers={"Authorization": f"Bearer {self.token()}"},
-            timeout=60,
+            timeout=180,  # a write may wait up to 60 s for SQLite's lock (include/airflow_db.py), twice
             **kwargs,
         )
         if response.status_code >= 400:
             raise RuntimeError(f"{method} {path}: HTTP {response.status_code}: {response.text[:2000]}")
         return response.json() if response.content else {}
+
+    def log_in(self, page, path: str, landed: str) -> None:
+        """Open ``path`` in a Playwright page as a user does: the UI sends to its login page first, then to ``landed``."""
+        page.goto(f"{self.base_url}{path}")
+        page.wait_for_url("**/auth/login**", timeout=60_000)
+        page.fill("input[name=username]", "admin")
+        page.fill("input[name=password]", self.admin_password)
+        page.click("button:has-text('Sign in')")
+        page.wait_for_url(landed, timeout=60_000)
 
     def wait_for_dag(self, dag_id: str, timeout: float = 300) -> dict:
         deadline = time.monotonic() + timeout

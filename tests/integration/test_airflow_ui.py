@@ -146,12 +146,7 @@ def test_forecast_graph_view_in_a_real_browser(airflow_ui, concurrent_runs):
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         try:
             page = browser.new_page(viewport={"width": 1600, "height": 1000})
-            page.goto(f"{airflow_ui.base_url}/dags/{FORECAST_DAG}")
-            page.wait_for_url("**/auth/login**", timeout=60_000)  # the UI must ask for a login first
-            page.fill("input[name=username]", "admin")
-            page.fill("input[name=password]", airflow_ui.admin_password)
-            page.click("button:has-text('Sign in')")
-            page.wait_for_url(f"**/dags/{FORECAST_DAG}**", timeout=60_000)
+            airflow_ui.log_in(page, f"/dags/{FORECAST_DAG}", landed=f"**/dags/{FORECAST_DAG}**")
             page.click("[aria-label='Show Graph (Press g)']")
             page.wait_for_selector(".react-flow__node", timeout=60_000)
             nodes = {node.get_attribute("data-id") for node in page.query_selector_all(".react-flow__node")}

@@ -107,12 +107,7 @@ def browser_page(airflow):
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         try:
             page = browser.new_page(viewport={"width": 1700, "height": 1000})
-            page.goto(f"{airflow.base_url}/plugin/lineage")
-            page.wait_for_url("**/auth/login**", timeout=60_000)  # the UI must ask for a login first
-            page.fill("input[name=username]", "admin")
-            page.fill("input[name=password]", airflow.admin_password)
-            page.click("button:has-text('Sign in')")
-            page.wait_for_url("**/plugin/lineage", timeout=60_000)
+            airflow.log_in(page, "/plugin/lineage", landed="**/plugin/lineage")
             yield page
         finally:
             browser.close()

@@ -132,14 +132,20 @@ class RunningAirflow:
             self._token = response.json()["access_token"]
         return self._token
 
-    def api(self, method: str, path: str, **kwargs) -> dict:
-        response = requests.request(
-            method,
-            f"{self.base_url}/api/v2/{path.lstrip('/')}",
-            headers={"Authorization": f"Bearer {self.token()}"},
-            timeout=180,  # a write may wait up to 60 s for SQLite's lock (include/airflow_db.py), twice
-            **kwargs,
-        )
+    def api(self, method: str, path: str, attempts: int = 4, **kwargs) -> dict:
+        """A REST call as the UI makes it. A 5xx is retried: on SQLite, Airflow's api-server answers a write that
+        met another component's lock with 500 "Database error", and the UI's user would simply click again."""
+        for attempt in range(1, attempts + 1):
+            response = requests.request(
+                method,
+                f"{self.base_url}/api/v2/{path.lstrip('/')}",
+                headers={"Authorization": f"Bearer {self.token()}"},
+                timeout=180,  # a write may wait up to 60 s for SQLite's lock (include/airflow_db.py), twice
+                **kwargs,
+            )
+            if response.status_code < 500 or attempt == attempts:
+                break
+            time.sleep(5 * attempt)
         if response.status_code >= 400:
             raise RuntimeError(f"{method} {path}: HTTP {response.status_code}: {response.text[:2000]}")
         return response.json() if response.content else {}

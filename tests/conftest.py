@@ -28,16 +28,10 @@ os.environ.setdefault("PIPELINE_VAR_DIR", str(_SESSION_VAR))
 os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
+from tests.support import free_port  # noqa: E402
 
 # The session's own catalog server (one per var/) on a port no other session or demo uses.
-os.environ.setdefault("ICEBERG_REST_PORT", str(_free_port()))
+os.environ.setdefault("ICEBERG_REST_PORT", str(free_port()))
 
 from include import catalog_server, config  # noqa: E402  (import after PIPELINE_VAR_DIR is set)
 

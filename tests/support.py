@@ -44,6 +44,27 @@ def loopback_server(handler: type[http.server.BaseHTTPRequestHandler], port: int
         server.server_close()
 
 
+@contextlib.contextmanager
+def recording_file_server(root) -> Iterator[tuple[str, list[str]]]:
+    """Serve the files under ``root`` on 127.0.0.1 (a Maven repository, an npm registry); yield the base URL and
+    the list of every requested path."""
+    requests: list[str] = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, directory=str(root), **kwargs)
+
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_GET(self):
+            requests.append(self.path)
+            super().do_GET()
+
+    with loopback_server(Handler) as url:
+        yield url, requests
+
+
 class RecordingBackend:
     """An OpenLineage HTTP backend on loopback that records every event POSTed to it.
 

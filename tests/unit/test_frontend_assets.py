@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import base64
-import functools
 import hashlib
-import http.server
 import io
 import json
 import tarfile
-import threading
 
 import pytest
 from tenacity import wait_none
 
 from include import frontend_assets
+from tests.support import recording_file_server
 
 SCRIPT = b"window.demoGraphLibrary = {version: '1.2.3'};\n" * 50
 
@@ -34,20 +32,8 @@ def registry(tmp_path):
     """A loopback HTTP server serving tmp_path/registry; records every request path."""
     root = tmp_path / "registry"
     root.mkdir()
-    requests: list[str] = []
-
-    class Handler(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def do_GET(self):
-            requests.append(self.path)
-            super().do_GET()
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield root, f"http://127.0.0.1:{server.server_port}", requests
-    server.shutdown()
+    with recording_file_server(root) as (url, requests):
+        yield root, url, requests
 
 
 def _publish(registry, tmp_path, tarball: bytes, locked_tarball: bytes | None = None, script: bytes = SCRIPT):

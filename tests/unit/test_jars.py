@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import http.server
 import json
-import threading
 from pathlib import Path
 
 import pytest
 from tenacity import wait_none
 
 from include import jars
+from tests.support import recording_file_server
 
 
 @pytest.fixture()
@@ -20,20 +18,8 @@ def maven_repo(tmp_path):
     """A loopback HTTP server serving tmp_path/repo; records every request path."""
     root = tmp_path / "repo"
     root.mkdir()
-    requests: list[str] = []
-
-    class Handler(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def do_GET(self):
-            requests.append(self.path)
-            super().do_GET()
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield root, f"http://127.0.0.1:{server.server_port}", requests
-    server.shutdown()
+    with recording_file_server(root) as (url, requests):
+        yield root, url, requests
 
 
 def _publish(root: Path, url: str, content: bytes, tmp_path: Path) -> Path:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import http.server
 import json
+import os
 import socket
 import threading
 import time
@@ -42,6 +43,23 @@ def loopback_server(handler: type[http.server.BaseHTTPRequestHandler], port: int
     finally:
         server.shutdown()
         server.server_close()
+
+
+# Variables of the pytest session that must not leak into another var/ (they name the session's own state).
+SESSION_ONLY_VARIABLES = (
+    "AIRFLOW_HOME",
+    "AIRFLOW_CONFIG",
+    "AIRFLOW_CONN_SPARK_DEFAULT",
+    "ICEBERG_REST_PORT",
+    "PIPELINE_VAR_DIR",
+)
+
+
+def environment_of_var(var_dir, **extra: str) -> dict[str, str]:
+    """The session's environment for commands of another ``var/``: its own folder and catalog server port."""
+    env = {name: value for name, value in os.environ.items() if name not in SESSION_ONLY_VARIABLES}
+    env.update({"PIPELINE_VAR_DIR": str(var_dir), "ICEBERG_REST_PORT": str(free_port())}, **extra)
+    return env
 
 
 @contextlib.contextmanager

@@ -16,24 +16,13 @@ from pathlib import Path
 import pyarrow as pa
 
 from include import airflow_runs, catalog_server, config, naming
-from tests.support import free_port
-
-# Variables of the pytest session that must not leak into another var/ (they name the session's own state).
-_SESSION_ONLY = (
-    "AIRFLOW_HOME",
-    "AIRFLOW_CONFIG",
-    "AIRFLOW_CONN_SPARK_DEFAULT",
-    "ICEBERG_REST_PORT",
-    "PIPELINE_VAR_DIR",
-)
+from tests.support import environment_of_var
 
 
 class IsolatedVar:
     def __init__(self, var_dir: Path, env: dict[str, str] | None = None):
         self.paths = config.Paths(var_dir.resolve())
-        self.env = {name: value for name, value in os.environ.items() if name not in _SESSION_ONLY}
-        self.env.update({"PIPELINE_VAR_DIR": str(self.paths.var), "ICEBERG_REST_PORT": str(free_port())})
-        self.env.update(env or {})
+        self.env = environment_of_var(self.paths.var, **(env or {}))
         self.results: dict[str, airflow_runs.DagTestResult] = {}
 
     @contextlib.contextmanager

@@ -19,7 +19,7 @@ from pathlib import Path
 import requests
 
 from include import config
-from tests.support import free_port
+from tests.support import environment_of_var, free_port
 
 FINISHED = {"success", "failed"}
 
@@ -29,19 +29,15 @@ class RunningAirflow:
         self.paths = config.Paths(var_dir.resolve())
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
-        self.env = {
-            **os.environ,
-            "PIPELINE_VAR_DIR": str(self.paths.var),
-            "ICEBERG_REST_PORT": str(free_port()),
-            "SAMPLE_SOURCE_PORT": str(free_port()),
-            "DEMO_ROWS_PER_MONTH": str(taxi_rows),
+        self.env = environment_of_var(
+            self.paths.var,
+            SAMPLE_SOURCE_PORT=str(free_port()),
+            DEMO_ROWS_PER_MONTH=str(taxi_rows),
             # the scheduler's and triggerer's log servers, off the defaults another Airflow may hold
-            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
-            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
+            AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT=str(free_port()),
+            AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT=str(free_port()),
             **(extra_env or {}),
-        }
-        for inherited in ("AIRFLOW_HOME", "AIRFLOW_CONFIG", "AIRFLOW_CONN_SPARK_DEFAULT"):
-            self.env.pop(inherited, None)
+        )
         self.log_path = self.paths.var / "logs" / "airflow-standalone.log"
         self.process: subprocess.Popen | None = None
         self._token: str | None = None

@@ -1,7 +1,8 @@
 # The project's one image, for every service of docker-compose.yml that runs the project's code:
 # - Airflow 3.3.2 (api-server, scheduler, dag-processor, triggerer), the versions apache-airflow is pinned to;
-# - Spark 3.5.9 from the pinned pyspark (its spark-class runs the standalone master and workers, its spark-submit the
-#   jobs), so the driver, the executors and the cluster share one Spark, one Python (3.11) and one set of packages;
+# - Spark 4.1.3 from the pinned pyspark (pyspark-client pinned to the same version: README, trap 1; its spark-class
+#   runs the standalone master and workers, its spark-submit the jobs), so the driver, the executors and the cluster
+#   share one Spark, one Python (3.11) and one set of packages;
 # - Java 17 (a JDK: set-up compiles the REST catalog launcher), the checksummed jars, the compiled launcher.
 # The project's code reaches the executors in the zip spark-submit ships (include/codeship.py), like on any cluster.
 FROM apache/airflow:3.3.2-python3.11

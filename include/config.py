@@ -52,8 +52,11 @@ def spark_connection_outside_airflow() -> dict[str, str]:
     return {"AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": DEFAULT_SPARK_MASTER})}
 
 
-SPARK_VERSION = "3.5"
-SCALA_VERSION = "2.12"
+# The Spark line of pyspark and of the Spark-side jars (iceberg-spark-runtime-4.1_2.13, openlineage-spark_2.13):
+# tests/integration/test_stack.py checks all three agree. Spark 4 runs with ANSI mode on (its default,
+# spark.sql.ansi.enabled=true); the transforms use try_cast & co. where a bad value must become null (README).
+SPARK_VERSION = "4.1"
+SCALA_VERSION = "2.13"
 
 
 def _env(name: str, default: str) -> str:

@@ -22,7 +22,7 @@ QUARANTINE_COLUMNS = {
 
 
 def nanosecond_timestamps(path: str) -> dict[str, bool]:
-    """Columns the file's footer stores as nanosecond timestamps (Spark 3.5 cannot read them as timestamps), each with
+    """Columns the file's footer stores as nanosecond timestamps (Spark 3.5 and 4.1 cannot read them as timestamps), each with
     whether it is zoned (``isAdjustedToUTC=true``). Empty when the footer is unreadable: Spark's read then says why."""
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -99,7 +99,7 @@ def _resolved(environment: dict) -> dict[str, str]:
 def test_images_follow_the_project_pins(compose):
     dockerfile = (config.PROJECT_ROOT / "Dockerfile").read_text()
     assert re.search(rf"^FROM apache/airflow:{re.escape(_pin('apache-airflow'))}-python3\.11$", dockerfile, re.M)
-    assert "pip install --no-cache-dir -r requirements.txt -c constraints.txt" in dockerfile  # pyspark 3.5.9 inside
+    assert "pip install --no-cache-dir -r requirements.txt -c constraints.txt" in dockerfile  # pyspark 4.1.3 inside
     project = {name for name, s in compose["services"].items() if s["image"].startswith(PROJECT_IMAGE + ":")}
     assert project == {"iceberg-catalog", "spark-master", "spark-worker", "airflow-init", *_airflow_services(compose)}
     for name in project:

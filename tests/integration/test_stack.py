@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from importlib.metadata import version
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -31,18 +33,44 @@ def test_installed_pyspark_matches_the_spark_line_of_the_iceberg_runtime_jar():
 
 
 def test_openlineage_spark_jar_is_on_the_release_line_of_openlineage_python():
-    # openlineage-spark 1.54.0 is not on Maven Central (checked 2026-11-21): the newest jar may trail by one minor.
-    jar_major, jar_minor, _ = map(int, _lock_versions()["openlineage-spark_2.12"].split("."))
+    # openlineage-spark 1.54.0 is not on Maven Central (checked 2026-11-22): the newest jar may trail by one minor.
+    jar_major, jar_minor, _ = map(int, _lock_versions()["openlineage-spark_" + config.SCALA_VERSION].split("."))
     py_major, py_minor, _ = map(int, version("openlineage-python").split("."))
     assert jar_major == py_major and 0 <= py_minor - jar_minor <= 1
 
 
-def test_spark_provider_did_not_replace_pyspark_with_pyspark_client():
-    from importlib.metadata import PackageNotFoundError
+def test_pyspark_client_is_exactly_pyspark_and_classic_pyspark_imports_in_process(tmp_path):
+    """Trap 1 (README): the Spark provider 6.x depends on pyspark-client, which ships part of the same ``pyspark``
+    package. Any other version than pyspark's breaks every in-process ``import pyspark`` (the tests' session, a
+    ``python job.py``) while spark-submit, which imports pyspark from its own zip, still works."""
+    import subprocess
+    import sys
 
-    with pytest.raises(PackageNotFoundError):
-        version("pyspark-client")
-    assert version("apache-airflow-providers-apache-spark").startswith("5.")
+    assert version("pyspark-client") == version("pyspark")
+    assert version("apache-airflow-providers-apache-spark").startswith("6.")
+    # A fresh interpreter: the classic (JVM) API imports and a local SparkSession runs a query.
+    job = tmp_path / "classic.py"
+    job.write_text(
+        "import pyspark.sql.classic\n"
+        "from pyspark.sql import SparkSession\n"
+        "spark = SparkSession.builder.master('local[1]').config('spark.ui.enabled', 'false').getOrCreate()\n"
+        "print('classic', spark.version, spark.range(3).count(), spark.conf.get('spark.sql.ansi.enabled'))\n"
+        "spark.stop()\n"
+    )
+    plain = subprocess.run([sys.executable, str(job)], capture_output=True, text=True, timeout=300, check=False)
+    assert plain.returncode == 0, plain.stderr[-2000:]
+    assert f"classic {version('pyspark')} 3 true" in plain.stdout
+    # spark-submit of the same venv runs the same file.
+    submit = subprocess.run(
+        [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[1]", str(job)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+    )
+    assert submit.returncode == 0, submit.stderr[-2000:]
+    assert f"classic {version('pyspark')} 3 true" in submit.stdout
 
 
 def test_spark_submit_job_creates_appends_and_merges_and_pyiceberg_reads_it(paths, catalog, monkeypatch):

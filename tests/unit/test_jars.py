@@ -87,8 +87,8 @@ def test_committed_lock_pins_the_official_maven_central_artifacts():
     assert repository == "https://repo1.maven.org/maven2"
     spark_jars = {a.group + ":" + a.artifact for a in artifacts if jars.SPARK in a.roles}
     assert spark_jars == {
-        "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12",
-        "io.openlineage:openlineage-spark_2.12",
+        "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13",
+        "io.openlineage:openlineage-spark_2.13",
         "org.xerial:sqlite-jdbc",
         "org.postgresql:postgresql",
         "org.apache.iceberg:iceberg-aws-bundle",

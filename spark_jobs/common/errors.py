@@ -1,9 +1,12 @@
 """The innermost cause of a Spark failure, as one line a user can act on.
 
-A failed Spark call reaches Python as a Py4J wrapper (``An error occurred while calling o52.parquet.``) or as a
-PySpark exception whose first line is the outermost Java error (``Job aborted due to stage failure: ...``). The
-reason sits at the bottom of the Java cause chain, e.g. ``AnalysisException: Illegal Parquet type: INT64
-(TIMESTAMP(NANOS,false))``. ``root_cause`` walks that chain.
+A failed Spark call reaches Python as a Py4J wrapper (``An error occurred while calling o52.parquet.``), as a
+PySpark exception whose first line is the outermost Java error (``Job aborted due to stage failure: ...``), or, on
+Spark 4, often as the PySpark exception of the cause itself, without a wrapper (an unreadable Parquet type is an
+``AnalysisException`` of ``spark.read.parquet()``). The reason sits at the bottom of the Java cause chain, e.g.
+``AnalysisException: Illegal Parquet type: INT64 (TIMESTAMP(NANOS,false)).``. ``root_cause`` walks that chain and
+drops what Spark adds around the message: the error class prefix (``[PARQUET_TYPE_ILLEGAL] ``) and, on Spark 4, the
+SQL state suffix (`` SQLSTATE: 42846``).
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import re
 MAX_LENGTH = 500
 # Spark prefixes some messages with its error class, e.g. "[CANNOT_READ_FILE_FOOTER] Could not read footer ...".
 _ERROR_CLASS = re.compile(r"^\[[A-Z0-9_.]+\]\s*")
+# Spark 4 appends the SQL state to the message, e.g. "... (TIMESTAMP(NANOS,false)). SQLSTATE: 42846".
+_SQL_STATE = re.compile(r"\s*SQLSTATE: [0-9A-Z]{5}\s*$")
 # The last "Caused by:" of a Java stack trace printed as text.
 _CAUSED_BY = re.compile(r"^Caused by: (?P<cause>.+)$", re.MULTILINE)
 
@@ -38,7 +43,7 @@ def _describe_java(throwable) -> str:
 
 def _first_line(text: str) -> str:
     lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
-    return _ERROR_CLASS.sub("", lines[0]) if lines else ""
+    return _SQL_STATE.sub("", _ERROR_CLASS.sub("", lines[0])) if lines else ""
 
 
 def _java_throwable(error: BaseException):

@@ -13,7 +13,12 @@ FEATURES = ["lag_24", "lag_168", "prcp_mm", "tavg_c"]
 
 
 def with_hour_timestamp(actuals: DataFrame) -> DataFrame:
-    return actuals.withColumn("ts", F.make_timestamp("year", "month", "day", "hour", F.lit(0), F.lit(0)))
+    """``ts`` of each (year, month, day, hour); null for an impossible one (hour 24, 30 February), as on Spark 3.5:
+    ``make_timestamp`` fails the job on it under ANSI mode, ``try_make_timestamp`` does not."""
+    return actuals.withColumn(
+        "ts",
+        F.try_make_timestamp(years="year", months="month", days="day", hours="hour", mins=F.lit(0), secs=F.lit(0)),
+    )
 
 
 def active_zones(actuals_ts: DataFrame, last_ts, hours: int = SEASON_HOURS) -> DataFrame:

@@ -163,7 +163,11 @@ def normalize_taxi_schema(df: DataFrame, source: str, nanosecond_columns: dict[s
                 )
             )
         else:
-            selected.append(F.col(f"`{column}`").cast(wanted).alias(name))
+            # try_cast, not cast: under ANSI mode (Spark 4's default) a value the canonical type cannot hold (an
+            # int64 zone id past 2^31, a double passenger count of 1e19 or NaN) would fail the whole month's job.
+            # It becomes null instead: a null PULocationID quarantines the row (null_pickup_zone). Spark 3.5 wrapped
+            # or saturated such values silently (4294967306 became zone 10). Fractions still truncate (1.5 -> 1).
+            selected.append(F.col(f"`{column}`").try_cast(wanted).alias(name))
     return df.select(*selected)
 
 
@@ -174,7 +178,8 @@ def add_row_metadata(df: DataFrame, filename: str, source_month: str, ingest_tim
         "*",
         F.sha2(F.concat_ws("\u0001", *hashed), 256).alias("unique_row_id"),
         F.lit(filename).alias("filename"),
-        F.lit(ingest_timestamp).cast("timestamp").alias("ingest_timestamp"),
+        # A text ingest time that is no timestamp is null (as on Spark 3.5), not a failed job under ANSI mode.
+        F.lit(ingest_timestamp).try_cast("timestamp").alias("ingest_timestamp"),
         F.lit(source_month).alias("source_month"),
     )
 

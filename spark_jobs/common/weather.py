@@ -19,8 +19,25 @@ RAW_SCHEMA = T.StructType(
 MERGE_KEYS = ("region_code", "year", "month", "meteorological_element")
 
 
+# An integer written with a decimal part ("1.0"): Spark 3.5's cast read it as its integer part; ANSI casts refuse it.
+_DECIMAL_FORM = r"^([+-]?[0-9]+)[.][0-9]*$"
+
+
 class WeatherFileError(BadInputError):
     pass
+
+
+def lenient_int(column):
+    """A text field as int, or null when it is not one, under ANSI mode (Spark 4's default) as before it: "7" and
+    "7.0" are 7 (Spark 3.5's non-ANSI cast truncated a decimal part), "20x5" or an out-of-range number is null
+    (``try_cast``; a plain ``cast`` fails the job with CAST_INVALID_INPUT)."""
+    text = F.trim(column)
+    return F.coalesce(text.try_cast("int"), F.regexp_extract(text, _DECIMAL_FORM, 1).try_cast("int"))
+
+
+def lenient_double(column):
+    """A text field as double, or null when it does not parse ("abc", "1,5"), with ANSI mode on."""
+    return F.trim(column).try_cast("double")
 
 
 def parse_weather(df: DataFrame) -> DataFrame:
@@ -29,17 +46,17 @@ def parse_weather(df: DataFrame) -> DataFrame:
         F.trim("region_type").alias("region_type"),
         F.trim("region_code").alias("region_code"),
         F.trim("region_name").alias("region_name"),
-        F.trim("year").cast("int").alias("year"),
-        F.trim("month").cast("int").alias("month"),
+        lenient_int("year").alias("year"),
+        lenient_int("month").alias("month"),
         F.trim("meteorological_element").alias("meteorological_element"),
-        *[F.trim(day).cast("double").alias(day) for day in DAY_COLUMNS],
+        *[lenient_double(day).alias(day) for day in DAY_COLUMNS],
     )
 
 
 def bad_rows(df: DataFrame) -> DataFrame:
     """Rows with the wrong number of fields or a value that does not parse: (line, reason)."""
     return df.where(
-        F.col("_corrupt_record").isNotNull() | F.col(DAY_COLUMNS[-1]).isNull() | F.trim("year").cast("int").isNull()
+        F.col("_corrupt_record").isNotNull() | F.col(DAY_COLUMNS[-1]).isNull() | lenient_int("year").isNull()
     ).select(
         F.coalesce("_corrupt_record", F.concat_ws(",", *KEY_COLUMNS)).alias("line"),
     )
@@ -55,7 +72,21 @@ def daily_nyc_weather(raw: DataFrame) -> DataFrame:
     )
     valid = (
         long.where(F.col("value") != WEATHER_MISSING_VALUE)
-        .withColumn("date", F.make_date("year", "month", F.col("day_index") + 1))
+        # Days past the month's end (30 February) have no date: dropped. try_make_timestamp_ntz is null for them where
+        # make_date fails under ANSI mode; the NTZ timestamp's date does not depend on the session time zone.
+        .withColumn(
+            "date",
+            F.to_date(
+                F.try_make_timestamp_ntz(
+                    years="year",
+                    months="month",
+                    days=F.col("day_index") + 1,
+                    hours=F.lit(0),
+                    mins=F.lit(0),
+                    secs=F.lit(0),
+                )
+            ),
+        )
         .where(F.col("date").isNotNull())
     )
     return (

@@ -8,6 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from pyspark.errors import AnalysisException
 from pyspark.sql import types as T
 from pyspark.testing import assertDataFrameEqual
 
@@ -247,10 +248,19 @@ def test_root_cause_of_a_spark_failure_is_the_innermost_java_error(spark, tmp_pa
     path = tmp_path / "nanos.parquet"
     pq.write_table(pa.table({"t": pa.array([1_700_000_000_000_000_123], pa.timestamp("ns"))}), path)
     spark.conf.set("spark.sql.legacy.parquet.nanosAsLong", "false")
-    with pytest.raises(Exception) as failure:
+    # Spark 4 raises it from the read itself (schema inference), as a PySpark AnalysisException whose message ends
+    # in the SQL state; Spark 3.5 raised it inside a job, wrapped ("Job aborted ...").
+    with pytest.raises(AnalysisException) as failure:
         spark.read.parquet(str(path)).collect()
-    assert "An error occurred while calling" in str(failure.value) or "Job aborted" in str(failure.value)
+    assert "SQLSTATE: 42846" in str(failure.value)
     assert root_cause(failure.value) == "AnalysisException: Illegal Parquet type: INT64 (TIMESTAMP(NANOS,false))."
+
+
+def test_root_cause_drops_spark_4s_error_class_prefix_and_sql_state_suffix():
+    error = RuntimeError("[CANNOT_READ_FILE_FOOTER] Could not read footer for file x.parquet. SQLSTATE: KD001\nmore")
+    assert root_cause(error) == "RuntimeError: Could not read footer for file x.parquet."
+    wrapped = RuntimeError("Job aborted.\nCaused by: org.apache.spark.SparkException: [X.Y] Bad value. SQLSTATE: 22003")
+    assert root_cause(wrapped) == "org.apache.spark.SparkException: [X.Y] Bad value."
 
 
 def test_an_unreadable_file_is_bad_input_naming_the_file_and_the_innermost_cause(spark, tmp_path):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import operator
+from functools import reduce
 
 from pyspark.sql import functions as F
 
@@ -10,7 +12,14 @@ from include import naming
 from spark_jobs.common.report import assertion, column_metrics, write_report
 from spark_jobs.common.runner import run
 from spark_jobs.common.session import spark_session
-from spark_jobs.common.tables import current_snapshot_id, ensure_table, qualified, row_count
+from spark_jobs.common.tables import (
+    current_snapshot_id,
+    ensure_table,
+    merge_source,
+    qualified,
+    row_count,
+    target_column,
+)
 from spark_jobs.common.taxi import hourly_actuals
 
 KEYS = ("year", "month", "day", "hour", "pulocationid")
@@ -18,14 +27,18 @@ KEYS = ("year", "month", "day", "hour", "pulocationid")
 
 def load(spark, actuals) -> None:
     ensure_table(spark, naming.HOURLY_ACTUALS, actuals.schema, partitioned_by="year, month")
-    actuals.createOrReplaceTempView("computed_actuals")
-    on = " AND ".join(f"t.{key} = s.{key}" for key in KEYS)
-    spark.sql(
-        f"""MERGE INTO {qualified(naming.HOURLY_ACTUALS)} AS t
-        USING computed_actuals AS s
-        ON {on}
-        WHEN MATCHED AND t.total_rides <> s.total_rides THEN UPDATE SET *
-        WHEN NOT MATCHED THEN INSERT *"""
+    target = lambda column: target_column(naming.HOURLY_ACTUALS, column)  # noqa: E731
+    on = reduce(operator.and_, [target(key) == F.col(f"s.{key}") for key in KEYS])
+    # MERGE INTO t USING s ON keys WHEN MATCHED AND t.total_rides <> s.total_rides THEN UPDATE SET *
+    # WHEN NOT MATCHED THEN INSERT * (tables.merge_source: why not SQL + a temp view)
+    (
+        merge_source(actuals, "s")
+        .mergeInto(qualified(naming.HOURLY_ACTUALS), on)
+        .whenMatched(target("total_rides") != F.col("s.total_rides"))
+        .updateAll()
+        .whenNotMatched()
+        .insertAll()
+        .merge()
     )
 
 

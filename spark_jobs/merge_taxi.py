@@ -8,7 +8,7 @@ from include import naming, sources
 from spark_jobs.common.report import assertion, column_metrics, write_report
 from spark_jobs.common.runner import month_job_args, run
 from spark_jobs.common.session import spark_session
-from spark_jobs.common.tables import current_snapshot_id, ensure_table, qualified
+from spark_jobs.common.tables import current_snapshot_id, ensure_table, merge_source, qualified, target_column
 
 
 def extract(spark, month: str):
@@ -23,17 +23,17 @@ def month_range(month: str) -> tuple[str, str]:
 
 def load(spark, staged, month: str) -> None:
     ensure_table(spark, naming.TAXI_RAW, staged.schema, partitioned_by="months(tpep_pickup_datetime)")
-    staged.createOrReplaceTempView("staged_month")
     # Every staged row's pickup is inside its file's month (the quarantine rule), so only raw's partition of that
     # month can hold a match: the predicate on raw lets Iceberg prune every other month's files from the MERGE.
     start, end = month_range(month)
-    spark.sql(
-        f"""MERGE INTO {qualified(naming.TAXI_RAW)} AS raw
-        USING staged_month AS staged
-        ON raw.tpep_pickup_datetime >= TIMESTAMP '{start}' AND raw.tpep_pickup_datetime < TIMESTAMP '{end}'
-           AND raw.unique_row_id = staged.unique_row_id
-        WHEN NOT MATCHED THEN INSERT *"""
+    pickup = target_column(naming.TAXI_RAW, "tpep_pickup_datetime")
+    on = (
+        (pickup >= F.expr(f"TIMESTAMP '{start}'"))
+        & (pickup < F.expr(f"TIMESTAMP '{end}'"))
+        & (target_column(naming.TAXI_RAW, "unique_row_id") == F.col("staged.unique_row_id"))
     )
+    # MERGE INTO raw USING staged ON ... WHEN NOT MATCHED THEN INSERT * (tables.merge_source: why not SQL + a view)
+    merge_source(staged, "staged").mergeInto(qualified(naming.TAXI_RAW), on).whenNotMatched().insertAll().merge()
 
 
 def main(argv: list[str] | None = None) -> None:

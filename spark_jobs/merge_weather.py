@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import operator
+from functools import reduce
+
 from pyspark.sql import functions as F
 
 from include import naming, sources
 from spark_jobs.common.report import column_metrics, write_report
 from spark_jobs.common.runner import month_job_args, run
 from spark_jobs.common.session import spark_session
-from spark_jobs.common.tables import current_snapshot_id, ensure_table, qualified, row_count
+from spark_jobs.common.tables import (
+    current_snapshot_id,
+    ensure_table,
+    merge_source,
+    qualified,
+    row_count,
+    target_column,
+)
 from spark_jobs.common.weather import DAY_COLUMNS, MERGE_KEYS
 
 
@@ -18,15 +28,19 @@ def extract(spark, month: str):
 
 def load(spark, staged) -> None:
     ensure_table(spark, naming.WEATHER_RAW, staged.schema, partitioned_by="year")
-    staged.createOrReplaceTempView("staged_weather")
-    on = " AND ".join(f"raw.{key} = staged.{key}" for key in MERGE_KEYS)
-    changed = " OR ".join(f"NOT (raw.{day} <=> staged.{day})" for day in DAY_COLUMNS)
-    spark.sql(
-        f"""MERGE INTO {qualified(naming.WEATHER_RAW)} AS raw
-        USING staged_weather AS staged
-        ON {on}
-        WHEN MATCHED AND ({changed}) THEN UPDATE SET *
-        WHEN NOT MATCHED THEN INSERT *"""
+    raw = lambda column: target_column(naming.WEATHER_RAW, column)  # noqa: E731
+    on = reduce(operator.and_, [raw(key) == F.col(f"staged.{key}") for key in MERGE_KEYS])
+    changed = reduce(operator.or_, [~raw(day).eqNullSafe(F.col(f"staged.{day}")) for day in DAY_COLUMNS])
+    # MERGE INTO raw USING staged ON keys WHEN MATCHED AND (a day changed) THEN UPDATE SET * WHEN NOT MATCHED THEN
+    # INSERT * (tables.merge_source: why not SQL + a temp view)
+    (
+        merge_source(staged, "staged")
+        .mergeInto(qualified(naming.WEATHER_RAW), on)
+        .whenMatched(changed)
+        .updateAll()
+        .whenNotMatched()
+        .insertAll()
+        .merge()
     )
 
 

@@ -31,5 +31,22 @@ def current_snapshot_id(spark, table: str) -> int | None:
     return rows[0].snapshot_id if rows else None
 
 
+def merge_source(source, alias: str = "source"):
+    """``source`` aliased for ``DataFrame.mergeInto``, the way every job MERGEs a DataFrame into a table.
+
+    Not ``createOrReplaceTempView`` + SQL ``MERGE ... USING <view>``: on Spark 4.1 a temp view made from a DataFrame
+    that reads an Iceberg table holds a ``V2TableReference``, and MERGE fails in planning with ``[INTERNAL_ERROR] ...
+    assertion failed: No plan for TableReference[...]`` (SPARK-57539, apache/spark#56515; fixed in Spark 4.2 by
+    SPARK-54873, not on branch-4.1). ``mergeInto`` puts the DataFrame's plan into the MERGE directly."""
+    return source.alias(alias)
+
+
+def target_column(table: str, column: str):
+    """A column of the MERGE target ``table`` (a project table key) in a ``mergeInto`` condition."""
+    from pyspark.sql import functions as F
+
+    return F.col(f"{qualified(table)}.{column}")
+
+
 def row_count(spark, table: str) -> int:
     return spark.table(qualified(table)).count()

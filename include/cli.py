@@ -97,6 +97,33 @@ def cmd_catalog(options: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_kafka(options: argparse.Namespace) -> int:
+    from include import kafka_broker
+
+    paths = config.Paths.current()
+    try:
+        if options.action == "start":
+            state = kafka_broker.ensure_running(paths)
+            print(
+                f"pipeline: kafka broker at {state.bootstrap} (topics {kafka_broker.EVENTS_TOPIC}, "
+                f"{kafka_broker.DEAD_LETTER_TOPIC}; log {kafka_broker.log_file(paths)})"
+            )
+            return 0
+        if options.action == "stop":
+            stopped = kafka_broker.stop(paths)
+            print("pipeline: kafka broker stopped" if stopped else "pipeline: no kafka broker was running")
+            return 0
+    except kafka_broker.KafkaBrokerError as error:
+        print(f"pipeline: {error}", file=sys.stderr)
+        return 1
+    state = kafka_broker.running(paths)
+    if not state:
+        print(f"pipeline: no kafka broker running for {paths.var}")
+        return 3
+    print(f"pipeline: kafka broker at {state.bootstrap}, pid {state.pid}, started in {state.start_seconds}s")
+    return 0
+
+
 def cmd_sample_source(options: argparse.Namespace) -> int:
     from include import local_source
 
@@ -155,6 +182,10 @@ def build_parser() -> argparse.ArgumentParser:
     catalog = commands.add_parser("catalog", help="this var/'s local Iceberg REST catalog server")
     catalog.add_argument("action", choices=["start", "stop", "status"])
     catalog.set_defaults(handler=cmd_catalog)
+
+    kafka = commands.add_parser("kafka", help="this var/'s local Kafka broker (KRaft, 127.0.0.1, KAFKA_PORT or 19092)")
+    kafka.add_argument("action", choices=["start", "stop", "status"])
+    kafka.set_defaults(handler=cmd_kafka)
 
     sample = commands.add_parser("sample-source", help="serve generated TLC/NOAA files with the real URL layout")
     sample.add_argument("--port", type=int, default=None, help="port (default SAMPLE_SOURCE_PORT or 18080)")

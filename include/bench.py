@@ -19,12 +19,13 @@ import os
 import platform
 import re
 import shutil
+import socket
 import statistics
 import sys
 import time
 from datetime import UTC, datetime
 
-from include import airflow_runs, bench_explorer, config, local_source, sample_data
+from include import airflow_runs, bench_explorer, catalog_server, config, local_source, sample_data
 
 EXTRACTED = re.compile(r"lineage: extracted (\w+) in ([0-9.]+)s")
 
@@ -42,15 +43,24 @@ def _spark_submit(script: str, args: list[str]) -> float:
     return time.monotonic() - started
 
 
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def _summary(values: list[float]) -> dict:
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "runs": values}
 
 
 def _reset_tables(paths: config.Paths) -> None:
+    """Empty warehouse and catalog; the catalog server keeps its SQLite file open, so it restarts around it."""
+    catalog_server.stop(paths)
     for folder in (paths.warehouse, paths.catalog_dir):
         shutil.rmtree(folder, ignore_errors=True)
     (paths.landing / "_ingested.jsonl").unlink(missing_ok=True)
     paths.ensure()
+    catalog_server.ensure_running(paths)
 
 
 def ingest_efficiency(paths: config.Paths, rows: int, repeats: int) -> dict:
@@ -169,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     out = config.Paths.current().bench
     paths = config.Paths(config.Paths.current().var / "bench-state").ensure()
     os.environ["PIPELINE_VAR_DIR"] = str(paths.var)
+    os.environ["ICEBERG_REST_PORT"] = str(_free_port())  # beside the catalog server of the project's own var/
     os.environ.setdefault("SPARK_DRIVER_MEMORY", "6g")
     from include import bootstrap
 
@@ -178,17 +189,21 @@ def main(argv: list[str] | None = None) -> int:
         f"{rows:,} rows per month ({lineage_rows:,} for the DAG runs, {scale_rows:,} for scale), "
         f"{repeats} repeats, state in {paths.var}"
     )
-    results = {
-        "started": datetime.now(UTC).isoformat(),
-        "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-        "repeats": repeats,
-        "lineage_rows": lineage_rows,
-        "scale_rows": scale_rows,
-        "ingest": ingest_efficiency(paths, rows, repeats),
-        "lineage": lineage_overhead(paths, lineage_rows, repeats),
-        "scale": scale(paths, scale_rows, repeats),
-        "explorer": bench_explorer.explorer(paths.var / "explorer"),
-    }
+    catalog_server.ensure_running(paths)
+    try:
+        results = {
+            "started": datetime.now(UTC).isoformat(),
+            "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+            "repeats": repeats,
+            "lineage_rows": lineage_rows,
+            "scale_rows": scale_rows,
+            "ingest": ingest_efficiency(paths, rows, repeats),
+            "lineage": lineage_overhead(paths, lineage_rows, repeats),
+            "scale": scale(paths, scale_rows, repeats),
+            "explorer": bench_explorer.explorer(paths.var / "explorer"),
+        }
+    finally:
+        catalog_server.stop(paths)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=2))
     markdown = to_markdown(results) + bench_explorer.to_markdown(results["explorer"])

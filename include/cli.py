@@ -154,8 +154,7 @@ def cmd_demo(options: argparse.Namespace) -> int:
 def cmd_bench(options: argparse.Namespace) -> int:
     from include.bench import main as bench_main
 
-    _ensure_catalog()
-    return bench_main(options.args)
+    return bench_main(options.args)  # in its own var/ with its own catalog server
 
 
 def cmd_test(options: argparse.Namespace) -> int:

@@ -8,30 +8,75 @@ from include import naming, sources
 from spark_jobs.common.report import assertion, column_metrics, write_report
 from spark_jobs.common.runner import month_job_args, run
 from spark_jobs.common.session import spark_session
-from spark_jobs.common.tables import current_snapshot_id, ensure_table, qualified
+from spark_jobs.common.tables import (
+    current_snapshot_id,
+    ensure_table,
+    qualified,
+    set_table_property,
+    table_property,
+    total_records,
+    write_one_partition_per_job,
+)
+from spark_jobs.common.taxi import ROW_ID_COLUMNS, ROW_ID_PROPERTY, ROW_ID_SCHEME, pickup_in_months, row_id
 
 
 def extract(spark, month: str):
     return spark.table(qualified(naming.TAXI_STAGING)).where(F.col("source_month") == month)
 
 
-def month_range(month: str) -> tuple[str, str]:
-    """[first instant of the month, first instant of the next) as timestamp literals."""
-    year, mm = map(int, month.split("-"))
-    return f"{year:04d}-{mm:02d}-01 00:00:00", f"{year + (mm == 12):04d}-{mm % 12 + 1:02d}-01 00:00:00"
+def month_filter(month: str, alias: str | None = None) -> str:
+    """Pickups inside the month: every staged row's pickup is (the quarantine rule), so only raw's partition of that
+    month can hold a match, and a predicate on it lets Iceberg prune every other month's files."""
+    year, number = map(int, month.split("-"))
+    return pickup_in_months([(year, number)], f"{alias}.tpep_pickup_datetime" if alias else "tpep_pickup_datetime")
 
 
-def load(spark, staged, month: str) -> None:
-    ensure_table(spark, naming.TAXI_RAW, staged.schema, partitioned_by="months(tpep_pickup_datetime)")
+def migrate_row_ids(spark) -> None:
+    """Rewrite the ids of a raw table written under an earlier ROW_ID_SCHEME: ids are a pure function of the
+    canonical columns raw holds, so one rewrite makes them comparable with newly staged ids again (without it, a
+    MERGE would insert every re-staged row a second time)."""
+    table = qualified(naming.TAXI_RAW)
+    columns = spark.table(table).columns
+    selected = [row_id(ROW_ID_COLUMNS).alias(c) if c == "unique_row_id" else c for c in columns]
+    spark.table(table).select(*selected).writeTo(table).option("fanout-enabled", "true").overwritePartitions()
+    set_table_property(spark, naming.TAXI_RAW, ROW_ID_PROPERTY, ROW_ID_SCHEME)
+
+
+def load(spark, staged, month: str) -> str:
+    """Add the staged month's new rows to raw; returns how: ``append`` into an empty month, else ``merge``."""
+    write_one_partition_per_job(spark)
+    ensure_table(
+        spark,
+        naming.TAXI_RAW,
+        staged.schema,
+        partitioned_by="months(tpep_pickup_datetime)",
+        properties={ROW_ID_PROPERTY: ROW_ID_SCHEME},
+    )
+    if table_property(spark, naming.TAXI_RAW, ROW_ID_PROPERTY) != ROW_ID_SCHEME:
+        migrate_row_ids(spark)
+    base = current_snapshot_id(spark, naming.TAXI_RAW)
+    if not spark.table(qualified(naming.TAXI_RAW)).where(month_filter(month)).limit(1).collect():
+        append_to_empty_month(staged, month, base)
+        return "append"
+    merge_new_rows(spark, staged, month)
+    return "merge"
+
+
+def append_to_empty_month(staged, month: str, base_snapshot: int | None) -> None:
+    """Nothing to match against: append, with Iceberg checking at commit that no other writer added rows to the
+    month after ``base_snapshot`` (serializable isolation), as the MERGE would."""
+    writer = staged.writeTo(qualified(naming.TAXI_RAW)).option("isolation-level", "serializable")
+    if base_snapshot is not None:
+        writer = writer.option("validate-from-snapshot-id", str(base_snapshot))
+    writer.overwrite(F.expr(month_filter(month)))
+
+
+def merge_new_rows(spark, staged, month: str) -> None:
     staged.createOrReplaceTempView("staged_month")
-    # Every staged row's pickup is inside its file's month (the quarantine rule), so only raw's partition of that
-    # month can hold a match: the predicate on raw lets Iceberg prune every other month's files from the MERGE.
-    start, end = month_range(month)
     spark.sql(
         f"""MERGE INTO {qualified(naming.TAXI_RAW)} AS raw
         USING staged_month AS staged
-        ON raw.tpep_pickup_datetime >= TIMESTAMP '{start}' AND raw.tpep_pickup_datetime < TIMESTAMP '{end}'
-           AND raw.unique_row_id = staged.unique_row_id
+        ON {month_filter(month, "raw")} AND raw.unique_row_id = staged.unique_row_id
         WHEN NOT MATCHED THEN INSERT *"""
     )
 
@@ -44,11 +89,13 @@ def main(argv: list[str] | None = None) -> None:
     staging_snapshot = current_snapshot_id(spark, naming.TAXI_STAGING)
     before = current_snapshot_id(spark, naming.TAXI_RAW)
     load(spark, staged, args.month)
+    after = current_snapshot_id(spark, naming.TAXI_RAW)
     landed = sources.tlc_landed_path(args.month)
     if landed.exists():
         sources.IngestLedger().record(landed.name, sources.fingerprint_file(landed), naming.TAXI_RAW)
-    raw = spark.table(qualified(naming.TAXI_RAW))
-    checks = raw.agg(
+    # The month is all this run can have changed: checking it keeps a month's cost independent of history.
+    raw_month = spark.table(qualified(naming.TAXI_RAW)).where(month_filter(args.month))
+    checks = raw_month.agg(
         F.count(F.lit(1)).alias("rows"),
         F.countDistinct("unique_row_id").alias("ids"),
         F.sum(F.col("PULocationID").isNull().cast("long")).alias("null_zones"),
@@ -73,8 +120,8 @@ def main(argv: list[str] | None = None) -> None:
             "outputs": {
                 naming.TAXI_RAW: {
                     "previous_snapshot_id": before,
-                    "snapshot_id": current_snapshot_id(spark, naming.TAXI_RAW),
-                    "rows": checks.rows,
+                    "snapshot_id": after,
+                    "rows": total_records(spark, naming.TAXI_RAW, after),
                 }
             },
         },

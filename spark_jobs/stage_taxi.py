@@ -4,13 +4,30 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from pyspark.sql import functions as F
+
 from include import naming, sources
 from spark_jobs.common.errors import root_cause
 from spark_jobs.common.report import assertion, column_metrics, write_report
 from spark_jobs.common.runner import BadInputError, month_job_args, run
 from spark_jobs.common.session import spark_session
-from spark_jobs.common.tables import current_snapshot_id, ensure_table, qualified
-from spark_jobs.common.taxi import add_row_metadata, deduplicate, normalize_taxi_schema, schema_drift, split_quarantine
+from spark_jobs.common.tables import (
+    current_snapshot_id,
+    ensure_table,
+    qualified,
+    snapshot_summary,
+    write_one_partition_per_job,
+)
+from spark_jobs.common.taxi import (
+    ROW_ID_PROPERTY,
+    ROW_ID_SCHEME,
+    add_row_metadata,
+    deduplicate,
+    normalize_taxi_schema,
+    schema_drift,
+    split_flagged,
+    with_quarantine_reason,
+)
 
 KEY_COLUMNS = ["tpep_pickup_datetime", "PULocationID", "total_amount"]
 QUARANTINE_COLUMNS = {
@@ -56,15 +73,31 @@ def extract(spark, path: str):
 
 
 def transform(df, source: str, month: str, ingest_timestamp, nanosecond_columns: dict[str, bool] | None = None):
-    """(good rows, quarantined rows with a reason), both normalised, with row ids, deduplicated."""
+    """Every row normalised, with its row id and its ``quarantine_reason`` (null for a good row); not deduplicated
+    (``ids_by_reason`` says whether that is needed)."""
     normalized = normalize_taxi_schema(df, source, nanosecond_columns)
-    return split_quarantine(
-        deduplicate(add_row_metadata(normalized, source.rsplit("/", 1)[-1], month, ingest_timestamp))
+    return with_quarantine_reason(add_row_metadata(normalized, source.rsplit("/", 1)[-1], month, ingest_timestamp))
+
+
+def ids_by_reason(flagged) -> tuple[dict[str | None, int], int]:
+    """({quarantine reason or None for good rows: distinct row ids}, rows that repeat an earlier row), from a shuffle
+    of the ids alone. Copies of a row share its id and so its reason."""
+    per_id = flagged.groupBy("unique_row_id").agg(
+        F.count(F.lit(1)).alias("copies"), F.first("quarantine_reason").alias("reason")
     )
+    rows = per_id.groupBy("reason").agg(F.count(F.lit(1)).alias("ids"), F.sum("copies").alias("rows")).collect()
+    return {row.reason: row.ids for row in rows}, sum(row.rows - row.ids for row in rows)
 
 
 def load(spark, staged, quarantined, month: str) -> None:
-    ensure_table(spark, naming.TAXI_STAGING, staged.schema, partitioned_by="source_month")
+    write_one_partition_per_job(spark)
+    ensure_table(
+        spark,
+        naming.TAXI_STAGING,
+        staged.schema,
+        partitioned_by="source_month",
+        properties={ROW_ID_PROPERTY: ROW_ID_SCHEME},
+    )
     ensure_table(spark, naming.TAXI_QUARANTINE, quarantined.schema, partitioned_by="source_month")
     staged.writeTo(qualified(naming.TAXI_STAGING)).overwritePartitions()
     # Replace this month's quarantine even when it is now empty.
@@ -81,18 +114,19 @@ def main(argv: list[str] | None = None) -> None:
     spark = spark_session("stage_taxi")
     source, nanos = extract(spark, str(landed))
     drift = schema_drift(source)
-    staged, quarantined = transform(source, str(landed), args.month, datetime.now(UTC), nanos)
-    staged, quarantined = staged.cache(), quarantined.cache()
+    flagged = transform(source, str(landed), args.month, datetime.now(UTC), nanos)
+    # Counting ids first shuffles the ids only; the rows are shuffled (de-duplicated) only when a file repeats one.
+    reasons, repeated_rows = ids_by_reason(flagged)
+    staged_rows = reasons.pop(None, 0)
+    staged, quarantined = split_flagged(deduplicate(flagged) if repeated_rows else flagged)
     load(spark, staged, quarantined, args.month)
-    reasons = {
-        row.quarantine_reason: row["count"] for row in quarantined.groupBy("quarantine_reason").count().collect()
-    }
+    written = snapshot_summary(spark, naming.TAXI_STAGING, current_snapshot_id(spark, naming.TAXI_STAGING))
     write_report(
         args.report,
         {
             "source_fingerprints": {str(landed): sources.fingerprint_file(landed)},
             "source_rows": source.count(),
-            "staged_rows": staged.count(),
+            "staged_rows": staged_rows,
             "schema_drift": drift,
             "input_metrics": {
                 str(landed): column_metrics(
@@ -103,7 +137,11 @@ def main(argv: list[str] | None = None) -> None:
             "assertions": {
                 naming.TAXI_STAGING: [
                     assertion(
-                        "unique", staged.select("unique_row_id").distinct().count() == staged.count(), "unique_row_id"
+                        "unique",
+                        int(written.get("added-records", -1)) == staged_rows,
+                        "unique_row_id",
+                        written.get("added-records"),
+                        staged_rows,
                     ),
                 ],
                 str(landed): [
@@ -114,11 +152,11 @@ def main(argv: list[str] | None = None) -> None:
             "outputs": {
                 naming.TAXI_STAGING: {
                     "snapshot_id": current_snapshot_id(spark, naming.TAXI_STAGING),
-                    "rows": staged.count(),
+                    "rows": staged_rows,
                 },
                 naming.TAXI_QUARANTINE: {
                     "snapshot_id": current_snapshot_id(spark, naming.TAXI_QUARANTINE),
-                    "rows": quarantined.count(),
+                    "rows": sum(reasons.values()),
                 },
             },
         },

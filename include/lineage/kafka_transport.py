@@ -12,7 +12,7 @@ openlineage-python's own transport is not usable behind a spool:
   event waits in a dead queue;
 - ``close()`` flushes without a bound (up to ``message.timeout.ms``, 5 minutes by default, with the broker down).
 
-Here ``emit`` returns only after the broker acknowledged the event (``acks=all``, idempotent producer) and raises
+Here ``emit`` returns only after the broker acknowledged the event (``acks=all``) and raises
 otherwise; the spool gives it ``timeout`` seconds and keeps the event when it does not return in time. Re-sending an
 event that is still in flight (the spool's replay of an event whose first attempt is late) waits for that attempt
 instead of producing a second copy, so a late acknowledgement never leaves a duplicate on the topic. Messages are
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import threading
 import time
@@ -34,7 +35,9 @@ from openlineage.client.serde import Serde
 
 PRODUCER_DEFAULTS: dict[str, Any] = {
     "acks": "all",
-    "enable.idempotence": True,
+    # No idempotent producer: its producer-id handshake waits for the broker's transaction coordinator (seconds after a
+    # restart: "Coordinator load in progress"), longer than the spool's bound; a fresh process's first event would be
+    # spooled while it is still being delivered.
     "partitioner": "murmur2_random",  # the Java client's: the same key lands on the same partition from Spark
     "linger.ms": 0,
     "message.timeout.ms": 5000,  # a message not acknowledged by then fails (the spool keeps the event)
@@ -96,7 +99,10 @@ class AckedKafkaTransport:
         if self._producer is None or self._pid != os.getpid():
             from confluent_kafka import Producer
 
-            self._producer, self._pid, self._in_flight = Producer(self.producer_config), os.getpid(), {}
+            # librdkafka's own log (a refused connection every few 100 ms while the broker is down) goes through
+            # Python's logging, served when this transport polls, not written to stderr from librdkafka's threads.
+            settings = {"logger": logging.getLogger(f"{__name__}.librdkafka"), **self.producer_config}
+            self._producer, self._pid, self._in_flight = Producer(settings), os.getpid(), {}
         return self._producer
 
     def emit(self, event: Any) -> None:

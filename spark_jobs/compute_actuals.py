@@ -122,6 +122,7 @@ def main(argv: list[str] | None = None) -> None:
                 }
             },
         },
+        spark,
     )
     spark.stop()
 

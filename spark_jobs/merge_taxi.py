@@ -125,6 +125,7 @@ def main(argv: list[str] | None = None) -> None:
                 }
             },
         },
+        spark,
     )
     spark.stop()
 

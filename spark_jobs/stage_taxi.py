@@ -160,6 +160,7 @@ def main(argv: list[str] | None = None) -> None:
                 },
             },
         },
+        spark,
     )
     spark.stop()
 

@@ -7,13 +7,37 @@ from pathlib import Path
 from include.contract import Assertion, InputMetrics, JobReport
 
 
-def write_report(path: str | Path | None, report: JobReport | dict) -> None:
-    """Write the job's report where ``--report`` said; a dict must hold ``JobReport`` fields only."""
+def write_report(path: str | Path | None, report: JobReport | dict, spark=None) -> None:
+    """Write the job's report where ``--report`` said; a dict must hold ``JobReport`` fields only. With ``spark``,
+    every Iceberg table among the inputs and outputs gets its schema and snapshot summary (``describe_tables``)."""
     if not path:
         return
     if not isinstance(report, JobReport):
         report = JobReport.from_dict(report)
+    if spark is not None:
+        describe_tables(spark, report)
     report.write(Path(path))
+
+
+def describe_tables(spark, report: JobReport) -> None:
+    """Add each table's Iceberg schema and the summary of its reported (else current) snapshot, from the table
+    object the job's session already has: the extractor then needs no catalog of its own."""
+    from include import naming
+    from spark_jobs.common.tables import qualified, table_exists
+
+    for states in (report.inputs, report.outputs):
+        for key, state in states.items():
+            if not naming.is_table_key(key) or not table_exists(spark, key):
+                continue
+            table = spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+                spark._jsparkSession, qualified(key)
+            )
+            state["iceberg_schema"] = [[column.name(), column.type().toString()] for column in table.schema().columns()]
+            snapshot_id = state.get("snapshot_id")
+            snapshot = table.snapshot(snapshot_id) if snapshot_id else table.currentSnapshot()
+            if snapshot is not None:
+                state.setdefault("snapshot_id", snapshot.snapshotId())
+                state["snapshot_summary"] = {str(k): str(v) for k, v in snapshot.summary().items()}
 
 
 def column_metrics(df, columns: list[str]) -> InputMetrics:

@@ -112,7 +112,7 @@ class AckedKafkaTransport:
         with self._lock:
             producer = self._producer_here()
             delivery = self._in_flight.get(digest)
-            if delivery is None:
+            if delivery is None or (delivery.done.is_set() and delivery.error is not None):  # none, or one that failed
                 delivery = _Delivery()
                 producer.produce(self.topic, key=key, value=payload.encode(), on_delivery=delivery.settle)
                 self._in_flight[digest] = delivery

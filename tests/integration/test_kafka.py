@@ -381,3 +381,37 @@ def test_pipeline_kafka_names_kafka_port_when_something_else_holds_it(tmp_path):
     assert "set KAFKA_PORT to a free port" in started.stderr
     status = subprocess.run([pipeline, "kafka", "status"], capture_output=True, text=True, env=env, timeout=120)
     assert status.returncode == 3 and "no kafka broker running" in status.stdout
+
+
+def test_a_late_acknowledgement_after_spooling_leaves_one_copy_on_the_topic_and_none_in_the_spool(broker, tmp_path):
+    """The broker frozen (SIGSTOP) while events are sent: each send returns within the bound and the events wait in
+    the spool; the next send replays the first, which is still in flight, without producing it again. Thawed, the
+    broker acknowledges the in-flight event late and its spooled copy is removed; a replay sends the rest. Each
+    event is on the topic once."""
+    from openlineage.client.transport import get_default_factory
+
+    topic = "test.late.events"
+    create_topics(broker.bootstrap, topic)
+    params = json.loads(readme_kafka_transport(broker.bootstrap))
+    params["spool_dir"] = str(tmp_path / "spool")
+    params["inner"]["topic"] = topic
+    transport = get_default_factory().create(params)
+    warm, first, second = (run_event(name) for name in ("warm", "first", "second"))
+    transport.emit(json.dumps(warm))  # connected, metadata known
+    os.kill(broker.pid, signal.SIGSTOP)
+    try:
+        for event in (first, second):
+            started = time.monotonic()
+            transport.emit(json.dumps(event))
+            assert time.monotonic() - started <= params["timeout"] + 0.5
+        assert len(transport.spool) == 2
+    finally:
+        os.kill(broker.pid, signal.SIGCONT)
+    deadline = time.monotonic() + 30
+    while len(transport.spool) > 1 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    pending = [json.loads(path.read_text()) for path in transport.spool.pending()]
+    assert [event_dedup_key(e) for e in pending] == [event_dedup_key(second)], "the late ack removed the first"
+    assert transport.replay() == (1, 0)
+    values = [json.loads(m.value()) for m in read_topic(broker.bootstrap, topic)]
+    assert Counter(map(event_dedup_key, values)) == Counter(map(event_dedup_key, (warm, first, second)))

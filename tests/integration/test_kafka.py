@@ -383,7 +383,9 @@ def test_pipeline_kafka_names_kafka_port_when_something_else_holds_it(tmp_path):
     assert status.returncode == 3 and "no kafka broker running" in status.stdout
 
 
-def test_a_late_acknowledgement_after_spooling_leaves_one_copy_on_the_topic_and_none_in_the_spool(broker, tmp_path):
+def test_a_late_acknowledgement_after_spooling_leaves_one_copy_on_the_topic_and_none_in_the_spool(
+    broker, paths, tmp_path
+):
     """The broker frozen (SIGSTOP) while events are sent: each send returns within the bound and the events wait in
     the spool; the next send replays the first, which is still in flight, without producing it again. Thawed, the
     broker acknowledges the in-flight event late and its spooled copy is removed; a replay sends the rest. Each
@@ -398,7 +400,8 @@ def test_a_late_acknowledgement_after_spooling_leaves_one_copy_on_the_topic_and_
     transport = get_default_factory().create(params)
     warm, first, second = (run_event(name) for name in ("warm", "first", "second"))
     transport.emit(json.dumps(warm))  # connected, metadata known
-    os.kill(broker.pid, signal.SIGSTOP)
+    pid = kafka_broker.running(paths).pid  # the taxi run's test restarted the broker: not the fixture's pid
+    os.kill(pid, signal.SIGSTOP)
     try:
         for event in (first, second):
             started = time.monotonic()
@@ -406,7 +409,7 @@ def test_a_late_acknowledgement_after_spooling_leaves_one_copy_on_the_topic_and_
             assert time.monotonic() - started <= params["timeout"] + 0.5
         assert len(transport.spool) == 2
     finally:
-        os.kill(broker.pid, signal.SIGCONT)
+        os.kill(pid, signal.SIGCONT)
     deadline = time.monotonic() + 30
     while len(transport.spool) > 1 and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -8,14 +8,13 @@ from pyspark.sql import functions as F
 
 from include import naming, sources
 from spark_jobs.common.errors import root_cause
-from spark_jobs.common.report import assertion, column_metrics, write_report
+from spark_jobs.common.report import assertion, column_metrics, parquet_column_metrics, write_report
 from spark_jobs.common.runner import BadInputError, month_job_args, run
 from spark_jobs.common.session import spark_session
 from spark_jobs.common.tables import (
     current_snapshot_id,
     ensure_table,
     qualified,
-    snapshot_summary,
     write_one_partition_per_job,
 )
 from spark_jobs.common.taxi import (
@@ -74,19 +73,28 @@ def extract(spark, path: str):
 
 def transform(df, source: str, month: str, ingest_timestamp, nanosecond_columns: dict[str, bool] | None = None):
     """Every row normalised, with its row id and its ``quarantine_reason`` (null for a good row); not deduplicated
-    (``ids_by_reason`` says whether that is needed)."""
+    (``remove_repeated_rows`` does that after the write, when needed)."""
     normalized = normalize_taxi_schema(df, source, nanosecond_columns)
     return with_quarantine_reason(add_row_metadata(normalized, source.rsplit("/", 1)[-1], month, ingest_timestamp))
 
 
-def ids_by_reason(flagged) -> tuple[dict[str | None, int], int]:
-    """({quarantine reason or None for good rows: distinct row ids}, rows that repeat an earlier row), from a shuffle
-    of the ids alone. Copies of a row share its id and so its reason."""
-    per_id = flagged.groupBy("unique_row_id").agg(
-        F.count(F.lit(1)).alias("copies"), F.first("quarantine_reason").alias("reason")
-    )
-    rows = per_id.groupBy("reason").agg(F.count(F.lit(1)).alias("ids"), F.sum("copies").alias("rows")).collect()
-    return {row.reason: row.ids for row in rows}, sum(row.rows - row.ids for row in rows)
+def _rows_and_ids(rows) -> tuple[int, int]:
+    counts = rows.agg(F.count(F.lit(1)).alias("rows"), F.countDistinct("unique_row_id").alias("ids")).first()
+    return counts.rows, counts.ids
+
+
+def remove_repeated_rows(spark, month: str) -> dict[str, tuple[int, int]]:
+    """Remove, in place, rows of the month in staging and quarantine that repeat another row (same id: every column
+    equal); returns (rows, distinct ids) per table as they are afterwards. Checking reads the written id column
+    only, so a file's rows are shuffled only when it repeats one (copies share their id and so their table)."""
+    counts = {}
+    for table in (naming.TAXI_STAGING, naming.TAXI_QUARANTINE):
+        rows = spark.table(qualified(table)).where(F.col("source_month") == month)
+        counts[table] = _rows_and_ids(rows)
+        if counts[table][0] != counts[table][1]:
+            deduplicate(rows).writeTo(qualified(table)).overwritePartitions()
+            counts[table] = _rows_and_ids(spark.table(qualified(table)).where(F.col("source_month") == month))
+    return counts
 
 
 def load(spark, staged, quarantined, month: str) -> None:
@@ -114,13 +122,18 @@ def main(argv: list[str] | None = None) -> None:
     spark = spark_session("stage_taxi")
     source, nanos = extract(spark, str(landed))
     drift = schema_drift(source)
-    flagged = transform(source, str(landed), args.month, datetime.now(UTC), nanos)
-    # Counting ids first shuffles the ids only; the rows are shuffled (de-duplicated) only when a file repeats one.
-    reasons, repeated_rows = ids_by_reason(flagged)
-    staged_rows = reasons.pop(None, 0)
-    staged, quarantined = split_flagged(deduplicate(flagged) if repeated_rows else flagged)
+    staged, quarantined = split_flagged(transform(source, str(landed), args.month, datetime.now(UTC), nanos))
     load(spark, staged, quarantined, args.month)
-    written = snapshot_summary(spark, naming.TAXI_STAGING, current_snapshot_id(spark, naming.TAXI_STAGING))
+    staged_rows, staged_ids = remove_repeated_rows(spark, args.month)[naming.TAXI_STAGING]
+    reasons = {
+        row.quarantine_reason: row["count"]
+        for row in spark.table(qualified(naming.TAXI_QUARANTINE))
+        .where(F.col("source_month") == args.month)
+        .groupBy("quarantine_reason")
+        .count()
+        .collect()
+    }
+    key_columns = [c for c in KEY_COLUMNS if c.lower() in {s.lower() for s in source.columns}]
     write_report(
         args.report,
         {
@@ -129,20 +142,12 @@ def main(argv: list[str] | None = None) -> None:
             "staged_rows": staged_rows,
             "schema_drift": drift,
             "input_metrics": {
-                str(landed): column_metrics(
-                    source, [c for c in KEY_COLUMNS if c.lower() in {s.lower() for s in source.columns}]
-                )
+                str(landed): parquet_column_metrics(landed, key_columns) or column_metrics(source, key_columns)
             },
             "quarantined_rows": reasons,
             "assertions": {
                 naming.TAXI_STAGING: [
-                    assertion(
-                        "unique",
-                        int(written.get("added-records", -1)) == staged_rows,
-                        "unique_row_id",
-                        written.get("added-records"),
-                        staged_rows,
-                    ),
+                    assertion("unique", staged_ids == staged_rows, "unique_row_id", staged_ids, staged_rows),
                 ],
                 str(landed): [
                     assertion(rule, reasons.get(rule, 0) == 0, column, reasons.get(rule, 0), 0)

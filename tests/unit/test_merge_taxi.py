@@ -76,3 +76,35 @@ def test_raw_written_under_an_earlier_row_id_scheme_is_rewritten_before_a_merge(
     ids = {row.unique_row_id for row in spark.table(qualified(raw_table)).collect()}
     assert ids == {row.unique_row_id for row in january.collect()}
     assert table_property(spark, raw_table, ROW_ID_PROPERTY) == ROW_ID_SCHEME
+
+
+def test_counts_from_file_metrics_equal_counts_from_the_data(spark, raw_table, tmp_path):
+    from spark_jobs.common.report import column_metrics, parquet_column_metrics, table_column_metrics
+
+    january = _staged(spark, "2025-01", ["2025-01-03 10:00:00", "2025-01-04 11:00:00", "2025-01-05 12:00:00"])
+    january = january.withColumn(
+        "PULocationID", F.when(F.col("tpep_pickup_datetime") > "2025-01-04", None).otherwise(F.col("PULocationID"))
+    )
+    merge_taxi.load(spark, january, "2025-01")
+    merge_taxi.load(spark, _staged(spark, "2025-02", ["2025-02-03 10:00:00"]), "2025-02")
+    january_partition = f"partition.{merge_taxi.RAW_MONTH_PARTITION} = {(2025 - 1970) * 12}"
+    raw_january = spark.table(qualified(raw_table)).where(merge_taxi.month_filter("2025-01"))
+    columns = ["PULocationID", "tpep_pickup_datetime", "Airport_fee"]
+    from_files = table_column_metrics(spark, raw_table, columns, january_partition)
+    assert from_files == column_metrics(raw_january, columns)
+    assert from_files["rowCount"] == 3 and from_files["columnMetrics"]["PULocationID"]["nullCount"] == 2
+
+    assert merge_taxi.negative_values(spark, raw_table, "total_amount", january_partition, raw_january) == 0
+    negative = _staged(spark, "2025-03", ["2025-03-01 10:00:00"]).withColumn("total_amount", F.lit(-2.5))
+    merge_taxi.load(spark, negative, "2025-03")
+    march = f"partition.{merge_taxi.RAW_MONTH_PARTITION} = {(2025 - 1970) * 12 + 2}"
+    raw_march = spark.table(qualified(raw_table)).where(merge_taxi.month_filter("2025-03"))
+    assert merge_taxi.negative_values(spark, raw_table, "total_amount", march, raw_march) == 1
+
+    path = tmp_path / "month.parquet"
+    january.drop("unique_row_id").toPandas().to_parquet(path)
+    assert parquet_column_metrics(path, ["pulocationid", "Airport_fee"]) == {
+        "rowCount": 3,
+        "columnMetrics": {"pulocationid": {"nullCount": 2}, "Airport_fee": {"nullCount": 3}},
+    }
+    assert parquet_column_metrics(path, ["no_such_column"]) is None

@@ -15,6 +15,27 @@ import sys
 from include import catalog_server, config
 
 SAMPLE_MONTH = (2025, 1)
+
+
+def month_span(text: str) -> list[tuple[int, int]]:
+    """``2025-01`` or ``2024-01..2024-12`` as (year, month) pairs; a clear error for anything else."""
+    first, _, last = text.strip().partition("..")
+    try:
+        start, end = (tuple(int(part) for part in value.split("-")) for value in (first, last or first))
+        if len(start) != 2 or len(end) != 2 or not (1 <= start[1] <= 12 and 1 <= end[1] <= 12):
+            raise ValueError
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected YYYY-MM or YYYY-MM..YYYY-MM") from None
+    months = []
+    year, month = start
+    while (year, month) <= end:
+        months.append((year, month))
+        year, month = (year + 1, 1) if month == 12 else (year, month + 1)
+    if not months:
+        raise argparse.ArgumentTypeError(f"{text!r}: the last month is before the first")
+    return months
+
+
 SAMPLE_LOGICAL_DATE = "2025-02-01"
 
 
@@ -53,13 +74,14 @@ def cmd_ui(options: argparse.Namespace) -> int:
     if options.sample_data:
         root = paths.var / "sample-source"
         rows = int(os.environ.get("DEMO_ROWS_PER_MONTH", "300000"))
-        local_source.publish_months(root, [SAMPLE_MONTH], rows, only_missing=True)
+        local_source.publish_months(root, options.sample_months, rows, only_missing=True)
         server = local_source.SourceServer(root, port=options.source_port)
         extra = server.start()
+        first, last = options.sample_months[0], options.sample_months[-1]
         print(
-            f"pipeline: sample data for {SAMPLE_MONTH[0]}-{SAMPLE_MONTH[1]:02d} served at {server.base_url}; trigger "
-            f"ingest_yellow_taxi_data and ingest_weather_data with logical date {SAMPLE_LOGICAL_DATE} "
-            "(other months end `skipped`: not published)",
+            f"pipeline: sample data for {first[0]}-{first[1]:02d}..{last[0]}-{last[1]:02d} served at "
+            f"{server.base_url}; trigger ingest_yellow_taxi_data and ingest_weather_data with the logical date of the "
+            f"month after a published one (e.g. {SAMPLE_LOGICAL_DATE}; other months end `skipped`: not published)",
             flush=True,
         )
     print(f"Airflow UI: http://localhost:{options.port}  (user: admin; password in {password_file})", flush=True)
@@ -97,12 +119,39 @@ def cmd_catalog(options: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_kafka(options: argparse.Namespace) -> int:
+    from include import kafka_broker
+
+    paths = config.Paths.current()
+    try:
+        if options.action == "start":
+            state = kafka_broker.ensure_running(paths)
+            print(
+                f"pipeline: kafka broker at {state.bootstrap} (topics {kafka_broker.EVENTS_TOPIC}, "
+                f"{kafka_broker.DEAD_LETTER_TOPIC}; log {kafka_broker.log_file(paths)})"
+            )
+            return 0
+        if options.action == "stop":
+            stopped = kafka_broker.stop(paths)
+            print("pipeline: kafka broker stopped" if stopped else "pipeline: no kafka broker was running")
+            return 0
+    except kafka_broker.KafkaBrokerError as error:
+        print(f"pipeline: {error}", file=sys.stderr)
+        return 1
+    state = kafka_broker.running(paths)
+    if not state:
+        print(f"pipeline: no kafka broker running for {paths.var}")
+        return 3
+    print(f"pipeline: kafka broker at {state.bootstrap}, pid {state.pid}, started in {state.start_seconds}s")
+    return 0
+
+
 def cmd_sample_source(options: argparse.Namespace) -> int:
     from include import local_source
 
     paths = config.Paths.current().ensure()
     root = paths.var / "sample-source"
-    local_source.publish_months(root, [SAMPLE_MONTH], options.rows, only_missing=True)
+    local_source.publish_months(root, options.months, options.rows, only_missing=True)
     server = local_source.SourceServer(root, port=options.port)
     env = server.start()
     print("pipeline: serving sample sources; export these before starting Airflow:")
@@ -127,8 +176,7 @@ def cmd_demo(options: argparse.Namespace) -> int:
 def cmd_bench(options: argparse.Namespace) -> int:
     from include.bench import main as bench_main
 
-    _ensure_catalog()
-    return bench_main(options.args)
+    return bench_main(options.args)  # in its own var/ with its own catalog server
 
 
 def cmd_test(options: argparse.Namespace) -> int:
@@ -150,15 +198,28 @@ def build_parser() -> argparse.ArgumentParser:
     ui.add_argument("--port", type=int, default=int(os.environ.get("AIRFLOW_UI_PORT", "8080")), help="UI port (8080)")
     ui.add_argument("--sample-data", action="store_true", help="serve generated TLC/NOAA files on loopback (offline)")
     ui.add_argument("--source-port", type=int, default=None, help="port of the sample source server")
+    ui.add_argument(
+        "--sample-months",
+        type=month_span,
+        default=[SAMPLE_MONTH],
+        help="months to generate and serve, YYYY-MM or YYYY-MM..YYYY-MM (2025-01)",
+    )
     ui.set_defaults(handler=cmd_ui)
 
     catalog = commands.add_parser("catalog", help="this var/'s local Iceberg REST catalog server")
     catalog.add_argument("action", choices=["start", "stop", "status"])
     catalog.set_defaults(handler=cmd_catalog)
 
+    kafka = commands.add_parser("kafka", help="this var/'s local Kafka broker (KRaft, 127.0.0.1, KAFKA_PORT or 19092)")
+    kafka.add_argument("action", choices=["start", "stop", "status"])
+    kafka.set_defaults(handler=cmd_kafka)
+
     sample = commands.add_parser("sample-source", help="serve generated TLC/NOAA files with the real URL layout")
     sample.add_argument("--port", type=int, default=None, help="port (default SAMPLE_SOURCE_PORT or 18080)")
-    sample.add_argument("--rows", type=int, default=300_000, help="taxi trips in the month")
+    sample.add_argument("--rows", type=int, default=300_000, help="taxi trips per month")
+    sample.add_argument(
+        "--months", type=month_span, default=[SAMPLE_MONTH], help="YYYY-MM or YYYY-MM..YYYY-MM (2025-01)"
+    )
     sample.set_defaults(handler=cmd_sample_source)
 
     demo = commands.add_parser("demo", help="the whole chain on generated data (what `make demo` runs)")

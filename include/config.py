@@ -295,6 +295,10 @@ def spark_conf(
                 "spark.openlineage.dataset.removePath.pattern": _spark_listener_remove_path_pattern(),
             }
         )
+        kafka = spark_listener_kafka_conf(paths)
+        if kafka:
+            del conf["spark.openlineage.transport.location"]
+            conf.update(kafka)
     extra = os.environ.get("SPARK_CONF_EXTRA", "").strip()
     if extra:
         try:
@@ -302,6 +306,40 @@ def spark_conf(
         except (ValueError, AttributeError) as error:
             raise ValueError(f"SPARK_CONF_EXTRA must be a JSON object of Spark properties: {error}") from error
     return conf
+
+
+SPARK_LINEAGE_KAFKA = "SPARK_LINEAGE_KAFKA_BOOTSTRAP_SERVERS"
+SPARK_LINEAGE_KAFKA_TOPIC = "SPARK_LINEAGE_KAFKA_TOPIC"
+
+
+def spark_listener_kafka_conf(paths: Paths) -> dict[str, str]:
+    """With ``SPARK_LINEAGE_KAFKA_BOOTSTRAP_SERVERS`` set, the Spark listener sends to Kafka instead of its file (topic
+    ``SPARK_LINEAGE_KAFKA_TOPIC``, default ``openlineage.events``): openlineage-java's Kafka transport, kafka-clients
+    on the driver's class path. Not both: openlineage-spark 1.53 cannot configure a composite holding a Kafka transport
+    from Spark properties (its dotted producer properties are split into nested keys: "No content to map due to
+    end-of-input"). The Java producer has no spool: it gives the broker at most 1 s per event (``max.block.ms``) and
+    drops the event when the broker is down. Unset (the default): the file."""
+    bootstrap = os.environ.get(SPARK_LINEAGE_KAFKA, "").strip()
+    if not bootstrap:
+        return {}
+    from include import jars
+
+    kafka_clients = jars.jar_paths("spark-kafka")
+    transport = "spark.openlineage.transport."
+    serializer = "org.apache.kafka.common.serialization.StringSerializer"
+    return {
+        "spark.driver.extraClassPath": os.pathsep.join(str(path) for path in [*jar_paths(), *kafka_clients]),
+        transport + "type": "kafka",
+        transport + "topicName": _env(SPARK_LINEAGE_KAFKA_TOPIC, "openlineage.events"),
+        transport + "properties.bootstrap.servers": bootstrap,
+        transport + "properties.acks": "all",
+        transport + "properties.key.serializer": serializer,
+        transport + "properties.value.serializer": serializer,
+        transport + "properties.max.block.ms": "1000",
+        transport + "properties.request.timeout.ms": "2000",
+        transport + "properties.delivery.timeout.ms": "3000",
+        transport + "properties.linger.ms": "0",
+    }
 
 
 def _spark_listener_remove_path_pattern() -> str:

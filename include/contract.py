@@ -87,6 +87,10 @@ class TableState(TypedDict, total=False):
     rows: int
     written_rows: int
     zones: int
+    # The table as Iceberg describes it at snapshot_id, read by the job: [name, Iceberg type] per column, and the
+    # snapshot's summary (added-records...). The extractor builds its facets from these without opening the catalog.
+    iceberg_schema: list[list[str]]
+    snapshot_summary: dict[str, str]
 
 
 class ColumnMetrics(TypedDict):

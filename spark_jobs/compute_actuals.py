@@ -1,10 +1,9 @@
-"""Hourly ride actuals per pickup zone from the raw taxi table, MERGEd so a re-run changes nothing."""
+"""Hourly ride actuals per pickup zone from the raw taxi table: only the months raw changed in since the last run
+are recomputed and replaced, so a month costs the same however long the history is, and a re-run changes nothing."""
 
 from __future__ import annotations
 
 import argparse
-import operator
-from functools import reduce
 
 from pyspark.sql import functions as F
 
@@ -15,31 +14,82 @@ from spark_jobs.common.session import spark_session
 from spark_jobs.common.tables import (
     current_snapshot_id,
     ensure_table,
-    merge_source,
     qualified,
     row_count,
-    target_column,
+    snapshot_summary,
+    table_exists,
 )
-from spark_jobs.common.taxi import hourly_actuals
+from spark_jobs.common.taxi import hourly_actuals, pickup_in_months
 
-KEYS = ("year", "month", "day", "hour", "pulocationid")
+# Kept in the summary of each actuals snapshot, so it rolls back with the table: the raw snapshot it was computed from.
+RAW_SNAPSHOT_PROPERTY = "pipeline.raw-snapshot-id"
+RAW_MONTH_PARTITION = "tpep_pickup_datetime_month"  # raw is partitioned by months(tpep_pickup_datetime)
 
 
-def load(spark, actuals) -> None:
-    ensure_table(spark, naming.HOURLY_ACTUALS, actuals.schema, partitioned_by="year, month")
-    target = lambda column: target_column(naming.HOURLY_ACTUALS, column)  # noqa: E731
-    on = reduce(operator.and_, [target(key) == F.col(f"s.{key}") for key in KEYS])
-    # MERGE INTO t USING s ON keys WHEN MATCHED AND t.total_rides <> s.total_rides THEN UPDATE SET *
-    # WHEN NOT MATCHED THEN INSERT * (tables.merge_source: why not SQL + a temp view)
-    (
-        merge_source(actuals, "s")
-        .mergeInto(qualified(naming.HOURLY_ACTUALS), on)
-        .whenMatched(target("total_rides") != F.col("s.total_rides"))
-        .updateAll()
-        .whenNotMatched()
-        .insertAll()
-        .merge()
+def computed_from(spark) -> int | None:
+    """The raw snapshot the current actuals were computed from (None: never, or before this was recorded)."""
+    if not table_exists(spark, naming.HOURLY_ACTUALS):
+        return None
+    value = snapshot_summary(spark, naming.HOURLY_ACTUALS, current_snapshot_id(spark, naming.HOURLY_ACTUALS)).get(
+        RAW_SNAPSHOT_PROPERTY
     )
+    return int(value) if value else None
+
+
+def changed_months(spark, since: int | None, until: int) -> list[tuple[int, int]] | None:
+    """(year, month) of every raw partition a snapshot after ``since`` up to ``until`` added or removed files in;
+    None when that cannot be told (no ``since``, or raw was rolled back past it): then every month is recomputed."""
+    if since is None:
+        return None
+    raw = qualified(naming.TAXI_RAW)
+    parents = {
+        row.snapshot_id: row.parent_id
+        for row in spark.sql(f"SELECT snapshot_id, parent_id FROM {raw}.snapshots").collect()
+    }
+    chain, snapshot = [], until
+    while snapshot is not None and snapshot != since:
+        chain.append(snapshot)
+        snapshot = parents.get(snapshot)
+    if snapshot != since:
+        return None
+    if not chain:
+        return []
+    rows = spark.sql(
+        f"""SELECT DISTINCT data_file.partition.{RAW_MONTH_PARTITION} AS months FROM {raw}.all_entries
+        WHERE snapshot_id IN ({", ".join(map(str, chain))}) AND status IN (1, 2)"""
+    ).collect()
+    return sorted((1970 + row.months // 12, row.months % 12 + 1) for row in rows if row.months is not None)
+
+
+def month_condition(months: list[tuple[int, int]], year_column: str, month_column: str) -> str:
+    return " OR ".join(f"({year_column} = {y} AND {month_column} = {m})" for y, m in months) or "FALSE"
+
+
+def extract(spark, raw_snapshot: int, months: list[tuple[int, int]] | None):
+    """Raw as of ``raw_snapshot`` (what the recorded snapshot id says was read), only ``months`` unless None."""
+    raw = spark.sql(f"SELECT * FROM {qualified(naming.TAXI_RAW)} VERSION AS OF {raw_snapshot}")
+    return raw if months is None else raw.where(pickup_in_months(months))
+
+
+def load(spark, actuals, raw_snapshot: int) -> None:
+    """Replace the recomputed months (partitions) of the actuals table, recording the raw snapshot they come from."""
+    ensure_table(spark, naming.HOURLY_ACTUALS, actuals.schema, partitioned_by="year, month")
+    actuals.writeTo(qualified(naming.HOURLY_ACTUALS)).option(
+        f"snapshot-property.{RAW_SNAPSHOT_PROPERTY}", str(raw_snapshot)
+    ).overwritePartitions()
+
+
+def update_actuals(spark):
+    """Recompute the months raw changed in since the actuals' last run (all months the first time).
+    Returns (the raw snapshot read, those months or None for all, the raw rows read)."""
+    raw_snapshot = current_snapshot_id(spark, naming.TAXI_RAW)
+    if raw_snapshot is None:
+        raise RuntimeError(f"{naming.TAXI_RAW} has no snapshot yet: run the taxi ingest first")
+    months = changed_months(spark, computed_from(spark), raw_snapshot)
+    raw = extract(spark, raw_snapshot, months)
+    if months != []:
+        load(spark, hourly_actuals(raw), raw_snapshot)
+    return raw_snapshot, months, raw
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -48,12 +98,12 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     spark = spark_session("compute_actuals")
-    raw_snapshot = current_snapshot_id(spark, naming.TAXI_RAW)
-    raw = spark.table(qualified(naming.TAXI_RAW))
+    raw_snapshot, months, raw = update_actuals(spark)
     raw_metrics = column_metrics(raw, ["tpep_pickup_datetime", "PULocationID"])
-    actuals = hourly_actuals(raw)
-    load(spark, actuals)
-    total = spark.table(qualified(naming.HOURLY_ACTUALS)).agg(F.sum("total_rides")).first()[0] or 0
+    actuals = spark.table(qualified(naming.HOURLY_ACTUALS))
+    if months is not None:
+        actuals = actuals.where(month_condition(months, "year", "month"))
+    total = actuals.agg(F.sum("total_rides")).first()[0] or 0
     counted = raw_metrics["rowCount"] - raw_metrics["columnMetrics"]["PULocationID"]["nullCount"]
     write_report(
         args.report,
@@ -72,6 +122,7 @@ def main(argv: list[str] | None = None) -> None:
                 }
             },
         },
+        spark,
     )
     spark.stop()
 

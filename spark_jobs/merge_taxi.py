@@ -5,35 +5,98 @@ from __future__ import annotations
 from pyspark.sql import functions as F
 
 from include import naming, sources
-from spark_jobs.common.report import assertion, column_metrics, write_report
+from spark_jobs.common.report import assertion, column_metrics, table_column_metrics, write_report
 from spark_jobs.common.runner import month_job_args, run
 from spark_jobs.common.session import spark_session
-from spark_jobs.common.tables import current_snapshot_id, ensure_table, merge_source, qualified, target_column
+from spark_jobs.common.tables import (
+    current_snapshot_id,
+    ensure_table,
+    merge_source,
+    qualified,
+    set_table_property,
+    table_property,
+    target_column,
+    total_records,
+    write_one_partition_per_job,
+)
+from spark_jobs.common.taxi import ROW_ID_COLUMNS, ROW_ID_PROPERTY, ROW_ID_SCHEME, pickup_in_months, row_id
 
 
 def extract(spark, month: str):
     return spark.table(qualified(naming.TAXI_STAGING)).where(F.col("source_month") == month)
 
 
-def month_range(month: str) -> tuple[str, str]:
-    """[first instant of the month, first instant of the next) as timestamp literals."""
-    year, mm = map(int, month.split("-"))
-    return f"{year:04d}-{mm:02d}-01 00:00:00", f"{year + (mm == 12):04d}-{mm % 12 + 1:02d}-01 00:00:00"
+STAGED_METRIC_COLUMNS = ["unique_row_id", "PULocationID", "tpep_pickup_datetime"]
+RAW_MONTH_PARTITION = "tpep_pickup_datetime_month"  # raw is partitioned by months(tpep_pickup_datetime)
 
 
-def load(spark, staged, month: str) -> None:
-    ensure_table(spark, naming.TAXI_RAW, staged.schema, partitioned_by="months(tpep_pickup_datetime)")
-    # Every staged row's pickup is inside its file's month (the quarantine rule), so only raw's partition of that
-    # month can hold a match: the predicate on raw lets Iceberg prune every other month's files from the MERGE.
-    start, end = month_range(month)
-    pickup = target_column(naming.TAXI_RAW, "tpep_pickup_datetime")
-    on = (
-        (pickup >= F.expr(f"TIMESTAMP '{start}'"))
-        & (pickup < F.expr(f"TIMESTAMP '{end}'"))
-        & (target_column(naming.TAXI_RAW, "unique_row_id") == F.col("staged.unique_row_id"))
+def negative_values(spark, table: str, column: str, partitions: str, rows) -> int:
+    """Rows with a negative ``column``: 0 when every file's lower bound says so (metadata only), else counted."""
+    lowest = spark.sql(
+        f"SELECT min(readable_metrics.`{column}`.lower_bound) AS lowest, "
+        f"count(readable_metrics.`{column}`.lower_bound) AS bounded, count(*) AS files "
+        f"FROM {qualified(table)}.files WHERE content = 0 AND ({partitions})"
+    ).first()
+    if lowest.bounded == lowest.files and (lowest.lowest is None or lowest.lowest >= 0):
+        return 0
+    return rows.where(F.col(column) < 0).count()
+
+
+def month_filter(month: str, alias: str | None = None) -> str:
+    """Pickups inside the month: every staged row's pickup is (the quarantine rule), so only raw's partition of that
+    month can hold a match, and a predicate on it lets Iceberg prune every other month's files."""
+    year, number = map(int, month.split("-"))
+    return pickup_in_months([(year, number)], f"{alias}.tpep_pickup_datetime" if alias else "tpep_pickup_datetime")
+
+
+def migrate_row_ids(spark) -> None:
+    """Rewrite the ids of a raw table written under an earlier ROW_ID_SCHEME: ids are a pure function of the
+    canonical columns raw holds, so one rewrite makes them comparable with newly staged ids again (without it, a
+    MERGE would insert every re-staged row a second time)."""
+    table = qualified(naming.TAXI_RAW)
+    columns = spark.table(table).columns
+    selected = [row_id(ROW_ID_COLUMNS).alias(c) if c == "unique_row_id" else c for c in columns]
+    spark.table(table).select(*selected).writeTo(table).option("fanout-enabled", "true").overwritePartitions()
+    set_table_property(spark, naming.TAXI_RAW, ROW_ID_PROPERTY, ROW_ID_SCHEME)
+
+
+def load(spark, staged, month: str) -> str:
+    """Add the staged month's new rows to raw; returns how: ``append`` into an empty month, else ``merge``."""
+    write_one_partition_per_job(spark)
+    ensure_table(
+        spark,
+        naming.TAXI_RAW,
+        staged.schema,
+        partitioned_by="months(tpep_pickup_datetime)",
+        properties={ROW_ID_PROPERTY: ROW_ID_SCHEME},
     )
-    # MERGE INTO raw USING staged ON ... WHEN NOT MATCHED THEN INSERT * (tables.merge_source: why not SQL + a view)
-    merge_source(staged, "staged").mergeInto(qualified(naming.TAXI_RAW), on).whenNotMatched().insertAll().merge()
+    if table_property(spark, naming.TAXI_RAW, ROW_ID_PROPERTY) != ROW_ID_SCHEME:
+        migrate_row_ids(spark)
+    base = current_snapshot_id(spark, naming.TAXI_RAW)
+    if not spark.table(qualified(naming.TAXI_RAW)).where(month_filter(month)).limit(1).collect():
+        append_to_empty_month(staged, month, base)
+        return "append"
+    merge_new_rows(spark, staged, month)
+    return "merge"
+
+
+def append_to_empty_month(staged, month: str, base_snapshot: int | None) -> None:
+    """Nothing to match against: append, with Iceberg checking at commit that no other writer added rows to the
+    month after ``base_snapshot`` (serializable isolation), as the MERGE would."""
+    writer = staged.writeTo(qualified(naming.TAXI_RAW)).option("isolation-level", "serializable")
+    if base_snapshot is not None:
+        writer = writer.option("validate-from-snapshot-id", str(base_snapshot))
+    writer.overwrite(F.expr(month_filter(month)))
+
+
+def merge_new_rows(spark, staged, month: str) -> None:
+    """MERGE INTO raw USING staged ON <the month> AND raw.unique_row_id = staged.unique_row_id WHEN NOT MATCHED THEN
+    INSERT *, with ``DataFrame.mergeInto`` (``tables.merge_source``: Spark 4.1 fails it over a temp view)."""
+    raw = qualified(naming.TAXI_RAW)
+    on = F.expr(month_filter(month, raw)) & (
+        target_column(naming.TAXI_RAW, "unique_row_id") == F.col("staged.unique_row_id")
+    )
+    merge_source(staged, "staged").mergeInto(raw, on).whenNotMatched().insertAll().merge()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -44,40 +107,45 @@ def main(argv: list[str] | None = None) -> None:
     staging_snapshot = current_snapshot_id(spark, naming.TAXI_STAGING)
     before = current_snapshot_id(spark, naming.TAXI_RAW)
     load(spark, staged, args.month)
+    after = current_snapshot_id(spark, naming.TAXI_RAW)
     landed = sources.tlc_landed_path(args.month)
     if landed.exists():
         sources.IngestLedger().record(landed.name, sources.fingerprint_file(landed), naming.TAXI_RAW)
-    raw = spark.table(qualified(naming.TAXI_RAW))
-    checks = raw.agg(
-        F.count(F.lit(1)).alias("rows"),
-        F.countDistinct("unique_row_id").alias("ids"),
-        F.sum(F.col("PULocationID").isNull().cast("long")).alias("null_zones"),
-        F.sum((F.col("total_amount") < 0).cast("long")).alias("negative_totals"),
-    ).first()
+    # The month is all this run can have changed: checking it keeps a month's cost independent of history. Counts
+    # and nulls come from Iceberg's file metrics; only the uniqueness of the ids needs the data (one column).
+    raw_month = spark.table(qualified(naming.TAXI_RAW)).where(month_filter(args.month))
+    year, number = map(int, args.month.split("-"))
+    in_month = f"partition.{RAW_MONTH_PARTITION} = {(year - 1970) * 12 + number - 1}"
+    metrics = table_column_metrics(spark, naming.TAXI_RAW, ["PULocationID"], in_month) or column_metrics(
+        raw_month, ["PULocationID"]
+    )
+    rows, null_zones = metrics["rowCount"], metrics["columnMetrics"]["PULocationID"]["nullCount"]
+    ids = raw_month.agg(F.countDistinct("unique_row_id")).first()[0]
+    negative_totals = negative_values(spark, naming.TAXI_RAW, "total_amount", in_month, raw_month)
+    staged_metrics = table_column_metrics(
+        spark, naming.TAXI_STAGING, STAGED_METRIC_COLUMNS, f"partition.source_month = '{args.month}'"
+    ) or column_metrics(staged, STAGED_METRIC_COLUMNS)
     write_report(
         args.report,
         {
-            "input_metrics": {
-                naming.TAXI_STAGING: column_metrics(staged, ["unique_row_id", "PULocationID", "tpep_pickup_datetime"])
-            },
+            "input_metrics": {naming.TAXI_STAGING: staged_metrics},
             "assertions": {
                 naming.TAXI_RAW: [
-                    assertion("unique", checks.ids == checks.rows, "unique_row_id", checks.ids, checks.rows),
-                    assertion("not_null", not checks.null_zones, "PULocationID", checks.null_zones or 0, 0),
-                    assertion(
-                        "non_negative", not checks.negative_totals, "total_amount", checks.negative_totals or 0, 0
-                    ),
+                    assertion("unique", ids == rows, "unique_row_id", ids, rows),
+                    assertion("not_null", not null_zones, "PULocationID", null_zones, 0),
+                    assertion("non_negative", not negative_totals, "total_amount", negative_totals, 0),
                 ]
             },
-            "inputs": {naming.TAXI_STAGING: {"snapshot_id": staging_snapshot, "rows": staged.count()}},
+            "inputs": {naming.TAXI_STAGING: {"snapshot_id": staging_snapshot, "rows": staged_metrics["rowCount"]}},
             "outputs": {
                 naming.TAXI_RAW: {
                     "previous_snapshot_id": before,
-                    "snapshot_id": current_snapshot_id(spark, naming.TAXI_RAW),
-                    "rows": checks.rows,
+                    "snapshot_id": after,
+                    "rows": total_records(spark, naming.TAXI_RAW, after),
                 }
             },
         },
+        spark,
     )
     spark.stop()
 

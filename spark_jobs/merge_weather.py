@@ -73,6 +73,7 @@ def main(argv: list[str] | None = None) -> None:
                 }
             },
         },
+        spark,
     )
     spark.stop()
 

@@ -4,13 +4,29 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from pyspark.sql import functions as F
+
 from include import naming, sources
 from spark_jobs.common.errors import root_cause
-from spark_jobs.common.report import assertion, column_metrics, write_report
+from spark_jobs.common.report import assertion, column_metrics, parquet_column_metrics, write_report
 from spark_jobs.common.runner import BadInputError, month_job_args, run
 from spark_jobs.common.session import spark_session
-from spark_jobs.common.tables import current_snapshot_id, ensure_table, qualified
-from spark_jobs.common.taxi import add_row_metadata, deduplicate, normalize_taxi_schema, schema_drift, split_quarantine
+from spark_jobs.common.tables import (
+    current_snapshot_id,
+    ensure_table,
+    qualified,
+    write_one_partition_per_job,
+)
+from spark_jobs.common.taxi import (
+    ROW_ID_PROPERTY,
+    ROW_ID_SCHEME,
+    add_row_metadata,
+    deduplicate,
+    normalize_taxi_schema,
+    schema_drift,
+    split_flagged,
+    with_quarantine_reason,
+)
 
 KEY_COLUMNS = ["tpep_pickup_datetime", "PULocationID", "total_amount"]
 QUARANTINE_COLUMNS = {
@@ -56,15 +72,40 @@ def extract(spark, path: str):
 
 
 def transform(df, source: str, month: str, ingest_timestamp, nanosecond_columns: dict[str, bool] | None = None):
-    """(good rows, quarantined rows with a reason), both normalised, with row ids, deduplicated."""
+    """Every row normalised, with its row id and its ``quarantine_reason`` (null for a good row); not deduplicated
+    (``remove_repeated_rows`` does that after the write, when needed)."""
     normalized = normalize_taxi_schema(df, source, nanosecond_columns)
-    return split_quarantine(
-        deduplicate(add_row_metadata(normalized, source.rsplit("/", 1)[-1], month, ingest_timestamp))
-    )
+    return with_quarantine_reason(add_row_metadata(normalized, source.rsplit("/", 1)[-1], month, ingest_timestamp))
+
+
+def _rows_and_ids(rows) -> tuple[int, int]:
+    counts = rows.agg(F.count(F.lit(1)).alias("rows"), F.countDistinct("unique_row_id").alias("ids")).first()
+    return counts.rows, counts.ids
+
+
+def remove_repeated_rows(spark, month: str) -> dict[str, tuple[int, int]]:
+    """Remove, in place, rows of the month in staging and quarantine that repeat another row (same id: every column
+    equal); returns (rows, distinct ids) per table as they are afterwards. Checking reads the written id column
+    only, so a file's rows are shuffled only when it repeats one (copies share their id and so their table)."""
+    counts = {}
+    for table in (naming.TAXI_STAGING, naming.TAXI_QUARANTINE):
+        rows = spark.table(qualified(table)).where(F.col("source_month") == month)
+        counts[table] = _rows_and_ids(rows)
+        if counts[table][0] != counts[table][1]:
+            deduplicate(rows).writeTo(qualified(table)).overwritePartitions()
+            counts[table] = _rows_and_ids(spark.table(qualified(table)).where(F.col("source_month") == month))
+    return counts
 
 
 def load(spark, staged, quarantined, month: str) -> None:
-    ensure_table(spark, naming.TAXI_STAGING, staged.schema, partitioned_by="source_month")
+    write_one_partition_per_job(spark)
+    ensure_table(
+        spark,
+        naming.TAXI_STAGING,
+        staged.schema,
+        partitioned_by="source_month",
+        properties={ROW_ID_PROPERTY: ROW_ID_SCHEME},
+    )
     ensure_table(spark, naming.TAXI_QUARANTINE, quarantined.schema, partitioned_by="source_month")
     staged.writeTo(qualified(naming.TAXI_STAGING)).overwritePartitions()
     # Replace this month's quarantine even when it is now empty.
@@ -81,30 +122,32 @@ def main(argv: list[str] | None = None) -> None:
     spark = spark_session("stage_taxi")
     source, nanos = extract(spark, str(landed))
     drift = schema_drift(source)
-    staged, quarantined = transform(source, str(landed), args.month, datetime.now(UTC), nanos)
-    staged, quarantined = staged.cache(), quarantined.cache()
+    staged, quarantined = split_flagged(transform(source, str(landed), args.month, datetime.now(UTC), nanos))
     load(spark, staged, quarantined, args.month)
+    staged_rows, staged_ids = remove_repeated_rows(spark, args.month)[naming.TAXI_STAGING]
     reasons = {
-        row.quarantine_reason: row["count"] for row in quarantined.groupBy("quarantine_reason").count().collect()
+        row.quarantine_reason: row["count"]
+        for row in spark.table(qualified(naming.TAXI_QUARANTINE))
+        .where(F.col("source_month") == args.month)
+        .groupBy("quarantine_reason")
+        .count()
+        .collect()
     }
+    key_columns = [c for c in KEY_COLUMNS if c.lower() in {s.lower() for s in source.columns}]
     write_report(
         args.report,
         {
             "source_fingerprints": {str(landed): sources.fingerprint_file(landed)},
             "source_rows": source.count(),
-            "staged_rows": staged.count(),
+            "staged_rows": staged_rows,
             "schema_drift": drift,
             "input_metrics": {
-                str(landed): column_metrics(
-                    source, [c for c in KEY_COLUMNS if c.lower() in {s.lower() for s in source.columns}]
-                )
+                str(landed): parquet_column_metrics(landed, key_columns) or column_metrics(source, key_columns)
             },
             "quarantined_rows": reasons,
             "assertions": {
                 naming.TAXI_STAGING: [
-                    assertion(
-                        "unique", staged.select("unique_row_id").distinct().count() == staged.count(), "unique_row_id"
-                    ),
+                    assertion("unique", staged_ids == staged_rows, "unique_row_id", staged_ids, staged_rows),
                 ],
                 str(landed): [
                     assertion(rule, reasons.get(rule, 0) == 0, column, reasons.get(rule, 0), 0)
@@ -114,14 +157,15 @@ def main(argv: list[str] | None = None) -> None:
             "outputs": {
                 naming.TAXI_STAGING: {
                     "snapshot_id": current_snapshot_id(spark, naming.TAXI_STAGING),
-                    "rows": staged.count(),
+                    "rows": staged_rows,
                 },
                 naming.TAXI_QUARANTINE: {
                     "snapshot_id": current_snapshot_id(spark, naming.TAXI_QUARANTINE),
-                    "rows": quarantined.count(),
+                    "rows": sum(reasons.values()),
                 },
             },
         },
+        spark,
     )
     spark.stop()
 

@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> None:
             "staged_rows": staged.count(),
             "outputs": {naming.WEATHER_STAGING: {"snapshot_id": current_snapshot_id(spark, naming.WEATHER_STAGING)}},
         },
+        spark,
     )
     spark.stop()
 

@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> None:
             "inputs": {table: {"snapshot_id": snapshot} for table, snapshot in inputs.snapshots.items()},
             "model": {"path": str(folder), **metrics},
         },
+        spark,
     )
     spark.stop()
 

@@ -71,6 +71,7 @@ def main(argv: list[str] | None = None) -> None:
                 }
             },
         },
+        spark,
     )
     spark.stop()
 

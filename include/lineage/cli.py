@@ -9,6 +9,9 @@
     lineage diff RUN_A RUN_B           what changed between two runs: versions, code, parameters, schema, state
     lineage columns DATASET.COLUMN     column-level upstream
     lineage replay                     send spooled events through the configured transport; report sent/remaining
+    lineage consume [--forever]        Kafka topic -> store (consumer group; offsets committed after the store has
+                                       the events; bad ones to the dead-letter topic); report lag
+    lineage consume --replay-dead-letters   store the dead letters that can be stored now
     lineage report                     write the lineage page as one self-contained file, var/lineage/index.html
     lineage rollback --run RUN [--apply]   plan (and do) the rollback of the Iceberg tables a bad run touched
     lineage validate                   validate var/lineage's events against the OpenLineage JSON schemas
@@ -55,6 +58,29 @@ def replay(_options) -> int:
             break
     print(f"lineage replay: sent {total}, remaining {remaining}")
     return 0 if remaining == 0 else 1
+
+
+def consume(options) -> int:
+    from include.lineage.consume import ConsumeError
+    from include.lineage.consume import consume as run_consumer
+
+    try:
+        with _store(options) as store:
+            report = run_consumer(
+                store,
+                options.bootstrap_servers,
+                topic=options.topic,
+                dead_letter_topic=options.dead_letter_topic,
+                group=options.group,
+                forever=options.forever,
+                replay_dead_letters=options.replay_dead_letters,
+                idle_timeout=options.idle_timeout,
+            )
+    except ConsumeError as error:
+        print(f"lineage consume: {error}", file=sys.stderr)
+        return 1
+    print(report.line("lineage consume --replay-dead-letters" if options.replay_dead_letters else "lineage consume"))
+    return 0
 
 
 def rollback(options) -> int:
@@ -244,6 +270,33 @@ def build_parser() -> argparse.ArgumentParser:
     sub = add("columns", columns, "column-level upstream of DATASET.COLUMN", [walk])
     sub.add_argument("column", metavar="DATASET.COLUMN")
     add("replay", replay, "send spooled events (oldest first) through the configured transport")
+    sub = add(
+        "consume",
+        consume,
+        "read lineage events from Kafka into the store (stored once; bad events to the dead-letter topic)",
+        [store],
+    )
+    from include import kafka_broker
+
+    sub.add_argument(
+        "--bootstrap-servers",
+        default=None,
+        help="Kafka brokers (default $KAFKA_BOOTSTRAP_SERVERS, else 127.0.0.1:$KAFKA_PORT: `pipeline kafka start`)",
+    )
+    sub.add_argument("--topic", default=kafka_broker.EVENTS_TOPIC, help=f"events topic ({kafka_broker.EVENTS_TOPIC})")
+    sub.add_argument(
+        "--dead-letter-topic",
+        default=kafka_broker.DEAD_LETTER_TOPIC,
+        help=f"where events that cannot be stored go, with the reason ({kafka_broker.DEAD_LETTER_TOPIC})",
+    )
+    sub.add_argument("--group", default="lineage-store", help="consumer group (lineage-store)")
+    sub.add_argument("--forever", action="store_true", help="keep consuming (default: stop when caught up)")
+    sub.add_argument("--idle-timeout", type=float, default=30.0, help="stop after this long without a message (30 s)")
+    sub.add_argument(
+        "--replay-dead-letters",
+        action="store_true",
+        help="retry the dead letters (up to the end of the dead-letter topic); what fails again stays there",
+    )
     add("report", report, "write the HTML lineage report to var/lineage/index.html")
     sub = add("rollback", rollback, "plan (--apply: do) the rollback of the Iceberg tables a bad run touched", [store])
     sub.add_argument("--run", required=True, metavar="RUN_ID", help="the bad run (a DAG, task or Spark run id)")

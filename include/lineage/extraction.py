@@ -1,8 +1,9 @@
 """Task-level lineage of a Spark task: its declared datasets, enriched on completion.
 
 Used by ``plugins/lakehouse_extractor.py``. On START: the declared inputs and outputs with their identity (and
-symlinks for Iceberg tables). On COMPLETE and FAIL: the same datasets with facets read from the Iceberg catalog
-through pyiceberg (schema, snapshot as version, output statistics, catalog) and from the job's report (data-quality
+symlinks for Iceberg tables). On COMPLETE and FAIL: the same datasets with the Iceberg table's facets (schema,
+snapshot as version, output statistics, catalog) as the job's report carries them (read by the job from the table
+it just wrote; pyiceberg only for a script that leaves none), and from the job's report (data-quality
 metrics and assertions, fingerprints, model metrics, schema drift), plus column lineage and the script's source.
 Every lookup runs under one time budget; what does not finish in time is left out, never waited for.
 """
@@ -10,6 +11,7 @@ Every lookup runs under one time budget; what does not finish in time is left ou
 from __future__ import annotations
 
 import ast
+import functools
 import logging
 import os
 import time
@@ -135,18 +137,38 @@ def source_code_facets(application: str, model: str | None = None) -> dict:
 
 
 class _TableFacets:
-    """Facets of one Iceberg table read through pyiceberg."""
+    """Facets of one Iceberg table at a snapshot: from the job's report when it carries the table's metadata (no
+    catalog round trip, no pyiceberg import in the task), else read through pyiceberg (a stock operator's script)."""
 
-    def __init__(self, catalog, table_name: str):
-        self.table = catalog.load_table(f"{config.ICEBERG_NAMESPACE}.{table_name}")
+    def __init__(self, columns: list[tuple[str, str]], snapshot_id: int | None, summary: dict[str, str] | None):
+        self.columns = columns
+        self.snapshot_id = snapshot_id
+        self.summary = summary
         self.settings = config.CatalogSettings.current()
 
-    def dataset_facets(self, snapshot_id: int | None) -> dict:
+    @classmethod
+    def from_report(cls, state: dict) -> _TableFacets | None:
+        if not state.get("iceberg_schema"):
+            return None
+        return cls(
+            [tuple(column) for column in state["iceberg_schema"]],
+            state.get("snapshot_id"),
+            state.get("snapshot_summary"),
+        )
+
+    @classmethod
+    def from_catalog(cls, catalog, table_name: str, snapshot_id: int | None) -> _TableFacets:
+        table = catalog.load_table(f"{config.ICEBERG_NAMESPACE}.{table_name}")
+        snapshot = table.snapshot_by_id(snapshot_id) if snapshot_id else table.current_snapshot()
+        summary = snapshot.summary.additional_properties if snapshot is not None and snapshot.summary else None
+        columns = [(f.name, str(f.field_type)) for f in table.schema().fields]
+        return cls(columns, snapshot_id or getattr(snapshot, "snapshot_id", None), summary)
+
+    def dataset_facets(self) -> dict:
         fields = [
-            schema_dataset.SchemaDatasetFacetFields(name=f.name, type=str(f.field_type), ordinal_position=i + 1)
-            for i, f in enumerate(self.table.schema().fields)
+            schema_dataset.SchemaDatasetFacetFields(name=name, type=type_name, ordinal_position=i + 1)
+            for i, (name, type_name) in enumerate(self.columns)
         ]
-        snapshot_id = snapshot_id or getattr(self.table.current_snapshot(), "snapshot_id", None)
         facets = {
             "schema": schema_dataset.SchemaDatasetFacet(fields=fields),
             "catalog": catalog_dataset.CatalogDatasetFacet(
@@ -158,19 +180,17 @@ class _TableFacets:
                 source="spark",
             ),
         }
-        if snapshot_id is not None:
-            facets["version"] = dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion=str(snapshot_id))
+        if self.snapshot_id is not None:
+            facets["version"] = dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion=str(self.snapshot_id))
         return facets
 
-    def output_statistics(self, snapshot_id: int | None):
-        snapshot = self.table.snapshot_by_id(snapshot_id) if snapshot_id else self.table.current_snapshot()
-        if snapshot is None or snapshot.summary is None:
+    def output_statistics(self):
+        if self.summary is None:
             return None
-        summary = snapshot.summary.additional_properties
         return output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
-            rowCount=int(summary.get("added-records", 0)),
-            size=int(summary.get("added-files-size", 0)),
-            fileCount=int(summary.get("added-data-files", 0)),
+            rowCount=int(self.summary.get("added-records", 0)),
+            size=int(self.summary.get("added-files-size", 0)),
+            fileCount=int(self.summary.get("added-data-files", 0)),
         )
 
 
@@ -187,15 +207,17 @@ def _redact_uri(uri: str) -> str:
 
 
 def _dataset_facets(key: str, role: str, report: JobReport, catalog) -> tuple[dict, dict]:
-    """(dataset facets, input/output facets) of one key."""
+    """(dataset facets, input/output facets) of one key; ``catalog()`` opens the pyiceberg catalog when needed."""
     facets: dict = {}
     io_facets: dict = {}
     section = (report.inputs if role == "input" else report.outputs).get(key, {})
     if naming.is_table_key(key):
-        table = _TableFacets(catalog, key)
-        facets.update(table.dataset_facets(section.get("snapshot_id")))
+        table = _TableFacets.from_report(section) or _TableFacets.from_catalog(
+            catalog(), key, section.get("snapshot_id")
+        )
+        facets.update(table.dataset_facets())
         if role == "output":
-            statistics = table.output_statistics(section.get("snapshot_id"))
+            statistics = table.output_statistics()
             if statistics is not None:
                 io_facets["outputStatistics"] = statistics
     elif key.startswith(naming.MODEL_PREFIX) and report.model:
@@ -230,7 +252,7 @@ def _dataset_facets(key: str, role: str, report: JobReport, catalog) -> tuple[di
 
 
 def _enriched(inputs: list[str], outputs: list[str], report: JobReport, script: str):
-    catalog = config.pyiceberg_catalog()
+    catalog = functools.cache(config.pyiceberg_catalog)
     enriched_inputs = []
     for key in inputs:
         facets, input_facets = _dataset_facets(key, "input", report, catalog)

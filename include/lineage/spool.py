@@ -8,7 +8,9 @@ Selected in airflow.cfg by its class path, wrapping any openlineage-python trans
 ``spool_dir`` defaults to ``var/lineage/spool`` of the running project (``$PIPELINE_VAR_DIR``); a relative one is
 taken under ``var/lineage/``. An inner ``http``
 transport gets no retries of its own unless configured (the spool is the retry): its default five retries would
-keep sending in the background after the event was spooled, and deliver it twice.
+keep sending in the background after the event was spooled, and deliver it twice. An inner ``kafka`` transport is
+the project's :class:`include.lineage.kafka_transport.AckedKafkaTransport` (same configuration as
+openlineage-python's): an event counts as sent only once the broker acknowledged it.
 
 ``emit`` gives the inner transport at most ``timeout`` seconds. When it fails or is slow, the event is written to the
 spool folder, one file per event (written to a temporary name, fsynced, then renamed: an event is never split, and
@@ -106,7 +108,12 @@ class SpoolingTransport(Transport):
 
     def __init__(self, config: SpoolingConfig) -> None:
         self.config = config
-        self.inner = get_default_factory().create(config.inner)
+        if config.inner.get("type") == "kafka":
+            from include.lineage.kafka_transport import AckedKafkaTransport
+
+            self.inner = AckedKafkaTransport(config.inner)
+        else:
+            self.inner = get_default_factory().create(config.inner)
         self.spool = Spool(Path(config.spool_dir))
         self._lock = threading.Lock()
 

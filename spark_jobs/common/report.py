@@ -7,13 +7,37 @@ from pathlib import Path
 from include.contract import Assertion, InputMetrics, JobReport
 
 
-def write_report(path: str | Path | None, report: JobReport | dict) -> None:
-    """Write the job's report where ``--report`` said; a dict must hold ``JobReport`` fields only."""
+def write_report(path: str | Path | None, report: JobReport | dict, spark=None) -> None:
+    """Write the job's report where ``--report`` said; a dict must hold ``JobReport`` fields only. With ``spark``,
+    every Iceberg table among the inputs and outputs gets its schema and snapshot summary (``describe_tables``)."""
     if not path:
         return
     if not isinstance(report, JobReport):
         report = JobReport.from_dict(report)
+    if spark is not None:
+        describe_tables(spark, report)
     report.write(Path(path))
+
+
+def describe_tables(spark, report: JobReport) -> None:
+    """Add each table's Iceberg schema and the summary of its reported (else current) snapshot, from the table
+    object the job's session already has: the extractor then needs no catalog of its own."""
+    from include import naming
+    from spark_jobs.common.tables import qualified, table_exists
+
+    for states in (report.inputs, report.outputs):
+        for key, state in states.items():
+            if not naming.is_table_key(key) or not table_exists(spark, key):
+                continue
+            table = spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+                spark._jsparkSession, qualified(key)
+            )
+            state["iceberg_schema"] = [[column.name(), column.type().toString()] for column in table.schema().columns()]
+            snapshot_id = state.get("snapshot_id")
+            snapshot = table.snapshot(snapshot_id) if snapshot_id else table.currentSnapshot()
+            if snapshot is not None:
+                state.setdefault("snapshot_id", snapshot.snapshotId())
+                state["snapshot_summary"] = {str(k): str(v) for k, v in snapshot.summary().items()}
 
 
 def column_metrics(df, columns: list[str]) -> InputMetrics:
@@ -25,6 +49,49 @@ def column_metrics(df, columns: list[str]) -> InputMetrics:
         *[F.sum(F.col(c).isNull().cast("long")).alias(c) for c in columns],
     ).first()
     return {"rowCount": row["__rows"], "columnMetrics": {c: {"nullCount": int(row[c] or 0)} for c in columns}}
+
+
+def parquet_column_metrics(path: str | Path, columns: list[str]) -> InputMetrics | None:
+    """Row count and null counts of a Parquet file's columns (matched case-insensitively) from its footer's
+    statistics, without reading the data; None when a column chunk has no null count (then scan instead)."""
+    import pyarrow.parquet as pq
+
+    metadata = pq.ParquetFile(path).metadata
+    positions = {metadata.schema.column(i).path.lower(): i for i in range(metadata.num_columns)}
+    nulls = {}
+    for column in columns:
+        position = positions.get(column.lower())
+        if position is None:
+            return None
+        total = 0
+        for group in range(metadata.num_row_groups):
+            statistics = metadata.row_group(group).column(position).statistics
+            if statistics is None or not statistics.has_null_count:
+                return None
+            total += statistics.null_count
+        nulls[column] = {"nullCount": total}
+    return {"rowCount": metadata.num_rows, "columnMetrics": nulls}
+
+
+def table_column_metrics(spark, table: str, columns: list[str], partitions: str) -> InputMetrics | None:
+    """Row count and null counts of a table's rows in the partitions ``partitions`` selects (SQL over the ``files``
+    metadata table's ``partition`` struct), from the per-file metrics Iceberg keeps: no data file is read. None when
+    the table keeps no null counts for a column (``write.metadata.metrics`` set to none)."""
+    from spark_jobs.common.tables import qualified
+
+    nulls = ", ".join(
+        f"sum(readable_metrics.`{c}`.null_value_count) AS `{c}`, count(readable_metrics.`{c}`.null_value_count) AS `{c}__files`"
+        for c in columns
+    )
+    row = spark.sql(
+        f"SELECT sum(record_count) AS __rows, count(*) AS __files, {nulls} FROM {qualified(table)}.files "
+        f"WHERE content = 0 AND ({partitions})"
+    ).first()
+    if row["__files"] == 0:
+        return {"rowCount": 0, "columnMetrics": {c: {"nullCount": 0} for c in columns}}
+    if any(row[f"{c}__files"] != row["__files"] for c in columns):  # a file without the count: it cannot be told
+        return None
+    return {"rowCount": int(row["__rows"]), "columnMetrics": {c: {"nullCount": int(row[c])} for c in columns}}
 
 
 def assertion(name: str, success: bool, column: str | None = None, actual=None, expected=None) -> Assertion:

@@ -13,15 +13,46 @@ def table_exists(spark, table: str) -> bool:
     return spark.catalog.tableExists(qualified(table))
 
 
-def ensure_table(spark, table: str, schema, partitioned_by: str | None = None) -> None:
-    """CREATE TABLE IF NOT EXISTS from a Spark schema (a StructType)."""
+def ensure_table(spark, table: str, schema, partitioned_by: str | None = None, properties: dict | None = None) -> None:
+    """CREATE TABLE IF NOT EXISTS from a Spark schema (a StructType), with ``properties`` on a new table."""
     columns = ", ".join(f"`{field.name}` {field.dataType.simpleString()}" for field in schema.fields)
     partitioning = f" PARTITIONED BY ({partitioned_by})" if partitioned_by else ""
+    settings = {"format-version": "2", "write.merge.mode": "copy-on-write", **(properties or {})}
+    rendered = ", ".join(f"'{key}'='{value}'" for key, value in settings.items())
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {config.CatalogSettings.current().name}.{config.ICEBERG_NAMESPACE}")
     spark.sql(
-        f"CREATE TABLE IF NOT EXISTS {qualified(table)} ({columns}) USING iceberg{partitioning} "
-        "TBLPROPERTIES ('format-version'='2', 'write.merge.mode'='copy-on-write')"
+        f"CREATE TABLE IF NOT EXISTS {qualified(table)} ({columns}) USING iceberg{partitioning} TBLPROPERTIES ({rendered})"
     )
+
+
+def table_property(spark, table: str, key: str) -> str | None:
+    rows = spark.sql(f"SHOW TBLPROPERTIES {qualified(table)}").collect()
+    return next((row.value for row in rows if row.key == key), None)
+
+
+def set_table_property(spark, table: str, key: str, value: str) -> None:
+    spark.sql(f"ALTER TABLE {qualified(table)} SET TBLPROPERTIES ('{key}'='{value}')")
+
+
+def snapshot_summary(spark, table: str, snapshot_id: int | None) -> dict[str, str]:
+    """The summary Iceberg keeps with a snapshot (added-records, total-records...): metadata only, no scan."""
+    if snapshot_id is None:
+        return {}
+    rows = spark.sql(f"SELECT summary FROM {qualified(table)}.snapshots WHERE snapshot_id = {snapshot_id}").collect()
+    return dict(rows[0].summary or {}) if rows else {}
+
+
+def total_records(spark, table: str, snapshot_id: int | None) -> int:
+    """Rows of the table at a snapshot, from its summary."""
+    summary = snapshot_summary(spark, table, snapshot_id)
+    return int(summary["total-records"]) if "total-records" in summary else row_count(spark, table)
+
+
+def write_one_partition_per_job(spark) -> None:
+    """Iceberg's default write distribution (``hash``) shuffles every row of a partitioned write by partition: when
+    a job writes one partition (a month), that is one task writing everything after a shuffle. The taxi jobs write
+    one month at a time (the quarantine rule), so they write in place instead, each task its own file."""
+    spark.conf.set("spark.sql.iceberg.distribution-mode", "none")
 
 
 def current_snapshot_id(spark, table: str) -> int | None:

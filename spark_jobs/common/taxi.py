@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import reduce
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -30,6 +32,14 @@ COMPATIBLE_SOURCE_TYPES = {
     T.StringType: (T.StringType,),
 }
 ROW_ID_COLUMNS = [name for name, _ in CANONICAL_COLUMNS]
+# How unique_row_id is computed, kept as a table property of the staging and raw tables (ROW_ID_PROPERTY): a MERGE
+# may only compare ids of one scheme. 128 bits: two xxhash64 chains (Spark's built-in, over the values' binary form,
+# no string building) from different seeds, with a bitmask of the null columns first (Spark's hashes skip nulls).
+# For n distinct rows the chance of any collision is about n^2 / 2^129: 1e-19 at ten billion rows. Not a
+# cryptographic hash: TLC's rows are not chosen by an adversary.
+ROW_ID_SCHEME = "xxhash64x2-nullmask-v1"
+ROW_ID_PROPERTY = "pipeline.unique-row-id"
+_SECOND_CHAIN_SEED = "unique_row_id:second-64-bits"
 TIMESTAMP_COLUMNS = [name for name, dtype in CANONICAL_COLUMNS if isinstance(dtype, T.TimestampType)]
 # TLC's times are New York wall-clock times. The tables hold that wall-clock time in `timestamp` columns read with
 # the session time zone UTC (include/config.py): `2025-01-05 08:00:00` is 8 a.m. in New York.
@@ -171,12 +181,23 @@ def normalize_taxi_schema(df: DataFrame, source: str, nanosecond_columns: dict[s
     return df.select(*selected)
 
 
+def row_id(columns: list[str] = ROW_ID_COLUMNS):
+    """The 128-bit row id of ROW_ID_SCHEME as 32 hex digits: equal rows (nulls included) get equal ids."""
+    null_mask = reduce(
+        lambda mask, bit: mask.bitwiseOR(bit),
+        [F.when(F.col(c).isNull(), F.lit(1 << i)).otherwise(F.lit(0)).cast("long") for i, c in enumerate(columns)],
+    )
+    values = [null_mask, *[F.col(c) for c in columns]]
+    first = F.xxhash64(*values)
+    second = F.xxhash64(F.lit(_SECOND_CHAIN_SEED), *values)
+    return F.concat(F.lpad(F.hex(first), 16, "0"), F.lpad(F.hex(second), 16, "0"))
+
+
 def add_row_metadata(df: DataFrame, filename: str, source_month: str, ingest_timestamp) -> DataFrame:
-    """unique_row_id (hash of every canonical column, nulls distinguished), filename, ingest time, month."""
-    hashed = [F.coalesce(F.col(c).cast("string"), F.lit("\u0000")) for c in ROW_ID_COLUMNS]
+    """unique_row_id (``row_id`` of every canonical column), filename, ingest time, month."""
     return df.select(
         "*",
-        F.sha2(F.concat_ws("\u0001", *hashed), 256).alias("unique_row_id"),
+        row_id().alias("unique_row_id"),
         F.lit(filename).alias("filename"),
         # A text ingest time that is no timestamp is null (as on Spark 3.5), not a failed job under ANSI mode.
         F.lit(ingest_timestamp).try_cast("timestamp").alias("ingest_timestamp"),
@@ -186,6 +207,21 @@ def add_row_metadata(df: DataFrame, filename: str, source_month: str, ingest_tim
 
 def deduplicate(df: DataFrame) -> DataFrame:
     return df.dropDuplicates(["unique_row_id"])
+
+
+def month_range(year: int, month: int) -> tuple[str, str]:
+    """[first instant of the month, first instant of the next) as timestamp literals."""
+    return f"{year:04d}-{month:02d}-01 00:00:00", f"{year + (month == 12):04d}-{month % 12 + 1:02d}-01 00:00:00"
+
+
+def pickup_in_months(months: list[tuple[int, int]], column: str = "tpep_pickup_datetime") -> str:
+    """SQL condition: the pickup falls in one of the (year, month)s. Written as timestamp ranges, which Iceberg
+    prunes raw's ``months(tpep_pickup_datetime)`` partitions with (``month(ts) = m`` it cannot)."""
+    ranges = [
+        f"({column} >= TIMESTAMP '{start}' AND {column} < TIMESTAMP '{end}')"
+        for start, end in (month_range(year, month) for year, month in months)
+    ]
+    return " OR ".join(ranges) or "FALSE"
 
 
 def hourly_actuals(raw: DataFrame) -> DataFrame:
@@ -222,8 +258,13 @@ def with_quarantine_reason(df: DataFrame) -> DataFrame:
     return df.withColumn("quarantine_reason", reason)
 
 
-def split_quarantine(df: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """(good rows without the reason column, quarantined rows with their reason)."""
-    flagged = with_quarantine_reason(df)
+def split_flagged(flagged: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(good rows without the reason column, quarantined rows with their reason) of ``with_quarantine_reason``'s
+    output: split after the fact, so a cached ``flagged`` is computed once for both."""
     good = flagged.where(F.col("quarantine_reason").isNull()).drop("quarantine_reason")
     return good, flagged.where(F.col("quarantine_reason").isNotNull())
+
+
+def split_quarantine(df: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(good rows without the reason column, quarantined rows with their reason)."""
+    return split_flagged(with_quarantine_reason(df))

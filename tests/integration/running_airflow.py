@@ -25,8 +25,15 @@ FINISHED = {"success", "failed"}
 
 
 class RunningAirflow:
-    def __init__(self, var_dir: Path, taxi_rows: int = 20_000, extra_env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        var_dir: Path,
+        taxi_rows: int = 20_000,
+        extra_env: dict[str, str] | None = None,
+        sample_months: str | None = None,
+    ):
         self.paths = config.Paths(var_dir.resolve())
+        self.sample_months = sample_months
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.env = environment_of_var(
@@ -55,7 +62,14 @@ class RunningAirflow:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                [str(venv_bin / "pipeline"), "ui", "--sample-data", "--port", str(self.port)],
+                [
+                    str(venv_bin / "pipeline"),
+                    "ui",
+                    "--sample-data",
+                    "--port",
+                    str(self.port),
+                    *(["--sample-months", self.sample_months] if self.sample_months else []),
+                ],
                 env=self.env,
                 stdout=log,
                 stderr=subprocess.STDOUT,

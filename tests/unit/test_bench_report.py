@@ -21,6 +21,15 @@ def test_markdown_table_carries_every_figure_with_its_spread():
             "reload_ratio": _summary([3.0, 1.75, 1.33]),
             "first_load_rows_per_second": 20.0,
             "bare_rows_per_second": 50.0,
+            "baseline": {
+                "version": "baseline abc123",
+                "first_load_seconds": _summary([8.0, 9.0, 10.0]),
+                "reload_seconds": _summary([8.0, 8.5, 9.0]),
+                "first_load_ratio": _summary([8.0, 4.5, 3.33]),
+                "reload_ratio": _summary([8.0, 4.25, 3.0]),
+                "first_load_rows_per_second": 11.0,
+            },
+            "first_load_speedup": _summary([2.0, 1.8, 1.67]),
         },
         "lineage": {
             "dag_seconds_lineage_on": _summary([10.0, 11.0, 12.0]),
@@ -29,13 +38,22 @@ def test_markdown_table_carries_every_figure_with_its_spread():
             "extractor_seconds_per_task": {"stage_yellow_taxi": _summary([0.7, 0.8, 0.9])},
         },
         "scale": {
-            "seconds": {"1": _summary([1.0, 1.0, 1.0]), "2": _summary([2.0, 2.1, 2.2]), "4": _summary([4.0, 4.2, 4.4])},
-            "ratio_4_to_1": _summary([4.0, 4.2, 4.4]),
+            "months": 3,
+            "month_seconds": {
+                "1": _summary([1.0, 1.0, 1.0]),
+                "2": _summary([1.0, 1.1, 1.2]),
+                "3": _summary([1.1, 1.2, 1.3]),
+            },
+            "month_growth_ratio": _summary([1.1, 1.2, 1.3]),
         },
     }
     table = to_markdown(results)
-    assert "| first load ÷ bare | 2.50 (2.00–4.00) |" in table
-    assert "| lineage on ÷ off | 1.10 (1.09–1.11) |" in table
+    assert "| `ingest.first_load_ratio`: first load ÷ bare | 2.50 (2.00–4.00) |" in table
+    assert "| `ingest.reload_ratio`: re-load ÷ bare | 1.75 (1.33–3.00) |" in table
+    assert "| baseline abc123: first load ÷ bare | 4.50 (3.33–8.00) |" in table
+    assert "| first load, baseline abc123 ÷ this checkout | 1.80 (1.67–2.00) |" in table
+    assert "| `lineage.overhead_ratio`: on ÷ off | 1.10 (1.09–1.11) |" in table
     assert "| extractor time, stage_yellow_taxi (s) | 0.80 (0.70–0.90) |" in table
-    assert "| 4 months ÷ 1 month | 4.20 (4.00–4.40) |" in table
+    assert "| month 3 into raw holding months 1–2 (s) | 1.20 (1.10–1.30) |" in table
+    assert "| `scale.month_growth_ratio`: month 3 ÷ month 1 | 1.20 (1.10–1.30) |" in table
     assert "Median (min–max) of 3 alternating runs" in table

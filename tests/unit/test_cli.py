@@ -23,3 +23,16 @@ def test_own_sub_commands_validate_their_arguments(capsys):
         cli.main(["catalog", "restart"])
     assert exit_info.value.code == 2
     assert "invalid choice: 'restart'" in capsys.readouterr().err
+
+
+def test_sample_months_are_a_month_or_a_span_and_anything_else_is_refused(capsys):
+    assert cli.month_span("2025-01") == [(2025, 1)]
+    assert cli.month_span("2024-11..2025-02") == [(2024, 11), (2024, 12), (2025, 1), (2025, 2)]
+    assert len(cli.month_span("2024-01..2024-12")) == 12
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["sample-source", "--months", "2024-13"])
+    assert exit_info.value.code == 2
+    assert "expected YYYY-MM or YYYY-MM..YYYY-MM" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["ui", "--sample-data", "--sample-months", "2025-03..2025-01"])
+    assert "the last month is before the first" in capsys.readouterr().err

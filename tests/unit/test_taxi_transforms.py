@@ -142,6 +142,37 @@ def test_row_id_is_stable_distinguishes_nulls_and_deduplicates(spark):
     assert add_row_metadata(frame, "other.parquet", "2025-01", datetime(2026, 1, 1)).first().unique_row_id == ids[0]
 
 
+def test_row_id_is_128_bits_and_tells_a_null_apart_from_a_value_in_the_next_column(spark):
+    # Spark's xxhash64 skips null inputs: without the null mask, (1.0, null) and (null, 1.0) in two neighbouring
+    # double columns would hash the same single value with the same seed.
+    left = {**_trip("2025-01-01 00:10:00", 5), "fare_amount": 1.0, "extra": None}
+    right = {**_trip("2025-01-01 00:10:00", 5), "fare_amount": None, "extra": 1.0}
+    frame = spark.createDataFrame([left, right], CANONICAL_SCHEMA)
+    ids = [row.unique_row_id for row in add_row_metadata(frame, "f.parquet", "2025-01", datetime(2025, 2, 1)).collect()]
+    assert ids[0] != ids[1]
+    assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids), ids
+    assert all(i[:16] != i[16:] for i in ids), "the two 64-bit halves come from different chains"
+
+
+def test_row_ids_of_many_distinct_rows_do_not_collide_in_either_half(spark):
+    from pyspark.sql import functions as F
+
+    frame = spark.range(200_000).select(
+        *[
+            (F.col("id") % 7).cast(dtype).alias(name) if name == "VendorID" else F.lit(None).cast(dtype).alias(name)
+            for name, dtype in CANONICAL_COLUMNS
+            if name not in ("tpep_pickup_datetime", "total_amount")
+        ],
+        F.timestamp_seconds(F.lit(1735689600) + F.col("id")).alias("tpep_pickup_datetime"),
+        (F.col("id") / 100).alias("total_amount"),
+    )
+    ids = add_row_metadata(frame, "f.parquet", "2025-01", datetime(2025, 2, 1)).select(
+        F.substring("unique_row_id", 1, 16).alias("high"), F.substring("unique_row_id", 17, 16).alias("low")
+    )
+    counts = ids.agg(F.countDistinct("high"), F.countDistinct("low"), F.count(F.lit(1))).first()
+    assert tuple(counts) == (200_000, 200_000, 200_000)
+
+
 def test_hourly_actuals_counts_rides_per_zone_and_hour(spark):
     frame = spark.createDataFrame(
         [

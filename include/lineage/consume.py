@@ -1,0 +1,281 @@
+"""``lineage consume``: OpenLineage events from a Kafka topic into the lineage store, at least once, stored once.
+
+A consumer group (``lineage-store`` by default) reads the events topic with automatic commits off. Each batch is
+stored in one transaction of the store, and only then are the batch's offsets committed: a consumer that dies
+between the two reads the batch again, and the store recognises every event it already has (run id + event type +
+event time), so nothing is stored twice and nothing is skipped.
+
+A message that is not an OpenLineage event (not JSON, not an object, no eventTime, a run without a runId, …) or
+that the store refuses goes to the dead-letter topic, unchanged, with the reason in its headers
+(``lineage.error``, and where it came from: ``lineage.topic``, ``lineage.partition``, ``lineage.offset``); its offset
+is committed once the broker acknowledged the dead letter. The store being unreachable is not the event's fault:
+the batch is not committed and the command fails (the events are read again next time).
+
+``--replay-dead-letters`` reads the dead-letter topic (its own group) up to where it ended when the command started,
+stores what can be stored now and writes what still fails back to the dead-letter topic with the new reason and
+``lineage.attempts`` + 1.
+
+For the crash test only: ``LINEAGE_CONSUME_CRASH_AFTER_STORE=1`` makes the process SIGKILL itself after the first
+batch is in the store and before its offsets are committed (documented in the README; never set it otherwise).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+
+from include import kafka_broker
+from include.lineage.store import InvalidEventError, LineageStore, SourcedEvent, check_event
+
+DEFAULT_GROUP = "lineage-store"
+CRASH_AFTER_STORE = "LINEAGE_CONSUME_CRASH_AFTER_STORE"
+
+
+class ConsumeError(RuntimeError):
+    pass
+
+
+@dataclass
+class ConsumeReport:
+    read: int = 0
+    stored: int = 0
+    duplicates: int = 0
+    dead_letters: int = 0
+    seconds: float = 0.0
+    first_message: float | None = None  # time.monotonic() of the first message read
+    finished: float | None = None
+    lag: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def total_lag(self) -> int:
+        return sum(self.lag.values())
+
+    def line(self, command: str = "lineage consume") -> str:
+        partitions = ", ".join(f"{partition}: {lag}" for partition, lag in sorted(self.lag.items()))
+        return (
+            f"{command}: read {self.read}, stored {self.stored} new, {self.duplicates} already stored, "
+            f"{self.dead_letters} to the dead-letter topic, in {self.seconds:.1f} s; "
+            f"lag {self.total_lag} (partition {partitions or '-'})"
+        )
+
+
+def default_bootstrap() -> str:
+    return os.environ.get("KAFKA_BOOTSTRAP_SERVERS") or kafka_broker.bootstrap_servers()
+
+
+def parse(value: bytes | None) -> dict:
+    """The event of a message, or InvalidEventError with the reason."""
+    if value is None:
+        raise InvalidEventError("empty message (no value)")
+    try:
+        event = json.loads(value)
+    except (UnicodeDecodeError, ValueError) as error:
+        raise InvalidEventError(f"not JSON: {error}") from None
+    check_event(event)
+    return event
+
+
+class _DeadLetters:
+    def __init__(self, bootstrap: str, topic: str):
+        from confluent_kafka import Producer
+
+        self.topic = topic
+        self.producer = Producer(
+            {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5}
+        )
+        self.failures: list[str] = []
+
+    def send(self, message, reason: str, attempts: int = 1) -> None:
+        headers = {
+            "lineage.error": reason[:2000],
+            "lineage.topic": message.topic(),
+            "lineage.partition": str(message.partition()),
+            "lineage.offset": str(message.offset()),
+            "lineage.attempts": str(attempts),
+        }
+        original = dict(message.headers() or [])
+        if "lineage.topic" in original:  # a replayed dead letter keeps where it first came from
+            for name in ("lineage.topic", "lineage.partition", "lineage.offset"):
+                headers[name] = original[name].decode()
+
+        def acknowledged(error, _message) -> None:
+            if error is not None:
+                self.failures.append(str(error))
+
+        self.producer.produce(
+            self.topic, key=message.key(), value=message.value(), headers=headers, on_delivery=acknowledged
+        )
+
+    def flush(self, timeout: float = 30.0) -> None:
+        """Every dead letter of the batch acknowledged, or ConsumeError (nothing of the batch is committed)."""
+        left = self.producer.flush(timeout)
+        if left or self.failures:
+            failures, self.failures = self.failures, []
+            raise ConsumeError(f"could not write to the dead-letter topic {self.topic}: {failures or f'{left} left'}")
+
+
+def _store_batch(store: LineageStore, events: list[tuple[object, dict]], dead: _DeadLetters, report, attempts) -> None:
+    """Store the batch in one transaction; if the store refuses it, event by event, refused ones to dead letters."""
+    from sqlalchemy.exc import DBAPIError, OperationalError
+
+    def source(message) -> str:
+        return f"kafka:{message.topic()}/{message.partition()}@{message.offset()}"
+
+    try:
+        result = store.ingest([SourcedEvent(event, source(message)) for message, event in events])
+        report.stored += result.new
+        report.duplicates += result.duplicates
+        return
+    except OperationalError as error:  # the store is down or locked: not the events' fault
+        raise ConsumeError(f"the lineage store refused the batch ({error.orig}); offsets not committed") from error
+    except (InvalidEventError, DBAPIError, ValueError, KeyError, TypeError):
+        pass
+    for message, event in events:
+        try:
+            result = store.ingest([SourcedEvent(event, source(message))])
+        except OperationalError as error:
+            raise ConsumeError(f"the lineage store refused an event ({error.orig}); offsets not committed") from error
+        except (InvalidEventError, DBAPIError, ValueError, KeyError, TypeError) as error:
+            dead.send(message, f"not stored: {type(error).__name__}: {error}", attempts(message))
+            report.dead_letters += 1
+            continue
+        report.stored += result.new
+        report.duplicates += result.duplicates
+
+
+def _attempts(message) -> int:
+    headers = dict(message.headers() or [])
+    try:
+        return int(headers.get("lineage.attempts", b"0")) + 1
+    except ValueError:
+        return 1
+
+
+def consume(
+    store: LineageStore,
+    bootstrap: str | None = None,
+    topic: str = kafka_broker.EVENTS_TOPIC,
+    dead_letter_topic: str = kafka_broker.DEAD_LETTER_TOPIC,
+    group: str = DEFAULT_GROUP,
+    forever: bool = False,
+    replay_dead_letters: bool = False,
+    batch_size: int = 500,
+    idle_timeout: float = 30.0,
+    log=print,
+) -> ConsumeReport:
+    """Consume until caught up (every partition at its end; ``forever``: until interrupted) and report.
+
+    With ``replay_dead_letters`` the dead-letter topic is read instead (group ``<group>-dead-letters``) up to the end
+    it had when the call started."""
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+    bootstrap = bootstrap or default_bootstrap()
+    source_topic = dead_letter_topic if replay_dead_letters else topic
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"{group}-dead-letters" if replay_dead_letters else group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "enable.partition.eof": True,
+            "max.poll.interval.ms": 600000,
+            # A consumer that died is still a member until its session times out, and the group's next join waits
+            # for it: 10 s instead of the default 45 s (the broker's minimum is 6 s).
+            "session.timeout.ms": 10000,
+            "heartbeat.interval.ms": 1000,
+        }
+    )
+    dead = _DeadLetters(bootstrap, dead_letter_topic)
+    report = ConsumeReport()
+    started = time.monotonic()
+    try:
+        metadata = consumer.list_topics(source_topic, timeout=10)
+        topic_metadata = metadata.topics.get(source_topic)
+        if topic_metadata is None or topic_metadata.error is not None:
+            raise ConsumeError(
+                f"topic {source_topic} not found on {bootstrap} ({getattr(topic_metadata, 'error', None)}); "
+                "`pipeline kafka start` creates it"
+            )
+        partitions = sorted(topic_metadata.partitions)
+        end_at = {p: consumer.get_watermark_offsets(TopicPartition(source_topic, p), timeout=10)[1] for p in partitions}
+        at_end: set[int] = set()
+        assigned: set[int] = set()
+
+        idle_since = [time.monotonic()]
+
+        def on_assign(_consumer, assignment):
+            assigned.update(tp.partition for tp in assignment)
+            idle_since[0] = time.monotonic()  # waiting to join the group is not idleness
+
+        def on_revoke(_consumer, assignment):
+            for tp in assignment:
+                assigned.discard(tp.partition)
+                at_end.discard(tp.partition)
+
+        consumer.subscribe([source_topic], on_assign=on_assign, on_revoke=on_revoke)
+        crash = os.environ.get(CRASH_AFTER_STORE) == "1"
+        while True:
+            messages = consumer.consume(num_messages=batch_size, timeout=1.0)
+            events: list[tuple[object, dict]] = []
+            offsets: dict[int, int] = {}
+            for message in messages:
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        at_end.add(message.partition())
+                        continue
+                    raise ConsumeError(f"kafka: {error}")
+                at_end.discard(message.partition())
+                if replay_dead_letters and message.offset() >= end_at.get(message.partition(), 0):
+                    at_end.add(message.partition())  # written after the replay started (by this replay, maybe)
+                    continue
+                report.read += 1
+                offsets[message.partition()] = message.offset() + 1
+                try:
+                    events.append((message, parse(message.value())))
+                except InvalidEventError as reason:
+                    dead.send(message, str(reason), _attempts(message))
+                    report.dead_letters += 1
+            if offsets:
+                idle_since[0] = time.monotonic()
+                report.first_message = report.first_message or idle_since[0]
+                if events:
+                    _store_batch(store, events, dead, report, _attempts)
+                dead.flush()
+                if crash:
+                    os.kill(os.getpid(), signal.SIGKILL)  # test hook: stored, offsets not committed
+                consumer.commit(
+                    offsets=[TopicPartition(source_topic, p, offset) for p, offset in offsets.items()],
+                    asynchronous=False,
+                )
+                report.finished = time.monotonic()
+            if forever:
+                continue
+            if assigned and at_end >= assigned and assigned >= set(partitions):
+                break
+            if time.monotonic() - idle_since[0] > idle_timeout:
+                log(f"lineage consume: nothing read for {idle_timeout:.0f} s; stopping")
+                break
+        report.lag = lag(consumer, source_topic, partitions)
+    except KafkaException as error:
+        raise ConsumeError(f"kafka at {bootstrap}: {error}") from error
+    finally:
+        report.seconds = time.monotonic() - started
+        consumer.close()
+        dead.producer.flush(5)
+    return report
+
+
+def lag(consumer, topic: str, partitions: list[int]) -> dict[int, int]:
+    """Per partition: the high watermark minus the group's committed offset (the low watermark when none)."""
+    from confluent_kafka import TopicPartition
+
+    committed = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=10)
+    result = {}
+    for tp in committed:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, tp.partition), timeout=10)
+        result[tp.partition] = high - (tp.offset if tp.offset >= 0 else low)
+    return result

@@ -1,0 +1,133 @@
+"""Pure parts of lineage through Kafka: message keys, the consumer's parsing and report, the Spark listener's setting,
+the broker's jars in the lock."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from include import config, jars, kafka_broker
+from include.lineage.consume import ConsumeReport, parse
+from include.lineage.kafka_transport import AckedKafkaTransport, message_key
+from include.lineage.spool import SpoolingConfig, SpoolingTransport
+from include.lineage.store import InvalidEventError
+
+
+def _event(parent: dict | None = None) -> dict:
+    facets = {"parent": parent} if parent else {}
+    return {
+        "eventType": "START",
+        "eventTime": "2026-11-22T00:00:00Z",
+        "run": {"runId": "r", "facets": facets},
+        "job": {"namespace": "ns", "name": "dag.task"},
+    }
+
+
+def test_message_key_is_the_root_job_then_the_parent_job_then_the_job():
+    root = {"run": {"runId": "d"}, "job": {"namespace": "ns", "name": "dag"}}
+    parent = {"run": {"runId": "t"}, "job": {"namespace": "ns", "name": "dag.task"}}
+    assert message_key(_event({**parent, "root": root})) == "run:ns/dag"
+    assert message_key(_event(parent)) == "run:ns/dag.task"
+    assert message_key(_event()) == "run:ns/dag.task"
+    assert message_key({"eventTime": "t", "dataset": {"namespace": "file", "name": "/x"}}) == "dataset:file//x"
+    assert message_key({"eventTime": "t", "job": {"namespace": "ns", "name": "j"}}) == "job:ns/j"
+
+
+def test_a_spark_application_and_its_airflow_task_share_the_key_of_their_dag():
+    dag = {"namespace": "nyc_taxi_pipeline", "name": "ingest_yellow_taxi_data"}
+    task_event = _event(
+        {
+            "run": {"runId": "t"},
+            "job": dag | {"name": "ingest_yellow_taxi_data.stage"},
+            "root": {"run": {"runId": "d"}, "job": dag},
+        }
+    )
+    spark_event = _event(
+        {
+            "run": {"runId": "s"},
+            "job": dag | {"name": "ingest_yellow_taxi_data.stage"},
+            "root": {"run": {"runId": "d"}, "job": dag},
+        }
+    )
+    dag_event = {**_event(), "job": dag}
+    assert message_key(task_event) == message_key(spark_event) == message_key(dag_event)
+
+
+def test_the_spool_sends_kafka_through_the_acknowledging_transport(tmp_path):
+    params = {
+        "timeout": 0.5,
+        "spool_dir": str(tmp_path),
+        "inner": {"type": "kafka", "topic": "t", "config": {"bootstrap.servers": "127.0.0.1:1", "acks": "all"}},
+    }
+    transport = SpoolingTransport(SpoolingConfig.from_dict(params))
+    assert isinstance(transport.inner, AckedKafkaTransport)
+    assert transport.inner.producer_config["partitioner"] == "murmur2_random"
+    assert transport.inner.producer_config["acks"] == "all"
+
+
+def test_kafka_transport_without_bootstrap_servers_names_the_setting():
+    with pytest.raises(ValueError, match="bootstrap.servers"):
+        AckedKafkaTransport({"topic": "t", "config": {}})
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (b"{oops", "not JSON"),
+        (None, "empty message"),
+        (b"[]", "JSON object"),
+        (
+            json.dumps(
+                {"eventTime": "2026-11-22T00:00:00Z", "run": {}, "job": {"namespace": "n", "name": "j"}}
+            ).encode(),
+            "runId",
+        ),
+        (json.dumps({"eventTime": "yesterday", "job": {"namespace": "n", "name": "j"}}).encode(), "ISO-8601"),
+    ],
+)
+def test_parse_gives_the_reason_a_message_is_not_an_event(value, reason):
+    with pytest.raises(InvalidEventError, match=reason):
+        parse(value)
+
+
+def test_parse_accepts_an_event():
+    event = _event()
+    assert parse(json.dumps(event).encode()) == event
+
+
+def test_report_line_names_counts_and_lag_per_partition():
+    report = ConsumeReport(read=7, stored=5, duplicates=0, dead_letters=2, seconds=1.25, lag={1: 3, 0: 0})
+    assert report.line() == (
+        "lineage consume: read 7, stored 5 new, 0 already stored, 2 to the dead-letter topic, in 1.2 s; "
+        "lag 3 (partition 0: 0, 1: 3)"
+    )
+
+
+def test_spark_listener_default_is_the_file_and_kafka_only_when_configured(monkeypatch, tmp_path):
+    paths = config.Paths(tmp_path)
+    monkeypatch.delenv(config.SPARK_LINEAGE_KAFKA, raising=False)
+    default = config.spark_conf(paths, config.CatalogSettings.current(paths))
+    assert default["spark.openlineage.transport.type"] == "file"
+    assert "kafka" not in default["spark.driver.extraClassPath"]
+    monkeypatch.setenv(config.SPARK_LINEAGE_KAFKA, "127.0.0.1:19092")
+    conf = config.spark_conf(paths, config.CatalogSettings.current(paths))
+    assert conf["spark.openlineage.transport.type"] == "kafka"
+    assert conf["spark.openlineage.transport.properties.bootstrap.servers"] == "127.0.0.1:19092"
+    assert conf["spark.openlineage.transport.topicName"] == kafka_broker.EVENTS_TOPIC
+    assert "spark.openlineage.transport.location" not in conf
+    assert conf["spark.driver.extraClassPath"].endswith("kafka-clients-4.3.1.jar")
+
+
+def test_the_broker_role_pins_kafka_4_and_every_jar_with_a_digest():
+    _, artifacts = jars.load_lock()
+    broker = [a for a in artifacts if kafka_broker.JAR_ROLE in a.roles]
+    assert {a.coordinates for a in broker} >= {
+        "org.apache.kafka:kafka_2.13:4.3.1",
+        "org.apache.kafka:kafka-clients:4.3.1",
+    }
+    assert all(len(a.sha256) == 64 and a.size > 0 for a in broker)
+    assert not any("zookeeper" in a.artifact for a in broker)
+    assert [a.coordinates for a in artifacts if kafka_broker.SPARK_JAR_ROLE in a.roles] == [
+        "org.apache.kafka:kafka-clients:4.3.1"
+    ]

@@ -2,7 +2,8 @@
 
 On Spark 4.1 a SQL ``MERGE ... USING <temp view of such a DataFrame>`` fails in planning (``No plan for
 TableReference``, SPARK-57539); the jobs use ``DataFrame.mergeInto`` (``spark_jobs/common/tables.merge_source``).
-The tables are this test's own (the naming constants are patched), so the pipeline's tables stay untouched.
+Here: merge_taxi's MERGE of new rows and merge_weather's. The tables are this test's own (the naming constants are
+patched), so the pipeline's tables stay untouched.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from include import naming, sample_data
-from spark_jobs import compute_actuals, merge_weather
+from spark_jobs import merge_taxi, merge_weather
 from spark_jobs.common.tables import ensure_table, qualified
 from spark_jobs.common.weather import RAW_SCHEMA, parse_weather
 
@@ -25,8 +26,8 @@ def own_tables(spark, monkeypatch):
     names = {
         "WEATHER_STAGING": "unit_merge_weather_staging",
         "WEATHER_RAW": "unit_merge_weather_raw",
+        "TAXI_STAGING": "unit_merge_taxi_staging",
         "TAXI_RAW": "unit_merge_taxi_raw",
-        "HOURLY_ACTUALS": "unit_merge_hourly_actuals",
     }
     for constant, table in names.items():
         monkeypatch.setattr(naming, constant, table)
@@ -60,15 +61,13 @@ def test_merge_weather_inserts_then_updates_only_changed_rows(spark, own_tables)
     assert operations == ["append", "overwrite"]
 
 
-def test_compute_actuals_merges_the_aggregate_of_an_iceberg_table(spark, own_tables):
-    trips = spark.createDataFrame(
-        [(datetime(2025, 1, 5, 8, 10), 10), (datetime(2025, 1, 5, 8, 40), 10), (datetime(2025, 1, 5, 9, 0), 11)],
-        "tpep_pickup_datetime timestamp, PULocationID int",
-    )
-    ensure_table(spark, naming.TAXI_RAW, trips.schema)
-    trips.writeTo(qualified(naming.TAXI_RAW)).append()
-    actuals = lambda: compute_actuals.hourly_actuals(spark.table(qualified(naming.TAXI_RAW)))  # noqa: E731
-    compute_actuals.load(spark, actuals())
-    compute_actuals.load(spark, actuals())  # a re-run changes nothing
-    rows = spark.table(qualified(naming.HOURLY_ACTUALS)).orderBy("hour").collect()
-    assert [(r.hour, r.pulocationid, r.total_rides) for r in rows] == [(8, 10, 2), (9, 11, 1)]
+def test_merge_taxi_inserts_only_the_new_rows_of_the_month(spark, own_tables):
+    schema = "unique_row_id string, tpep_pickup_datetime timestamp"
+    staged = spark.createDataFrame([("a", datetime(2025, 1, 5, 8)), ("b", datetime(2025, 1, 6, 8))], schema)
+    ensure_table(spark, naming.TAXI_STAGING, staged.schema)
+    staged.writeTo(qualified(naming.TAXI_STAGING)).append()
+    ensure_table(spark, naming.TAXI_RAW, staged.schema, partitioned_by="months(tpep_pickup_datetime)")
+    existing = spark.createDataFrame([("a", datetime(2025, 1, 5, 8)), ("z", datetime(2024, 12, 6, 8))], schema)
+    existing.writeTo(qualified(naming.TAXI_RAW)).append()
+    merge_taxi.merge_new_rows(spark, spark.table(qualified(naming.TAXI_STAGING)), MONTH)
+    assert sorted(row.unique_row_id for row in spark.table(qualified(naming.TAXI_RAW)).collect()) == ["a", "b", "z"]

@@ -13,22 +13,19 @@ properties, mode 600: they may carry credentials) and the log ``var/logs/catalog
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
 import urllib.error
 import urllib.request
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from include import config
+from include import config, local_service
 
 LAUNCHER_SOURCE = config.PROJECT_ROOT / "include" / "java" / "LocalRestCatalogServer.java"
 LAUNCHER_CLASS = "LocalRestCatalogServer"
@@ -137,43 +134,25 @@ def is_healthy(endpoint: str, timeout: float = 1.0) -> bool:
         return False
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        return "LocalRestCatalogServer" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-    except OSError:
-        return True
+SERVER_MARKER = "LocalRestCatalogServer"
+
+
+def _lock_file(paths: config.Paths) -> Path:
+    return paths.catalog_dir / "rest-server.lock"
+
+
+def _exclusive(paths: config.Paths):
+    return local_service.exclusive(_lock_file(paths))
 
 
 def read_state(paths: config.Paths) -> ServerState | None:
-    try:
-        return ServerState(**json.loads(_state_file(paths).read_text()))
-    except (OSError, ValueError, TypeError):
-        return None
-
-
-@contextmanager
-def _exclusive(paths: config.Paths):
-    """Only one process of a ``var/`` starts or stops its server at a time."""
-    lock_path = paths.catalog_dir / "rest-server.lock"
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with lock_path.open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    return local_service.read_state(_state_file(paths), ServerState)
 
 
 def running(paths: config.Paths | None = None) -> ServerState | None:
     paths = paths or config.Paths.current()
     state = read_state(paths)
-    if state and _alive(state.pid) and is_healthy(state.endpoint):
+    if state and local_service.alive(state.pid, SERVER_MARKER) and is_healthy(state.endpoint):
         return state
     return None
 
@@ -201,7 +180,7 @@ def ensure_running(
 def _start(paths: config.Paths, catalog: config.CatalogSettings) -> ServerState:
     host, port = config.LOCAL_REST_HOST, catalog.rest_port
     endpoint = f"http://{host}:{port}"
-    if is_healthy(endpoint, timeout=0.5) or _port_taken(host, port):
+    if is_healthy(endpoint, timeout=0.5) or local_service.port_taken(host, port):
         raise CatalogServerError(
             f"port {port} on {host} is already in use by another process (not the catalog server of {paths.var}); "
             "set ICEBERG_REST_PORT to a free port"
@@ -229,7 +208,7 @@ def _start(paths: config.Paths, catalog: config.CatalogSettings) -> ServerState:
         if process.poll() is not None:
             raise CatalogServerError(
                 f"catalog server exited with code {process.returncode} while starting; log {log_path}:\n"
-                + _tail(log_path)
+                + local_service.tail(log_path)
             )
         if is_healthy(endpoint, timeout=0.5):
             state = ServerState(
@@ -264,36 +243,10 @@ def foreground_command(paths: config.Paths, catalog: config.CatalogSettings, hos
     ]
 
 
-def _port_taken(host: str, port: int) -> bool:
-    import socket
-
-    with socket.socket() as probe:
-        probe.settimeout(0.5)
-        return probe.connect_ex((host, port)) == 0
-
-
-def _tail(path: Path, lines: int = 20) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
-
-
 def stop(paths: config.Paths | None = None, timeout: float = 20.0) -> bool:
     """Stop this ``var/``'s server; True if one was running."""
     paths = paths or config.Paths.current()
-    with _exclusive(paths):
-        state = read_state(paths)
-        _state_file(paths).unlink(missing_ok=True)
-        if not state or not _alive(state.pid):
-            return False
-        os.kill(state.pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and _alive(state.pid):
-            time.sleep(0.1)
-        if _alive(state.pid):
-            os.kill(state.pid, signal.SIGKILL)
-        return True
+    return local_service.stop(_lock_file(paths), _state_file(paths), ServerState, SERVER_MARKER, timeout)
 
 
 def memory_rss_kib(state: ServerState) -> int | None:

@@ -14,20 +14,17 @@ controller's port is chosen free at the first start and kept in ``server.propert
 from __future__ import annotations
 
 import base64
-import fcntl
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import time
 import uuid
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from include import config
+from include import config, local_service
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 19092
@@ -111,12 +108,6 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _port_taken(number: int) -> bool:
-    with socket.socket() as probe:
-        probe.settimeout(0.5)
-        return probe.connect_ex((HOST, number)) == 0
-
-
 def _write_server_properties(paths: config.Paths, client_port: int) -> int:
     """Write ``server.properties`` for ``client_port``; keep the controller port of an earlier start."""
     target = _properties_file(paths)
@@ -187,7 +178,7 @@ def is_healthy(bootstrap: str, timeout: float = 2.0) -> bool:
     from confluent_kafka.admin import AdminClient
 
     host, _, number = bootstrap.rpartition(":")
-    if not _port_taken_at(host, int(number)):
+    if not local_service.port_taken(host, int(number)):
         return False
     try:
         admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000)})
@@ -197,48 +188,22 @@ def is_healthy(bootstrap: str, timeout: float = 2.0) -> bool:
         return False
 
 
-def _port_taken_at(host: str, number: int) -> bool:
-    with socket.socket() as probe:
-        probe.settimeout(0.5)
-        return probe.connect_ex((host, number)) == 0
+def _lock_file(paths: config.Paths) -> Path:
+    return kafka_dir(paths) / "broker.lock"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        return MAIN_CLASS in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-    except OSError:
-        return True
+def _exclusive(paths: config.Paths):
+    return local_service.exclusive(_lock_file(paths))
 
 
 def read_state(paths: config.Paths) -> BrokerState | None:
-    try:
-        return BrokerState(**json.loads(_state_file(paths).read_text()))
-    except (OSError, ValueError, TypeError):
-        return None
-
-
-@contextmanager
-def _exclusive(paths: config.Paths):
-    lock_path = kafka_dir(paths) / "broker.lock"
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with lock_path.open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    return local_service.read_state(_state_file(paths), BrokerState)
 
 
 def running(paths: config.Paths | None = None) -> BrokerState | None:
     paths = paths or config.Paths.current()
     state = read_state(paths)
-    if state and _alive(state.pid) and is_healthy(state.bootstrap):
+    if state and local_service.alive(state.pid, MAIN_CLASS) and is_healthy(state.bootstrap):
         return state
     return None
 
@@ -260,13 +225,15 @@ def ensure_running(paths: config.Paths | None = None) -> BrokerState:
 
 
 def _start(paths: config.Paths, client_port: int) -> BrokerState:
-    if _port_taken(client_port):
+    if local_service.port_taken(HOST, client_port):
         raise KafkaBrokerError(
             f"port {client_port} on {HOST} is already in use by another process (not the kafka broker of "
             f"{paths.var}); set KAFKA_PORT to a free port"
         )
     controller_port = _write_server_properties(paths, client_port)
-    if _port_taken(controller_port):  # the kept controller port is taken now: choose another (one static voter)
+    if local_service.port_taken(
+        HOST, controller_port
+    ):  # the kept controller port is taken now: choose another (one static voter)
         _properties_file(paths).unlink()
         controller_port = _write_server_properties(paths, client_port)
     log_path = log_file(paths)
@@ -289,7 +256,7 @@ def _start(paths: config.Paths, client_port: int) -> BrokerState:
         if process.poll() is not None:
             raise KafkaBrokerError(
                 f"kafka broker exited with code {process.returncode} while starting; log {log_path}:\n"
-                + _tail(log_path)
+                + local_service.tail(log_path)
             )
         if is_healthy(bootstrap, timeout=1.0):
             state = BrokerState(
@@ -326,25 +293,7 @@ def ensure_topics(bootstrap: str, timeout: float = 30.0) -> None:
                 raise KafkaBrokerError(f"kafka broker: could not create topic {topic}: {error}") from error
 
 
-def _tail(path: Path, lines: int = 20) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
-
-
 def stop(paths: config.Paths | None = None, timeout: float = 30.0) -> bool:
     """Stop this ``var/``'s broker (controlled shutdown, then SIGKILL after ``timeout``); True if one was running."""
     paths = paths or config.Paths.current()
-    with _exclusive(paths):
-        state = read_state(paths)
-        _state_file(paths).unlink(missing_ok=True)
-        if not state or not _alive(state.pid):
-            return False
-        os.kill(state.pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and _alive(state.pid):
-            time.sleep(0.1)
-        if _alive(state.pid):
-            os.kill(state.pid, signal.SIGKILL)
-        return True
+    return local_service.stop(_lock_file(paths), _state_file(paths), BrokerState, MAIN_CLASS, timeout)

@@ -42,13 +42,16 @@ def _rows(spark, table: str) -> int:
 def test_an_empty_month_is_appended_and_a_loaded_month_merged_without_duplicates(spark, raw_table):
     january = _staged(spark, "2025-01", ["2025-01-03 10:00:00", "2025-01-04 11:00:00"])
     assert merge_taxi.load(spark, january, "2025-01") == "append"
-    assert merge_taxi.load(spark, january, "2025-01") == "merge"
+    assert merge_taxi.load(spark, january, "2025-01") == "unchanged"
     assert _rows(spark, raw_table) == 2
+    one_changed = _staged(spark, "2025-01", ["2025-01-03 10:00:00", "2025-01-04 11:00:01"])
+    assert merge_taxi.load(spark, one_changed, "2025-01") == "merge", "same count, other ids: merged"
+    assert _rows(spark, raw_table) == 3
     february = _staged(spark, "2025-02", ["2025-02-03 10:00:00"])
     assert merge_taxi.load(spark, february, "2025-02") == "append"
     more_january = _staged(spark, "2025-01", ["2025-01-03 10:00:00", "2025-01-04 11:00:00", "2025-01-09 09:00:00"])
     assert merge_taxi.load(spark, more_january, "2025-01") == "merge"
-    assert _rows(spark, raw_table) == 4
+    assert _rows(spark, raw_table) == 5
     assert table_property(spark, raw_table, ROW_ID_PROPERTY) == ROW_ID_SCHEME
 
 
@@ -71,8 +74,8 @@ def test_raw_written_under_an_earlier_row_id_scheme_is_rewritten_before_a_merge(
     legacy.writeTo(qualified(raw_table)).append()
     assert table_property(spark, raw_table, ROW_ID_PROPERTY) is None
 
-    assert merge_taxi.load(spark, january, "2025-01") == "merge"
-    assert _rows(spark, raw_table) == 2, "re-staged rows matched their rewritten ids, none added twice"
+    assert merge_taxi.load(spark, january, "2025-01") == "unchanged", "the rewritten ids are the staged ones"
+    assert _rows(spark, raw_table) == 2, "none added twice"
     ids = {row.unique_row_id for row in spark.table(qualified(raw_table)).collect()}
     assert ids == {row.unique_row_id for row in january.collect()}
     assert table_property(spark, raw_table, ROW_ID_PROPERTY) == ROW_ID_SCHEME

@@ -157,7 +157,7 @@ def test_row_id_is_128_bits_and_tells_a_null_apart_from_a_value_in_the_next_colu
 def test_row_ids_of_many_distinct_rows_do_not_collide_in_either_half(spark):
     from pyspark.sql import functions as F
 
-    frame = spark.range(200_000).select(
+    frame = spark.range(50_000).select(
         *[
             (F.col("id") % 7).cast(dtype).alias(name) if name == "VendorID" else F.lit(None).cast(dtype).alias(name)
             for name, dtype in CANONICAL_COLUMNS
@@ -170,7 +170,7 @@ def test_row_ids_of_many_distinct_rows_do_not_collide_in_either_half(spark):
         F.substring("unique_row_id", 1, 16).alias("high"), F.substring("unique_row_id", 17, 16).alias("low")
     )
     counts = ids.agg(F.countDistinct("high"), F.countDistinct("low"), F.count(F.lit(1))).first()
-    assert tuple(counts) == (200_000, 200_000, 200_000)
+    assert tuple(counts) == (50_000, 50_000, 50_000)
 
 
 def test_hourly_actuals_counts_rides_per_zone_and_hour(spark):

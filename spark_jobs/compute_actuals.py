@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     spark = spark_session("compute_actuals")
+    before = current_snapshot_id(spark, naming.HOURLY_ACTUALS)
     raw_snapshot, months, raw = update_actuals(spark)
     raw_metrics = column_metrics(raw, ["tpep_pickup_datetime", "PULocationID"])
     actuals = spark.table(qualified(naming.HOURLY_ACTUALS))
@@ -117,6 +118,7 @@ def main(argv: list[str] | None = None) -> None:
             "inputs": {naming.TAXI_RAW: {"snapshot_id": raw_snapshot}},
             "outputs": {
                 naming.HOURLY_ACTUALS: {
+                    "previous_snapshot_id": before,
                     "snapshot_id": current_snapshot_id(spark, naming.HOURLY_ACTUALS),
                     "rows": row_count(spark, naming.HOURLY_ACTUALS),
                 }

@@ -35,8 +35,12 @@ def describe_tables(spark, report: JobReport) -> None:
             state["iceberg_schema"] = [[column.name(), column.type().toString()] for column in table.schema().columns()]
             snapshot_id = state.get("snapshot_id")
             snapshot = table.snapshot(snapshot_id) if snapshot_id else table.currentSnapshot()
-            if snapshot is not None:
-                state.setdefault("snapshot_id", snapshot.snapshotId())
+            if snapshot is None:
+                continue
+            state.setdefault("snapshot_id", snapshot.snapshotId())
+            if states is report.outputs and state.get("previous_snapshot_id") == state["snapshot_id"]:
+                state["snapshot_summary"] = {}  # the job committed nothing: its output statistics are zero
+            else:
                 state["snapshot_summary"] = {str(k): str(v) for k, v in snapshot.summary().items()}
 
 

@@ -56,3 +56,11 @@ def test_reported_table_facets_equal_those_read_through_pyiceberg(spark, table):
 
 def test_a_report_without_table_metadata_falls_back_to_the_catalog():
     assert _TableFacets.from_report({"snapshot_id": 1}) is None
+
+
+def test_an_output_the_job_did_not_commit_to_has_zero_output_statistics(spark, table):
+    current = current_snapshot_id(spark, table)
+    report = JobReport(outputs={table: {"previous_snapshot_id": current, "snapshot_id": current}})
+    describe_tables(spark, report)
+    statistics = _TableFacets.from_report(report.outputs[table]).output_statistics()
+    assert (statistics.rowCount, statistics.size, statistics.fileCount) == (0, 0, 0)

@@ -8,6 +8,7 @@ import argparse
 from pyspark.sql import functions as F
 
 from include import naming
+from spark_jobs.common import iceberg_metadata
 from spark_jobs.common.report import assertion, column_metrics, write_report
 from spark_jobs.common.runner import run
 from spark_jobs.common.session import spark_session
@@ -16,7 +17,6 @@ from spark_jobs.common.tables import (
     ensure_table,
     qualified,
     row_count,
-    snapshot_summary,
     table_exists,
 )
 from spark_jobs.common.taxi import hourly_actuals, pickup_in_months
@@ -30,9 +30,9 @@ def computed_from(spark) -> int | None:
     """The raw snapshot the current actuals were computed from (None: never, or before this was recorded)."""
     if not table_exists(spark, naming.HOURLY_ACTUALS):
         return None
-    value = snapshot_summary(spark, naming.HOURLY_ACTUALS, current_snapshot_id(spark, naming.HOURLY_ACTUALS)).get(
-        RAW_SNAPSHOT_PROPERTY
-    )
+    value = iceberg_metadata.snapshot_summary(
+        spark, naming.HOURLY_ACTUALS, current_snapshot_id(spark, naming.HOURLY_ACTUALS)
+    ).get(RAW_SNAPSHOT_PROPERTY)
     return int(value) if value else None
 
 
@@ -41,24 +41,20 @@ def changed_months(spark, since: int | None, until: int) -> list[tuple[int, int]
     None when that cannot be told (no ``since``, or raw was rolled back past it): then every month is recomputed."""
     if since is None:
         return None
-    raw = qualified(naming.TAXI_RAW)
-    parents = {
-        row.snapshot_id: row.parent_id
-        for row in spark.sql(f"SELECT snapshot_id, parent_id FROM {raw}.snapshots").collect()
-    }
+    parent_of = iceberg_metadata.parents(spark, naming.TAXI_RAW)
     chain, snapshot = [], until
     while snapshot is not None and snapshot != since:
         chain.append(snapshot)
-        snapshot = parents.get(snapshot)
+        snapshot = parent_of.get(snapshot)
     if snapshot != since:
         return None
-    if not chain:
-        return []
-    rows = spark.sql(
-        f"""SELECT DISTINCT data_file.partition.{RAW_MONTH_PARTITION} AS months FROM {raw}.all_entries
-        WHERE snapshot_id IN ({", ".join(map(str, chain))}) AND status IN (1, 2)"""
-    ).collect()
-    return sorted((1970 + row.months // 12, row.months % 12 + 1) for row in rows if row.months is not None)
+    months = set()
+    for path in iceberg_metadata.changed_partitions(spark, naming.TAXI_RAW, chain):
+        value = path.removeprefix(f"{RAW_MONTH_PARTITION}=")
+        if value != "null":
+            year, month = value.split("-")
+            months.add((int(year), int(month)))
+    return sorted(months)
 
 
 def month_condition(months: list[tuple[int, int]], year_column: str, month_column: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pyspark.sql import functions as F
 
 from include import naming, sources
+from spark_jobs.common.iceberg_metadata import partition_metrics, total_records
 from spark_jobs.common.report import assertion, column_metrics, table_column_metrics, write_report
 from spark_jobs.common.runner import month_job_args, run
 from spark_jobs.common.session import spark_session
@@ -16,7 +17,6 @@ from spark_jobs.common.tables import (
     set_table_property,
     table_property,
     target_column,
-    total_records,
     write_one_partition_per_job,
 )
 from spark_jobs.common.taxi import ROW_ID_COLUMNS, ROW_ID_PROPERTY, ROW_ID_SCHEME, pickup_in_months, row_id
@@ -30,14 +30,10 @@ STAGED_METRIC_COLUMNS = ["unique_row_id", "PULocationID", "tpep_pickup_datetime"
 RAW_MONTH_PARTITION = "tpep_pickup_datetime_month"  # raw is partitioned by months(tpep_pickup_datetime)
 
 
-def negative_values(spark, table: str, column: str, partitions: str, rows) -> int:
+def negative_values(spark, table: str, column: str, partition_path: str, rows) -> int:
     """Rows with a negative ``column``: 0 when every file's lower bound says so (metadata only), else counted."""
-    lowest = spark.sql(
-        f"SELECT min(readable_metrics.`{column}`.lower_bound) AS lowest, "
-        f"count(readable_metrics.`{column}`.lower_bound) AS bounded, count(*) AS files "
-        f"FROM {qualified(table)}.files WHERE content = 0 AND ({partitions})"
-    ).first()
-    if lowest.bounded == lowest.files and (lowest.lowest is None or lowest.lowest >= 0):
+    lowest = partition_metrics(spark, table, partition_path, [column]).lower_bounds[column]
+    if lowest is not None and lowest >= 0:
         return 0
     return rows.where(F.col(column) < 0).count()
 
@@ -131,8 +127,7 @@ def main(argv: list[str] | None = None) -> None:
     # The month is all this run can have changed: checking it keeps a month's cost independent of history. Counts
     # and nulls come from Iceberg's file metrics; only the uniqueness of the ids needs the data (one column).
     raw_month = spark.table(qualified(naming.TAXI_RAW)).where(month_filter(args.month))
-    year, number = map(int, args.month.split("-"))
-    in_month = f"partition.{RAW_MONTH_PARTITION} = {(year - 1970) * 12 + number - 1}"
+    in_month = f"{RAW_MONTH_PARTITION}={args.month}"
     metrics = table_column_metrics(spark, naming.TAXI_RAW, ["PULocationID"], in_month) or column_metrics(
         raw_month, ["PULocationID"]
     )
@@ -140,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
     ids = raw_month.agg(F.countDistinct("unique_row_id")).first()[0]
     negative_totals = negative_values(spark, naming.TAXI_RAW, "total_amount", in_month, raw_month)
     staged_metrics = table_column_metrics(
-        spark, naming.TAXI_STAGING, STAGED_METRIC_COLUMNS, f"partition.source_month = '{args.month}'"
+        spark, naming.TAXI_STAGING, STAGED_METRIC_COLUMNS, f"source_month={args.month}"
     ) or column_metrics(staged, STAGED_METRIC_COLUMNS)
     write_report(
         args.report,

@@ -77,25 +77,15 @@ def parquet_column_metrics(path: str | Path, columns: list[str]) -> InputMetrics
     return {"rowCount": metadata.num_rows, "columnMetrics": nulls}
 
 
-def table_column_metrics(spark, table: str, columns: list[str], partitions: str) -> InputMetrics | None:
-    """Row count and null counts of a table's rows in the partitions ``partitions`` selects (SQL over the ``files``
-    metadata table's ``partition`` struct), from the per-file metrics Iceberg keeps: no data file is read. None when
-    the table keeps no null counts for a column (``write.metadata.metrics`` set to none)."""
-    from spark_jobs.common.tables import qualified
+def table_column_metrics(spark, table: str, columns: list[str], partition_path: str) -> InputMetrics | None:
+    """Row count and null counts of a table's rows in one partition (``source_month=2025-01``), from the per-file
+    metrics Iceberg keeps: no data file is read. None when a file keeps no null count of a column."""
+    from spark_jobs.common.iceberg_metadata import partition_metrics
 
-    nulls = ", ".join(
-        f"sum(readable_metrics.`{c}`.null_value_count) AS `{c}`, count(readable_metrics.`{c}`.null_value_count) AS `{c}__files`"
-        for c in columns
-    )
-    row = spark.sql(
-        f"SELECT sum(record_count) AS __rows, count(*) AS __files, {nulls} FROM {qualified(table)}.files "
-        f"WHERE content = 0 AND ({partitions})"
-    ).first()
-    if row["__files"] == 0:
-        return {"rowCount": 0, "columnMetrics": {c: {"nullCount": 0} for c in columns}}
-    if any(row[f"{c}__files"] != row["__files"] for c in columns):  # a file without the count: it cannot be told
+    metrics = partition_metrics(spark, table, partition_path, columns)
+    if any(metrics.null_counts[c] is None for c in columns):
         return None
-    return {"rowCount": int(row["__rows"]), "columnMetrics": {c: {"nullCount": int(row[c])} for c in columns}}
+    return {"rowCount": metrics.rows, "columnMetrics": {c: {"nullCount": metrics.null_counts[c]} for c in columns}}
 
 
 def assertion(name: str, success: bool, column: str | None = None, actual=None, expected=None) -> Assertion:

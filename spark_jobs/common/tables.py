@@ -34,20 +34,6 @@ def set_table_property(spark, table: str, key: str, value: str) -> None:
     spark.sql(f"ALTER TABLE {qualified(table)} SET TBLPROPERTIES ('{key}'='{value}')")
 
 
-def snapshot_summary(spark, table: str, snapshot_id: int | None) -> dict[str, str]:
-    """The summary Iceberg keeps with a snapshot (added-records, total-records...): metadata only, no scan."""
-    if snapshot_id is None:
-        return {}
-    rows = spark.sql(f"SELECT summary FROM {qualified(table)}.snapshots WHERE snapshot_id = {snapshot_id}").collect()
-    return dict(rows[0].summary or {}) if rows else {}
-
-
-def total_records(spark, table: str, snapshot_id: int | None) -> int:
-    """Rows of the table at a snapshot, from its summary."""
-    summary = snapshot_summary(spark, table, snapshot_id)
-    return int(summary["total-records"]) if "total-records" in summary else row_count(spark, table)
-
-
 def write_one_partition_per_job(spark) -> None:
     """Iceberg's default write distribution (``hash``) shuffles every row of a partitioned write by partition: when
     a job writes one partition (a month), that is one task writing everything after a shuffle. The taxi jobs write

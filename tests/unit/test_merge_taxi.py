@@ -90,7 +90,7 @@ def test_counts_from_file_metrics_equal_counts_from_the_data(spark, raw_table, t
     )
     merge_taxi.load(spark, january, "2025-01")
     merge_taxi.load(spark, _staged(spark, "2025-02", ["2025-02-03 10:00:00"]), "2025-02")
-    january_partition = f"partition.{merge_taxi.RAW_MONTH_PARTITION} = {(2025 - 1970) * 12}"
+    january_partition = f"{merge_taxi.RAW_MONTH_PARTITION}=2025-01"
     raw_january = spark.table(qualified(raw_table)).where(merge_taxi.month_filter("2025-01"))
     columns = ["PULocationID", "tpep_pickup_datetime", "Airport_fee"]
     from_files = table_column_metrics(spark, raw_table, columns, january_partition)
@@ -100,7 +100,7 @@ def test_counts_from_file_metrics_equal_counts_from_the_data(spark, raw_table, t
     assert merge_taxi.negative_values(spark, raw_table, "total_amount", january_partition, raw_january) == 0
     negative = _staged(spark, "2025-03", ["2025-03-01 10:00:00"]).withColumn("total_amount", F.lit(-2.5))
     merge_taxi.load(spark, negative, "2025-03")
-    march = f"partition.{merge_taxi.RAW_MONTH_PARTITION} = {(2025 - 1970) * 12 + 2}"
+    march = f"{merge_taxi.RAW_MONTH_PARTITION}=2025-03"
     raw_march = spark.table(qualified(raw_table)).where(merge_taxi.month_filter("2025-03"))
     assert merge_taxi.negative_values(spark, raw_table, "total_amount", march, raw_march) == 1
 

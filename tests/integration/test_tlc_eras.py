@@ -142,6 +142,34 @@ def _wait_until_backfills_complete(airflow, dag_id: str, timeout: float = 300) -
     raise TimeoutError(f"a backfill of {dag_id} is still running; log {airflow.log_path}")
 
 
+def _create_backfill(command_env: dict, start: str, end: str, attempts: int = 3) -> subprocess.CompletedProcess:
+    """`airflow backfill create`, run again as a user would when SQLite refused it with `database is locked` (README
+    trap: it creates its runs inside a savepoint, which SQLite may refuse at once while the scheduler writes; the
+    whole command is rolled back, nothing is created)."""
+    for _ in range(attempts):
+        created = subprocess.run(
+            [
+                str(Path(sys.executable).parent / "airflow"),
+                "backfill",
+                "create",
+                "--dag-id",
+                "ingest_yellow_taxi_data",
+                "--from-date",
+                start,
+                "--to-date",
+                end,
+            ],
+            env=command_env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        if created.returncode == 0 or "database is locked" not in created.stdout + created.stderr:
+            return created
+        time.sleep(5)
+    return created
+
+
 @pytest.fixture(scope="module")
 def backfilled(tmp_path_factory):
     from tests.integration.running_airflow import RunningAirflow
@@ -159,23 +187,7 @@ def backfilled(tmp_path_factory):
         airflow.api("PATCH", "dags/forecast_yellow_rides", json={"is_paused": True})
         command_env = {**airflow.env, **config.airflow_env(airflow.paths)}
         for start, end in BACKFILLS:
-            created = subprocess.run(
-                [
-                    str(Path(sys.executable).parent / "airflow"),
-                    "backfill",
-                    "create",
-                    "--dag-id",
-                    "ingest_yellow_taxi_data",
-                    "--from-date",
-                    start,
-                    "--to-date",
-                    end,
-                ],
-                env=command_env,
-                capture_output=True,
-                text=True,
-                timeout=300,
-            )
+            created = _create_backfill(command_env, start, end)
             assert created.returncode == 0, created.stdout + created.stderr
             deadline = time.monotonic() + 1500
             while time.monotonic() < deadline:

@@ -32,7 +32,7 @@ RAW_MONTH_PARTITION = "tpep_pickup_datetime_month"  # raw is partitioned by mont
 
 def negative_values(spark, table: str, column: str, partition_path: str, rows) -> int:
     """Rows with a negative ``column``: 0 when every file's lower bound says so (metadata only), else counted."""
-    lowest = partition_metrics(spark, table, partition_path, [column]).lower_bounds[column]
+    lowest = partition_metrics(spark, table, partition_path, [column], bounds_of=(column,)).lower_bounds[column]
     if lowest is not None and lowest >= 0:
         return 0
     return rows.where(F.col(column) < 0).count()

@@ -59,8 +59,11 @@ class FileMetrics:
     lower_bounds: dict[str, float | int | str | None]
 
 
-def partition_metrics(spark, table: str, partition_path: str, columns: list[str]) -> FileMetrics:
-    """``FileMetrics`` of the live data files in the partition ``partition_path`` (e.g. ``source_month=2025-01``)."""
+def partition_metrics(
+    spark, table: str, partition_path: str, columns: list[str], bounds_of: tuple[str, ...] = ()
+) -> FileMetrics:
+    """``FileMetrics`` of the live data files in the partition ``partition_path`` (e.g. ``source_month=2025-01``);
+    lower bounds of the numeric columns ``bounds_of`` only (others stay None)."""
     jvm = spark._jvm
     iceberg = java_table(spark, table)
     schema, specs = iceberg.schema(), iceberg.specs()
@@ -81,6 +84,9 @@ def partition_metrics(spark, table: str, partition_path: str, columns: list[str]
             for column, field in fields.items():
                 count = null_counts.get(field.fieldId()) if null_counts is not None else None
                 nulls[column] = None if count is None or nulls[column] is None else nulls[column] + count
+                if column not in bounds_of:
+                    bounded[column] = False
+                    continue
                 bound = lower_bounds.get(field.fieldId()) if lower_bounds is not None else None
                 if bound is None:
                     bounded[column] = False

@@ -88,11 +88,12 @@ def test_counts_from_file_metrics_equal_counts_from_the_data(spark, raw_table, t
     january = january.withColumn(
         "PULocationID", F.when(F.col("tpep_pickup_datetime") > "2025-01-04", None).otherwise(F.col("PULocationID"))
     )
-    merge_taxi.load(spark, january, "2025-01")
+    merge_taxi.load(spark, january.limit(1), "2025-01")
+    merge_taxi.load(spark, january, "2025-01")  # a second data file in the month: metrics are summed over files
     merge_taxi.load(spark, _staged(spark, "2025-02", ["2025-02-03 10:00:00"]), "2025-02")
     january_partition = f"{merge_taxi.RAW_MONTH_PARTITION}=2025-01"
     raw_january = spark.table(qualified(raw_table)).where(merge_taxi.month_filter("2025-01"))
-    columns = ["PULocationID", "tpep_pickup_datetime", "Airport_fee"]
+    columns = ["PULocationID", "tpep_pickup_datetime", "Airport_fee", "unique_row_id"]
     from_files = table_column_metrics(spark, raw_table, columns, january_partition)
     assert from_files == column_metrics(raw_january, columns)
     assert from_files["rowCount"] == 3 and from_files["columnMetrics"]["PULocationID"]["nullCount"] == 2

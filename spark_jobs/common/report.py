@@ -23,15 +23,14 @@ def describe_tables(spark, report: JobReport) -> None:
     """Add each table's Iceberg schema and the summary of its reported (else current) snapshot, from the table
     object the job's session already has: the extractor then needs no catalog of its own."""
     from include import naming
-    from spark_jobs.common.tables import qualified, table_exists
+    from spark_jobs.common.iceberg_metadata import java_table
+    from spark_jobs.common.tables import table_exists
 
     for states in (report.inputs, report.outputs):
         for key, state in states.items():
             if not naming.is_table_key(key) or not table_exists(spark, key):
                 continue
-            table = spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
-                spark._jsparkSession, qualified(key)
-            )
+            table = java_table(spark, key)
             state["iceberg_schema"] = [[column.name(), column.type().toString()] for column in table.schema().columns()]
             snapshot_id = state.get("snapshot_id")
             snapshot = table.snapshot(snapshot_id) if snapshot_id else table.currentSnapshot()

@@ -4,7 +4,7 @@
 #   runs the standalone master and workers, its spark-submit the jobs), so the driver, the executors and the cluster
 #   share one Spark, one Python (3.11) and one set of packages;
 # - Java 17 (a JDK: set-up compiles the REST catalog launcher), the checksummed jars, the compiled launcher.
-# The project's code reaches the executors in the zip spark-submit ships (include/codeship.py), like on any cluster.
+# The project's code reaches the executors in the zip spark-submit ships (include/spark/codeship.py), like on any cluster.
 FROM apache/airflow:3.3.2-python3.11
 USER root
 RUN apt-get update \
@@ -20,9 +20,9 @@ COPY --chown=airflow:root requirements.txt constraints.txt pyproject.toml ./
 RUN pip install --no-cache-dir -r requirements.txt -c constraints.txt
 COPY --chown=airflow:root jars/jars.lock.json jars/
 COPY --chown=airflow:root include/ include/
-RUN python -m include.jars --jars-dir /opt/project/jars \
- && python -m include.frontend_assets \
- && python -c "from include import catalog_server; catalog_server.launcher_jar()" \
+RUN python -m include.core.jars --jars-dir /opt/project/jars \
+ && python -m include.lineage.api.assets \
+ && python -c "from include.services import catalog_server; catalog_server.launcher_jar()" \
  && ln -s "$(python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')" /opt/project/spark
 ENV SPARK_HOME=/opt/project/spark
 COPY --chown=airflow:root spark_jobs/ spark_jobs/

@@ -7,15 +7,15 @@ PIPELINE := $(VENV)/bin/pipeline
 
 .PHONY: setup lint test test-fast demo airflow bench clean
 
-$(INSTALLED): requirements.txt constraints.txt pyproject.toml
+$(INSTALLED): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
 	@test -x $(VENV_PY) || $(PYTHON) -m venv $(VENV)
 	$(VENV_PY) -m pip install --quiet --disable-pip-version-check --upgrade pip==25.2
-	$(VENV_PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt -c constraints.txt
+	$(VENV_PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints.txt
 	$(VENV_PY) -m pip install --quiet --disable-pip-version-check --no-deps -e . --config-settings editable_mode=compat
 	@touch $(INSTALLED)
 
 setup: $(INSTALLED)
-	$(VENV_PY) -m include.bootstrap
+	$(VENV_PY) -m include.setup.bootstrap
 
 # ruff: lint rules and formatting as configured in pyproject.toml; `make test` runs it before pytest.
 lint: setup
@@ -23,7 +23,7 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 
 test: setup lint
-	@include/system_packages.sh
+	@include/setup/system_packages.sh
 	$(PIPELINE) test
 
 # The edit loop: unit tests without Spark, DAG integrity and the compose file, in well under a minute.
@@ -39,7 +39,7 @@ airflow: setup
 	$(PIPELINE) ui $(if $(SAMPLE_DATA),--sample-data,) $(if $(SAMPLE_MONTHS),--sample-months $(SAMPLE_MONTHS),)
 
 bench: setup
-	$(PIPELINE) bench
+	$(VENV_PY) -m bench
 
 clean:
 	-$(PIPELINE) catalog stop

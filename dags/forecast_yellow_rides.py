@@ -15,8 +15,8 @@ The model is saved under `var/models/<model>/`, a dataset in the lineage between
 from airflow.sdk import DAG, Param
 from lakehouse_operators import LakehouseSparkSubmitOperator
 
-from include import naming
-from include.schedules import DEFAULT_ARGS, START_DATE
+from include.airflow.schedules import DEFAULT_ARGS, START_DATE
+from include.core import naming
 
 MODEL = "{{ params.model }}"
 WEATHER_IF_USED = "{{ '" + naming.WEATHER_RAW + "' if params.model == 'weather' else '' }}"

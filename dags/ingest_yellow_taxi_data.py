@@ -18,8 +18,8 @@ from airflow.sdk import DAG, Param
 from airflow.timetables.interval import CronDataIntervalTimetable
 from lakehouse_operators import LakehouseSparkSubmitOperator, LandSourceOperator
 
-from include import naming
-from include.schedules import DEFAULT_ARGS, MONTH, TAXI_START_DATE, refuse_unsupported_month
+from include.airflow.schedules import DEFAULT_ARGS, MONTH, TAXI_START_DATE, refuse_unsupported_month
+from include.core import naming
 
 with DAG(
     dag_id="ingest_yellow_taxi_data",

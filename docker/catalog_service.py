@@ -1,6 +1,6 @@
 """docker-compose's ``iceberg-catalog`` service: the project's Iceberg REST catalog server in the foreground.
 
-The same launcher and jars as the local server (``include/catalog_server.py``), bound to every interface of the
+The same launcher and jars as the local server (``include/services/catalog_server.py``), bound to every interface of the
 container's network instead of 127.0.0.1, over the JDBC backend ``ICEBERG_REST_BACKEND_URI`` (Postgres in compose).
 """
 
@@ -9,15 +9,16 @@ from __future__ import annotations
 import argparse
 import os
 
-from include import catalog_server, config
+from include.core import settings
+from include.services import catalog_server
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--host", default="0.0.0.0", help="address to bind (default: every interface of the container)")
     args = parser.parse_args(argv)
-    paths = config.Paths.current().ensure()
-    catalog = config.CatalogSettings.current(paths)
+    paths = settings.Paths.current().ensure()
+    catalog = settings.CatalogSettings.current(paths)
     if not catalog.is_local_rest_server:
         raise SystemExit("iceberg-catalog: ICEBERG_CATALOG_URI must be unset here (this service is the catalog)")
     if not catalog.rest_backend_uri:

@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 import sys
 
-from include import bootstrap, config
+from include.core import settings
+from include.setup import bootstrap
 
-ENV_FILE = config.PROJECT_ROOT / ".env"
+ENV_FILE = settings.PROJECT_ROOT / ".env"
 VARIABLES = {
     "jwt_secret": "AIRFLOW_JWT_SECRET",
     "fernet_key": "AIRFLOW_FERNET_KEY",
@@ -24,7 +25,7 @@ def main() -> int:
     if ENV_FILE.exists():
         print(f"{ENV_FILE} exists; keeping it")
         return 0
-    secrets = bootstrap.airflow_secrets(config.Paths.current().ensure())
+    secrets = bootstrap.airflow_secrets(settings.Paths.current().ensure())
     text = "".join(f"{VARIABLES[name]}={secrets[name]}\n" for name in bootstrap.SECRET_NAMES)
     descriptor = os.open(ENV_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(descriptor, "w") as stream:

@@ -12,7 +12,9 @@ import signal
 import subprocess
 import sys
 
-from include import catalog_server, config
+from include.core import naming, settings
+from include.core.errors import EXIT_FAILURE, EXIT_STATUS, PipelineError
+from include.services import catalog_server
 
 SAMPLE_MONTH = (2025, 1)
 
@@ -47,13 +49,13 @@ def _ensure_catalog() -> None:
         raise SystemExit(1) from error
     if state:
         print(
-            f"pipeline: Iceberg REST catalog at {state.endpoint} (log {catalog_server.log_file(config.Paths.current())})",
+            f"pipeline: Iceberg REST catalog at {state.endpoint} (log {catalog_server.log_file(settings.Paths.current())})",
             flush=True,
         )
 
 
 def _airflow_command_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    return {**os.environ, **config.airflow_env(), **(extra or {})}
+    return {**os.environ, **settings.airflow_env(), **(extra or {})}
 
 
 def cmd_airflow(options: argparse.Namespace) -> int:
@@ -64,18 +66,18 @@ def cmd_airflow(options: argparse.Namespace) -> int:
 
 def cmd_ui(options: argparse.Namespace) -> int:
     """`airflow standalone` on the project's Airflow home; with --sample-data, sources served on loopback."""
-    from include import local_source
+    from include.sources import sample_server
 
-    paths = config.Paths.current().ensure()
+    paths = settings.Paths.current().ensure()
     _ensure_catalog()
     password_file = paths.airflow_home / "simple_auth_manager_passwords.json.generated"
     extra: dict[str, str] = {}
     server = None
     if options.sample_data:
         root = paths.var / "sample-source"
-        rows = int(os.environ.get("DEMO_ROWS_PER_MONTH", "300000"))
-        local_source.publish_months(root, options.sample_months, rows, only_missing=True)
-        server = local_source.SourceServer(root, port=options.source_port)
+        rows = settings.DEMO_ROWS_PER_MONTH.integer()
+        sample_server.publish_months(root, options.sample_months, rows, only_missing=True)
+        server = sample_server.SourceServer(root, port=options.source_port)
         extra = server.start()
         first, last = options.sample_months[0], options.sample_months[-1]
         print(
@@ -99,7 +101,7 @@ def cmd_ui(options: argparse.Namespace) -> int:
 
 
 def cmd_catalog(options: argparse.Namespace) -> int:
-    paths = config.Paths.current()
+    paths = settings.Paths.current()
     if options.action == "start":
         _ensure_catalog()
         return 0
@@ -110,7 +112,7 @@ def cmd_catalog(options: argparse.Namespace) -> int:
     state = catalog_server.running(paths)
     if not state:
         print(f"pipeline: no catalog server running for {paths.var}")
-        return 3
+        return EXIT_FAILURE
     rss = catalog_server.memory_rss_kib(state)
     print(
         f"pipeline: catalog {state.catalog_name} at {state.endpoint}, pid {state.pid}, started in {state.start_seconds}s, "
@@ -120,39 +122,35 @@ def cmd_catalog(options: argparse.Namespace) -> int:
 
 
 def cmd_kafka(options: argparse.Namespace) -> int:
-    from include import kafka_broker
+    from include.services import kafka_broker
 
-    paths = config.Paths.current()
-    try:
-        if options.action == "start":
-            state = kafka_broker.ensure_running(paths)
-            print(
-                f"pipeline: kafka broker at {state.bootstrap} (topics {kafka_broker.EVENTS_TOPIC}, "
-                f"{kafka_broker.DEAD_LETTER_TOPIC}; log {kafka_broker.log_file(paths)})"
-            )
-            return 0
-        if options.action == "stop":
-            stopped = kafka_broker.stop(paths)
-            print("pipeline: kafka broker stopped" if stopped else "pipeline: no kafka broker was running")
-            return 0
-    except kafka_broker.KafkaBrokerError as error:
-        print(f"pipeline: {error}", file=sys.stderr)
-        return 1
+    paths = settings.Paths.current()
+    if options.action == "start":
+        state = kafka_broker.ensure_running(paths)
+        print(
+            f"pipeline: kafka broker at {state.bootstrap} (topics {naming.KAFKA_EVENTS_TOPIC}, "
+            f"{naming.KAFKA_DEAD_LETTER_TOPIC}; log {kafka_broker.log_file(paths)})"
+        )
+        return 0
+    if options.action == "stop":
+        stopped = kafka_broker.stop(paths)
+        print("pipeline: kafka broker stopped" if stopped else "pipeline: no kafka broker was running")
+        return 0
     state = kafka_broker.running(paths)
     if not state:
         print(f"pipeline: no kafka broker running for {paths.var}")
-        return 3
+        return EXIT_FAILURE
     print(f"pipeline: kafka broker at {state.bootstrap}, pid {state.pid}, started in {state.start_seconds}s")
     return 0
 
 
 def cmd_sample_source(options: argparse.Namespace) -> int:
-    from include import local_source
+    from include.sources import sample_server
 
-    paths = config.Paths.current().ensure()
+    paths = settings.Paths.current().ensure()
     root = paths.var / "sample-source"
-    local_source.publish_months(root, options.months, options.rows, only_missing=True)
-    server = local_source.SourceServer(root, port=options.port)
+    sample_server.publish_months(root, options.months, options.rows, only_missing=True)
+    server = sample_server.SourceServer(root, port=options.port)
     env = server.start()
     print("pipeline: serving sample sources; export these before starting Airflow:")
     for name, value in env.items():
@@ -167,16 +165,10 @@ def cmd_sample_source(options: argparse.Namespace) -> int:
 
 
 def cmd_demo(options: argparse.Namespace) -> int:
-    from include.demo import main as demo_main
+    from include import demo
 
     _ensure_catalog()
-    return demo_main(options.args)
-
-
-def cmd_bench(options: argparse.Namespace) -> int:
-    from include.bench import main as bench_main
-
-    return bench_main(options.args)  # in its own var/ with its own catalog server
+    return demo.run(rows=options.rows)
 
 
 def cmd_test(options: argparse.Namespace) -> int:
@@ -186,7 +178,7 @@ def cmd_test(options: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="pipeline", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+        prog="pipeline", description=__doc__, epilog=EXIT_STATUS, formatter_class=argparse.RawTextHelpFormatter
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -195,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     airflow.set_defaults(handler=cmd_airflow)
 
     ui = commands.add_parser("ui", help="the Airflow UI and scheduler (`airflow standalone`): what `make airflow` runs")
-    ui.add_argument("--port", type=int, default=int(os.environ.get("AIRFLOW_UI_PORT", "8080")), help="UI port (8080)")
+    ui.add_argument("--port", type=int, default=settings.AIRFLOW_UI_PORT.integer(), help="UI port (8080)")
     ui.add_argument("--sample-data", action="store_true", help="serve generated TLC/NOAA files on loopback (offline)")
     ui.add_argument("--source-port", type=int, default=None, help="port of the sample source server")
     ui.add_argument(
@@ -223,12 +215,13 @@ def build_parser() -> argparse.ArgumentParser:
     sample.set_defaults(handler=cmd_sample_source)
 
     demo = commands.add_parser("demo", help="the whole chain on generated data (what `make demo` runs)")
-    demo.add_argument("args", nargs=argparse.REMAINDER)
+    demo.add_argument(
+        "--rows",
+        type=int,
+        default=None,
+        help=f"taxi trips generated for the month (DEMO_ROWS_PER_MONTH or {settings.DEMO_ROWS_PER_MONTH.default})",
+    )
     demo.set_defaults(handler=cmd_demo)
-
-    bench = commands.add_parser("bench", help="benchmarks, written to var/bench/")
-    bench.add_argument("args", nargs=argparse.REMAINDER)
-    bench.set_defaults(handler=cmd_bench)
 
     test = commands.add_parser("test", help="pytest, with any pytest arguments")
     test.add_argument("args", nargs=argparse.REMAINDER)
@@ -236,9 +229,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# Commands whose arguments belong to another program (airflow, pytest, the demo and bench), passed on untouched:
-# argparse's REMAINDER would stop at the first option (`pipeline test -q` would be an error).
-PASS_THROUGH = ("airflow", "test", "demo", "bench")
+# Commands whose arguments belong to another program (airflow, pytest), passed on untouched: argparse's REMAINDER
+# would stop at the first option (`pipeline test -q` would be an error). Every other command parses its own.
+PASS_THROUGH = ("airflow", "test")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -248,7 +241,11 @@ def main(argv: list[str] | None = None) -> int:
         options.args = argv[1:]
     else:
         options = build_parser().parse_args(argv)
-    return options.handler(options)
+    try:
+        return options.handler(options)
+    except PipelineError as error:
+        print(f"pipeline {options.command}: {error}", file=sys.stderr)
+        return error.exit_code
 
 
 if __name__ == "__main__":

@@ -13,34 +13,37 @@ import subprocess
 import sys
 import time
 
-from include import airflow_runs, config, local_source, naming
+from include.core import naming, settings
+from include.sources import sample_server
+from include.spark import submit
 
 DEMO_MONTH = (2025, 1)
 INGEST_LOGICAL_DATE = "2025-02-01"  # the monthly/daily runs whose data interval ends on Feb 1 ingest January
 FORECAST_RUNS = [("seasonal_naive", "2025-02-01T01:00:00+00:00"), ("weather", "2025-02-01T02:00:00+00:00")]
 
 
-def main(argv: list[str] | None = None) -> int:
+def run(rows: int | None = None) -> int:
+    """The demo; ``rows`` taxi trips for the month (default ``DEMO_ROWS_PER_MONTH``)."""
     started = time.monotonic()
-    paths = config.Paths.current().ensure()
-    rows = int(os.environ.get("DEMO_ROWS_PER_MONTH", "300000"))
+    paths = settings.Paths.current().ensure()
+    rows = rows or settings.DEMO_ROWS_PER_MONTH.integer()
     source_root = paths.var / "demo-source"
     print(
         f"demo: generating {rows:,} taxi trips and NOAA county files for {DEMO_MONTH[0]}-{DEMO_MONTH[1]:02d}",
         flush=True,
     )
-    local_source.publish_months(source_root, [DEMO_MONTH], rows)
+    sample_server.publish_months(source_root, [DEMO_MONTH], rows)
 
     runs = [
         ("ingest_yellow_taxi_data", INGEST_LOGICAL_DATE, {"force": True}),
         ("ingest_weather_data", INGEST_LOGICAL_DATE, {"force": True}),
         *[("forecast_yellow_rides", date, {"model": model}) for model, date in FORECAST_RUNS],
     ]
-    with local_source.serve(source_root, local_source.stable_port()) as source_env:
+    with sample_server.serve(source_root, sample_server.stable_port()) as source_env:
         for dag_id, logical_date, conf in runs:
             print(f"demo: airflow dags test {dag_id} {logical_date} -c '{json.dumps(conf)}'", flush=True)
             log_file = paths.var / "demo-logs" / f"{dag_id}-{conf.get('model', 'ingest')}.log"
-            result = airflow_runs.dags_test(dag_id, logical_date, conf, env=source_env, log_file=log_file)
+            result = runs.dags_test(dag_id, logical_date, conf, env=source_env, log_file=log_file)
             print(f"demo:   {result.state} in {result.seconds:.0f}s (run {result.run_id}; log {log_file})", flush=True)
             if not result.succeeded:
                 print(f"demo: {dag_id} did not succeed; see {log_file}", file=sys.stderr)
@@ -53,12 +56,13 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     # The query is a Spark job like the others, run in its own process (include never imports spark_jobs).
-    query = [sys.executable, str(config.SPARK_JOBS_DIR / "query_forecast.py"), "--zone", "10", "--model", "weather"]
-    subprocess.run(query, check=True, env={**os.environ, **config.spark_submit_env(paths)})
+    query = [sys.executable, str(settings.SPARK_JOBS_DIR / "query_forecast.py"), "--zone", "10", "--model", "weather"]
+    subprocess.run(query, check=True, env={**os.environ, **submit.spark_submit_env(paths)})
 
-    from include.lineage import queries, report
+    from include.lineage import render
+    from include.lineage.api import report
 
-    queries.demo_summary(paths)
+    render.demo_summary(paths)
     report_path = report.write_report(paths)
     events = paths.lineage_events.read_text().count("\n")
     print(
@@ -70,4 +74,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

@@ -1,7 +1,7 @@
 """The OpenLineage extractor of the project's Spark tasks, registered in airflow.cfg under ``[openlineage] extractors``.
 
 Covers the stock ``SparkSubmitOperator`` (datasets from its inlets/outlets) and ``LakehouseSparkSubmitOperator``
-(datasets from its declared lineage keys). The work lives in ``include/lineage/extraction.py``.
+(datasets from its declared lineage keys). The work lives in ``include/lineage/emit/extraction.py``.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ class LakehouseSparkExtractor(BaseExtractor):
         return ["SparkSubmitOperator", "LakehouseSparkSubmitOperator"]
 
     def _execute_extraction(self) -> OperatorLineage | None:
-        from include.lineage.extraction import lineage_of
+        from include.lineage.emit.extraction import lineage_of
 
         return lineage_of(self.operator, complete=False)
 
     def extract_on_complete(self, task_instance) -> OperatorLineage | None:
-        from include.lineage.extraction import lineage_of
+        from include.lineage.emit.extraction import lineage_of
 
         return lineage_of(self.operator, task_instance, complete=True)
 

@@ -16,7 +16,8 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseOperator
 
-from include import config, contract, naming
+from include.core import contract, naming, settings
+from include.spark import submit
 
 
 class LakehouseSparkSubmitOperator(SparkSubmitOperator):
@@ -35,7 +36,7 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
         kwargs.setdefault("name", kwargs.get("task_id"))
         kwargs.setdefault("outlets", [naming.table_asset(key) for key in outputs or [] if naming.is_table_key(key)])
         super().__init__(
-            application=str(config.SPARK_JOBS_DIR / f"{script}.py"),
+            application=str(settings.SPARK_JOBS_DIR / f"{script}.py"),
             application_args=list(job_args or []),
             **kwargs,
         )
@@ -51,15 +52,15 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
     def execute(self, context) -> None:
         from airflow.providers.openlineage.conf import is_disabled
 
-        from include import catalog_server
+        from include.services import catalog_server
 
         catalog_server.ensure_running()
         # [openlineage] disabled turns lineage off everywhere, the Spark listener included.
-        settings = config.spark_submit_kwargs(lineage=not is_disabled())
-        self.conf = {**settings["conf"], **(self.conf or {})}
-        self.jars = self.jars or settings["jars"]
-        self.py_files = ",".join(filter(None, [settings["py_files"], self.py_files]))
-        self.env_vars = {**settings["env_vars"], **(self.env_vars or {})}
+        launch = submit.spark_submit_kwargs(lineage=not is_disabled())
+        self.conf = {**launch["conf"], **(self.conf or {})}
+        self.jars = self.jars or launch["jars"]
+        self.py_files = ",".join(filter(None, [launch["py_files"], self.py_files]))
+        self.env_vars = {**launch["env_vars"], **(self.env_vars or {})}
         report = contract.report_path_for(context["ti"])
         self.application_args = [*self.application_args, contract.REPORT_ARGUMENT, str(report)]
         try:
@@ -102,12 +103,12 @@ class LandSourceOperator(BaseOperator):
     def execute(self, context) -> list[dict]:
         from airflow.sdk.exceptions import AirflowSkipException
 
-        from include import sources
+        from include.sources import downloads
 
         if self.source == "tlc":
-            self.downloads = [sources.fetch_tlc_month(self.month, self._force())]
+            self.downloads = [downloads.fetch_tlc_month(self.month, self._force())]
         else:
-            self.downloads = sources.fetch_noaa_month(self.month, self._force())
+            self.downloads = downloads.fetch_noaa_month(self.month, self._force())
         statuses = {download.status for download in self.downloads}
         if "not_published" in statuses:
             raise AirflowSkipException(f"{self.source} {self.month} is not published yet (HTTP 404); nothing to ingest")
@@ -115,12 +116,22 @@ class LandSourceOperator(BaseOperator):
             raise AirflowSkipException(f"{self.source} {self.month}: every file is already ingested (same xxhash64)")
         return [download.to_dict() for download in self.downloads]
 
-    def get_openlineage_facets_on_start(self):
-        from include.lineage.facets import land_source_lineage
+    def _source_files(self) -> list:
+        from include.sources import downloads
 
-        return land_source_lineage(self, complete=False)
+        if self.source == "tlc":
+            return [(downloads.tlc_url(self.month), downloads.tlc_landed_path(self.month))]
+        return [
+            (downloads.noaa_url(element, self.month), downloads.noaa_landed_path(element, self.month))
+            for element in downloads.WEATHER_ELEMENTS
+        ]
+
+    def get_openlineage_facets_on_start(self):
+        from include.lineage.emit.facets import land_source_lineage
+
+        return land_source_lineage(self._source_files(), [])
 
     def get_openlineage_facets_on_complete(self, task_instance):
-        from include.lineage.facets import land_source_lineage
+        from include.lineage.emit.facets import land_source_lineage
 
-        return land_source_lineage(self, complete=True)
+        return land_source_lineage(self._source_files(), self.downloads)

@@ -59,7 +59,7 @@ class _LazyLineageApp:
         self._lock = threading.Lock()
 
     def _build(self):
-        from include.lineage.web.app import create_ui_app
+        from include.lineage.api.app import create_ui_app
 
         return create_ui_app(
             read_dependency=_read_access(), write_dependency=_write_access(), page_guard=_login_unless_authorized

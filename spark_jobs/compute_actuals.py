@@ -7,7 +7,7 @@ import argparse
 
 from pyspark.sql import functions as F
 
-from include import naming
+from include.core import naming
 from spark_jobs.common import iceberg_metadata
 from spark_jobs.common.report import assertion, column_metrics, write_report
 from spark_jobs.common.runner import run

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pyspark.sql import functions as F
 
-from include import naming, sources
+from include.core import naming
+from include.sources import downloads
 from spark_jobs.common.iceberg_metadata import partition_metrics, total_records
 from spark_jobs.common.report import assertion, column_metrics, table_column_metrics, write_report
 from spark_jobs.common.runner import month_job_args, run
@@ -121,9 +122,9 @@ def main(argv: list[str] | None = None) -> None:
     before = current_snapshot_id(spark, naming.TAXI_RAW)
     load(spark, staged, args.month)
     after = current_snapshot_id(spark, naming.TAXI_RAW)
-    landed = sources.tlc_landed_path(args.month)
+    landed = downloads.tlc_landed_path(args.month)
     if landed.exists():
-        sources.IngestLedger().record(landed.name, sources.fingerprint_file(landed), naming.TAXI_RAW)
+        downloads.IngestLedger().record(landed.name, downloads.fingerprint_file(landed), naming.TAXI_RAW)
     # The month is all this run can have changed: checking it keeps a month's cost independent of history. Counts
     # and nulls come from Iceberg's file metrics; only the uniqueness of the ids needs the data (one column).
     raw_month = spark.table(qualified(naming.TAXI_RAW)).where(month_filter(args.month))

@@ -7,7 +7,8 @@ from functools import reduce
 
 from pyspark.sql import functions as F
 
-from include import naming, sources
+from include.core import naming
+from include.sources import downloads
 from spark_jobs.common.report import column_metrics, write_report
 from spark_jobs.common.runner import month_job_args, run
 from spark_jobs.common.session import spark_session
@@ -52,10 +53,10 @@ def main(argv: list[str] | None = None) -> None:
     staging_snapshot = current_snapshot_id(spark, naming.WEATHER_STAGING)
     before = current_snapshot_id(spark, naming.WEATHER_RAW)
     load(spark, staged)
-    ledger = sources.IngestLedger()
-    for element in sources.WEATHER_ELEMENTS:
-        landed = sources.noaa_landed_path(element, args.month)
-        ledger.record(landed.name, sources.fingerprint_file(landed), naming.WEATHER_RAW)
+    ledger = downloads.IngestLedger()
+    for element in downloads.WEATHER_ELEMENTS:
+        landed = downloads.noaa_landed_path(element, args.month)
+        ledger.record(landed.name, downloads.fingerprint_file(landed), naming.WEATHER_RAW)
     write_report(
         args.report,
         {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from include import naming
+from include.core import naming
 from spark_jobs.common.session import spark_session
 from spark_jobs.common.tables import qualified
 

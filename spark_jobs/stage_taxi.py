@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 
 from pyspark.sql import functions as F
 
-from include import naming, sources
+from include.core import naming
+from include.sources import downloads
 from spark_jobs.common.errors import root_cause
 from spark_jobs.common.report import assertion, column_metrics, parquet_column_metrics, write_report
 from spark_jobs.common.runner import BadInputError, month_job_args, run
@@ -116,7 +117,7 @@ def load(spark, staged, quarantined, month: str) -> None:
 def main(argv: list[str] | None = None) -> None:
     args = month_job_args(__doc__, argv)
 
-    landed = sources.tlc_landed_path(args.month)
+    landed = downloads.tlc_landed_path(args.month)
     if not landed.exists():
         raise FileNotFoundError(f"{landed}: no landed file for month {args.month}; run the download task first")
     spark = spark_session("stage_taxi")
@@ -137,7 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     write_report(
         args.report,
         {
-            "source_fingerprints": {str(landed): sources.fingerprint_file(landed)},
+            "source_fingerprints": {str(landed): downloads.fingerprint_file(landed)},
             "source_rows": source.count(),
             "staged_rows": staged_rows,
             "schema_drift": drift,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pyspark.sql import functions as F
 
-from include import naming, sources
+from include.core import naming
+from include.sources import downloads
 from spark_jobs.common.report import write_report
 from spark_jobs.common.runner import month_job_args, run
 from spark_jobs.common.session import spark_session
@@ -41,14 +42,14 @@ def main(argv: list[str] | None = None) -> None:
 
     spark = spark_session("stage_weather")
     staged_parts, fingerprints = [], {}
-    for element in sources.WEATHER_ELEMENTS:
-        landed = sources.noaa_landed_path(element, args.month)
+    for element in downloads.WEATHER_ELEMENTS:
+        landed = downloads.noaa_landed_path(element, args.month)
         if not landed.exists():
             raise FileNotFoundError(f"{landed}: no landed file for {element} {args.month}; run the download task first")
         raw = extract(spark, str(landed)).cache()
         validate(raw, str(landed))
         staged_parts.append(transform(raw, args.month))
-        fingerprints[str(landed)] = sources.fingerprint_file(landed)
+        fingerprints[str(landed)] = downloads.fingerprint_file(landed)
     staged = staged_parts[0]
     for part in staged_parts[1:]:
         staged = staged.unionByName(part)

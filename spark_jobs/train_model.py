@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from pyspark.sql import functions as F
 
-from include import naming
+from include.core import naming
 from spark_jobs.common import forecasting, models
 from spark_jobs.common.report import column_metrics, write_report
 from spark_jobs.common.runner import run

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from datetime import timedelta
 
-from include import naming
+from include.core import naming
 from spark_jobs.common import forecasting, models
 from spark_jobs.common.report import assertion, write_report
 from spark_jobs.common.runner import run

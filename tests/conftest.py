@@ -33,14 +33,15 @@ from tests.support import free_port  # noqa: E402
 # The session's own catalog server (one per var/) on a port no other session or demo uses.
 os.environ.setdefault("ICEBERG_REST_PORT", str(free_port()))
 
-from include import catalog_server, config  # noqa: E402  (import after PIPELINE_VAR_DIR is set)
+from include.core import settings  # noqa: E402  (import after PIPELINE_VAR_DIR is set)
+from include.services import catalog_server  # noqa: E402
 
 logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 @pytest.fixture(scope="session")
-def paths() -> config.Paths:
-    return config.Paths.current().ensure()
+def paths() -> settings.Paths:
+    return settings.Paths.current().ensure()
 
 
 @pytest.fixture(scope="session")
@@ -62,16 +63,16 @@ def catalog_server_state(paths):
 
 @pytest.fixture(scope="session")
 def catalog(paths, catalog_server_state):
-    return config.pyiceberg_catalog()
+    return settings.pyiceberg_catalog()
 
 
 @pytest.fixture(scope="session")
 def airflow_env(paths, catalog_server_state) -> dict[str, str]:
     """Environment for Airflow commands, with a migrated metadata DB in the session's own AIRFLOW_HOME."""
-    from include import bootstrap
+    from include.setup import bootstrap
 
     bootstrap.setup(paths)
-    return {**os.environ, **config.airflow_env(paths)}
+    return {**os.environ, **settings.airflow_env(paths)}
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -80,13 +81,13 @@ def _airflow_process_env(paths):
 
     The file is written before anything imports Airflow: Airflow would otherwise write a default one there, which
     set-up then keeps as a user's edit."""
-    from include import bootstrap
+    from include.setup import bootstrap
 
     bootstrap.write_airflow_cfg(paths)
-    os.environ.update({k: v for k, v in config.airflow_env(paths).items() if k != "PATH"})
-    os.environ["PATH"] = config.airflow_env(paths)["PATH"]
+    os.environ.update({k: v for k, v in settings.airflow_env(paths).items() if k != "PATH"})
+    os.environ["PATH"] = settings.airflow_env(paths)["PATH"]
 
 
 def pytest_sessionfinish(session, exitstatus):
     """A server started outside the fixture (e.g. by a Spark task) must not outlive the session either."""
-    catalog_server.stop(config.Paths.current())
+    catalog_server.stop(settings.Paths.current())

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from include import config, naming
+from include.core import naming, settings
 
 
 def free_port() -> int:
@@ -138,6 +138,6 @@ class RawState:
 
 def raw_state(catalog) -> RawState:
     """The raw taxi table as pyiceberg sees it: current snapshot, row count and the set of unique_row_id."""
-    table = catalog.load_table(f"{config.ICEBERG_NAMESPACE}.{naming.TAXI_RAW}")
+    table = catalog.load_table(f"{settings.ICEBERG_NAMESPACE}.{naming.TAXI_RAW}")
     ids = table.scan(selected_fields=("unique_row_id",)).to_arrow()["unique_row_id"].to_pylist()
     return RawState(table.current_snapshot().snapshot_id, len(ids), frozenset(ids))

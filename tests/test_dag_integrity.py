@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-from include import config
+from include.core import settings
 
 EXPECTED_DAGS = {"ingest_yellow_taxi_data", "ingest_weather_data", "forecast_yellow_rides"}
 
@@ -42,7 +42,7 @@ def dagbag_and_parse_activity(airflow_env, monkeypatch_module):
     try:
         from airflow.dag_processing.dagbag import DagBag
 
-        dagbag = DagBag(dag_folder=str(config.DAGS_DIR))
+        dagbag = DagBag(dag_folder=str(settings.DAGS_DIR))
     finally:
         event.remove(Engine, "before_cursor_execute", count_statement)
     return dagbag, statements, lookups, sockets
@@ -106,14 +106,14 @@ def test_each_spark_task_runs_its_own_script_through_the_job_runner(dagbag_and_p
     }
     assert {key: path.name for key, path in applications.items()} == SPARK_TASKS
     for (dag_id, task_id), path in applications.items():
-        assert path.parent == config.SPARK_JOBS_DIR and path.is_file(), f"{dag_id}.{task_id}: no script {path}"
+        assert path.parent == settings.SPARK_JOBS_DIR and path.is_file(), f"{dag_id}.{task_id}: no script {path}"
         assert _runs_main_through_the_runner(path), (
             f"{path.name} does not run main through spark_jobs.common.runner.run"
         )
 
 
 def test_each_spark_task_declares_the_tables_its_column_lineage_writes(dagbag_and_parse_activity):
-    from include.lineage.column_lineage import MAPPINGS
+    from include.lineage.emit.column_lineage import MAPPINGS
 
     for dag in dagbag_and_parse_activity[0].dags.values():
         for task in dag.tasks:
@@ -123,7 +123,7 @@ def test_each_spark_task_declares_the_tables_its_column_lineage_writes(dagbag_an
 
 
 def test_forecast_dag_is_scheduled_by_the_raw_tables_assets(dagbag_and_parse_activity):
-    from include import naming
+    from include.core import naming
 
     dag = dagbag_and_parse_activity[0].dags["forecast_yellow_rides"]
     condition = dag.timetable.asset_condition

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import importlib.util
 import json
 import re
@@ -12,9 +11,10 @@ import pytest
 import yaml
 from jsonschema import Draft7Validator
 
-from include import config, vendored_specs
+from include.core import settings
+from include.setup import vendored_specs
 
-COMPOSE = config.PROJECT_ROOT / "docker-compose.yml"
+COMPOSE = settings.PROJECT_ROOT / "docker-compose.yml"
 
 
 @pytest.fixture(scope="module")
@@ -38,11 +38,11 @@ def test_every_image_is_pinned_to_a_version(compose):
 def test_every_mounted_host_path_and_build_context_exists(compose):
     for name, service in compose["services"].items():
         if "build" in service:
-            assert (config.PROJECT_ROOT / service["build"] / "Dockerfile").exists()
+            assert (settings.PROJECT_ROOT / service["build"] / "Dockerfile").exists()
         for volume in service.get("volumes", []):
             source = volume.split(":", 1)[0]
             if source.startswith("./") and source != "./var":
-                assert (config.PROJECT_ROOT / source).exists(), f"service {name} mounts missing {source}"
+                assert (settings.PROJECT_ROOT / source).exists(), f"service {name} mounts missing {source}"
 
 
 PROJECT_IMAGE = "lineage-aware-pipelines"
@@ -53,7 +53,7 @@ PROJECT_PREFIXES = ("PIPELINE_", "ICEBERG_", "S3_", "SPARK_PYSPARK_", "SPARK_DRI
 
 
 def _pin(package: str) -> str:
-    for line in (config.PROJECT_ROOT / "requirements.txt").read_text().splitlines():
+    for line in (settings.PROJECT_ROOT / "requirements.txt").read_text().splitlines():
         name, _, version = line.partition("==")
         if name.split("[")[0].strip().lower() == package:
             return version.strip()
@@ -70,20 +70,8 @@ def _airflow_services(compose) -> dict[str, dict]:
 
 
 def _env_read_by_config() -> set[str]:
-    """Every environment variable include/config.py reads (``_env("X", …)``, ``os.environ.get("X")``, ``os.environ["X"]``)."""
-    tree = ast.parse((config.PROJECT_ROOT / "include" / "config.py").read_text())
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
-            function = ast.unparse(node.func)
-            if function in ("_env", "os.environ.get", "os.getenv"):
-                names.add(node.args[0].value)
-        if isinstance(node, ast.Subscript) and ast.unparse(node.value) == "os.environ":
-            if isinstance(node.slice, ast.Constant):
-                names.add(node.slice.value)
-        if isinstance(node, ast.Assign) and any(ast.unparse(t) == "PASSED_TO_JOBS" for t in node.targets):
-            names.update(element.value for element in node.value.elts)
-    return {name for name in names if isinstance(name, str)}
+    """Every environment variable the project reads: all are declared in include/core/settings.py."""
+    return set(settings.SETTINGS)
 
 
 def _resolved(environment: dict) -> dict[str, str]:
@@ -97,7 +85,7 @@ def _resolved(environment: dict) -> dict[str, str]:
 
 
 def test_images_follow_the_project_pins(compose):
-    dockerfile = (config.PROJECT_ROOT / "Dockerfile").read_text()
+    dockerfile = (settings.PROJECT_ROOT / "Dockerfile").read_text()
     assert re.search(rf"^FROM apache/airflow:{re.escape(_pin('apache-airflow'))}-python3\.11$", dockerfile, re.M)
     assert "pip install --no-cache-dir -r requirements.txt -c constraints.txt" in dockerfile  # pyspark 4.1.3 inside
     project = {name for name, s in compose["services"].items() if s["image"].startswith(PROJECT_IMAGE + ":")}
@@ -118,7 +106,7 @@ def test_images_follow_the_project_pins(compose):
 def test_airflow_runs_as_four_components_sharing_one_set_of_secrets_from_dot_env(compose):
     services = _airflow_services(compose)
     assert {service["command"][0] for service in services.values()} == AIRFLOW_COMPONENTS
-    write_env = importlib.util.spec_from_file_location("write_env", config.PROJECT_ROOT / "docker" / "write_env.py")
+    write_env = importlib.util.spec_from_file_location("write_env", settings.PROJECT_ROOT / "docker" / "write_env.py")
     module = importlib.util.module_from_spec(write_env)
     write_env.loader.exec_module(module)
     VARIABLES = module.VARIABLES  # noqa: N806  (what docker/write_env.py writes into .env)
@@ -129,7 +117,7 @@ def test_airflow_runs_as_four_components_sharing_one_set_of_secrets_from_dot_env
         reference = re.fullmatch(r"\$\{([A-Z_]+):\?[^}]+\}", values.pop())
         assert reference, f"{secret} must come from the environment/.env, required, never a committed value"
         assert reference[1] in VARIABLES.values(), f"docker/write_env.py does not write {reference[1]}"
-    ignored = subprocess.run(["git", "check-ignore", "-q", ".env"], cwd=config.PROJECT_ROOT)
+    ignored = subprocess.run(["git", "check-ignore", "-q", ".env"], cwd=settings.PROJECT_ROOT)
     assert ignored.returncode == 0, ".env holds the secrets: it must be git-ignored"
 
 
@@ -164,26 +152,26 @@ def test_environment_matches_what_include_config_reads(compose, monkeypatch):
             continue
         for key in service.get("environment") or {}:
             if key.startswith(PROJECT_PREFIXES):
-                assert key in read, f"{name}: {key} is not read by include/config.py"
+                assert key in read, f"{name}: {key} is not read by include/settings.py"
         for volume in service.get("volumes", []):
             if volume.startswith("project-var:"):
-                image_default = re.search(r"PIPELINE_VAR_DIR=(\S+)", (config.PROJECT_ROOT / "Dockerfile").read_text())
+                image_default = re.search(r"PIPELINE_VAR_DIR=(\S+)", (settings.PROJECT_ROOT / "Dockerfile").read_text())
                 var_dir = (service.get("environment") or {}).get("PIPELINE_VAR_DIR", image_default[1])
                 assert volume.split(":")[1] == var_dir, name
 
-    def settings(service: str) -> config.CatalogSettings:
+    def catalog_of(service: str) -> settings.CatalogSettings:
         for key in read:
             monkeypatch.delenv(key, raising=False)
         for key, value in _resolved(services[service]["environment"]).items():
             monkeypatch.setenv(key, value)
-        return config.CatalogSettings.current()
+        return settings.CatalogSettings.current()
 
-    server = settings("iceberg-catalog")
+    server = catalog_of("iceberg-catalog")
     assert server.is_local_rest_server and server.rest_backend_uri == "jdbc:postgresql://postgres:5432/iceberg"
-    init_sql = (config.PROJECT_ROOT / "docker" / "postgres-init.sql").read_text()
+    init_sql = (settings.PROJECT_ROOT / "docker" / "postgres-init.sql").read_text()
     assert f"CREATE USER {server.user} " in init_sql and "CREATE DATABASE iceberg OWNER iceberg" in init_sql
     for name in (*_airflow_services(compose), "airflow-init"):
-        client = settings(name)
+        client = catalog_of(name)
         assert (client.type, client.is_local_rest_server) == ("rest", False), name
         assert client.uri == f"http://iceberg-catalog:{server.rest_port}", name
         assert client.warehouse == server.warehouse, name
@@ -195,3 +183,16 @@ def test_environment_matches_what_include_config_reads(compose, monkeypatch):
         )
     for database in ("airflow", "iceberg", "marquez"):
         assert f"CREATE DATABASE {database}" in init_sql
+
+
+def test_the_production_image_gets_no_test_tools():
+    dockerfile = (settings.PROJECT_ROOT / "Dockerfile").read_text()
+    assert "requirements-dev.txt" not in dockerfile
+    runtime = {
+        line.split("==")[0].split("[")[0].lower()
+        for line in (settings.PROJECT_ROOT / "requirements.txt").read_text().splitlines()
+        if line and not line.startswith("#")
+    }
+    assert runtime.isdisjoint({"pytest", "pytest-timeout", "ruff", "playwright", "moto", "hypothesis"}), runtime
+    dev = (settings.PROJECT_ROOT / "requirements-dev.txt").read_text()
+    assert "-r requirements.txt" in dev and "pytest==" in dev and "hypothesis==" in dev

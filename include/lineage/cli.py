@@ -18,36 +18,29 @@
 
 NODE: a dataset as namespace:name, its table name (nyc_taxi.yellow_rides_hourly_forecast), a URL or path, a job name,
 or Marquez's dataset:<ns>:<name> / job:<ns>:<name>. The store is $LINEAGE_STORE_URL or var/lineage/store.db (--store).
-Exit status 2: unknown node, empty store, unreadable event file.
+Exit status: 0 ok, 1 failure, 2 bad usage or unknown input (unknown node, empty store, unreadable event file).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
-from include import config
-
-
-def configured_transport() -> dict:
-    """The ``[openlineage] transport`` Airflow uses, read through the OpenLineage provider's own configuration."""
-    os.environ.update({k: v for k, v in config.airflow_env().items() if k.startswith("AIRFLOW_")})
-    from airflow.providers.openlineage import conf
-
-    return conf.transport()
+from include.core import naming, settings
+from include.core.errors import PipelineError
+from include.lineage.emit.transports import configured_transport
 
 
 def replay(_options) -> int:
     from openlineage.client.transport import get_default_factory
 
-    from include.lineage.spool import SpoolingTransport
+    from include.lineage.emit.spool import SpoolingTransport
 
     transport = get_default_factory().create(configured_transport())
     if not isinstance(transport, SpoolingTransport):
         print(
-            "lineage replay: the configured transport is not include.lineage.spool.SpoolingTransport; nothing to replay"
+            "lineage replay: the configured transport is not include.lineage.emit.spool.SpoolingTransport; nothing to replay"
         )
         return 0
     total = 0
@@ -84,23 +77,56 @@ def consume(options) -> int:
 
 
 def rollback(options) -> int:
-    from include.lineage.rollback import command
+    """``lineage rollback --run RUN_ID [--apply] [--json]``."""
+    from include.lineage.queries import LineageQueries
+    from include.lineage.rollback import JOB_NAME, RollbackPlan, apply, plan, plan_file, render_plan
+    from include.lineage.store import LineageStore, default_store_url
+    from include.lineage.store.follower import StoreFollower
+    from include.services import catalog_server
 
-    return command(options)
+    paths = settings.Paths.current()
+    catalog_settings = settings.CatalogSettings.current(paths)
+    if catalog_settings.is_local_rest_server:
+        catalog_server.ensure_running(paths)
+    catalog = settings.pyiceberg_catalog(catalog_settings)
+    with LineageStore(options.store or default_store_url(paths)) as store:
+        StoreFollower(store, paths).refresh()
+        resolved = LineageQueries(store).run_details(options.run)["id"]
+        kept = plan_file(paths, resolved)
+        if options.apply and kept.exists():
+            rollback_plan = RollbackPlan.from_json(json.loads(kept.read_text()))
+            print(f"lineage rollback: applying the plan of {rollback_plan.planned_at} ({kept})", file=sys.stderr)
+        else:
+            rollback_plan = plan(store, resolved, catalog)
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            kept.write_text(json.dumps(rollback_plan.to_json(), indent=2))
+        print(json.dumps(rollback_plan.to_json(), indent=2) if options.json else render_plan(rollback_plan))
+        if not options.apply:
+            print(f"lineage rollback: plan kept in {kept}; run again with --apply to carry it out", file=sys.stderr)
+            return 0
+        from openlineage.client.transport import get_default_factory
+
+        transport = get_default_factory().create(configured_transport())
+        done = apply(rollback_plan, catalog, store, transport)
+        kept.rename(kept.with_suffix(".applied.json"))
+        for step in done:
+            print(f"rolled back {step.table}: {step.current_snapshot_id} -> {step.target_snapshot_id}")
+        print(f"lineage rollback: {len(done)} table(s) rolled back; recorded as run of job {JOB_NAME}")
+    return 0
 
 
 def report(_options) -> int:
-    from include.lineage.report import write_report
+    from include.lineage.api.report import write_report
 
     print(write_report())
     return 0
 
 
 def validate(_options) -> int:
-    from include.lineage.graph import load_events
+    from include.lineage.events import load_events
     from include.lineage.validation import EventValidator
 
-    paths = config.Paths.current()
+    paths = settings.Paths.current()
     result = EventValidator().validate(load_events(paths.lineage_events, paths.spark_lineage_events))
     for error in result.errors:
         print(error)
@@ -115,11 +141,11 @@ def _store(options):
 
 
 def ingest(options) -> int:
-    from include.lineage.store import discover_event_files
+    from include.lineage.events import discover_event_files
 
     files = options.files or [str(path) for path in discover_event_files()]
     if not files:
-        print(f"lineage ingest: no event files under {config.Paths.current().lineage}", file=sys.stderr)
+        print(f"lineage ingest: no event files under {settings.Paths.current().lineage}", file=sys.stderr)
         return 2
     with _store(options) as store:
         result = store.ingest_files(files)
@@ -131,7 +157,7 @@ def ingest(options) -> int:
 
 
 def serve(options) -> int:
-    from include.lineage.server import serve as run_server
+    from include.lineage.api.server import serve as run_server
 
     run_server(options.store, options.host, options.port)
     return 0
@@ -143,7 +169,8 @@ def _emit(options, as_json, as_text) -> None:
 
 
 def upstream(options) -> int:
-    from include.lineage.queries import LineageQueries, render_tree
+    from include.lineage.queries import LineageQueries
+    from include.lineage.render import render_tree
 
     with _store(options) as store:
         queries = LineageQueries(store)
@@ -153,7 +180,8 @@ def upstream(options) -> int:
 
 
 def downstream(options) -> int:
-    from include.lineage.queries import LineageQueries, render_tree
+    from include.lineage.queries import LineageQueries
+    from include.lineage.render import render_tree
 
     with _store(options) as store:
         queries = LineageQueries(store)
@@ -163,23 +191,25 @@ def downstream(options) -> int:
 
 
 def impact(options) -> int:
-    from include.lineage import queries as q
+    from include.lineage import render
+    from include.lineage.queries import LineageQueries
 
     if bool(options.node) == bool(options.run):
         raise SystemExit("lineage impact: give a NODE or --run RUN_ID (one of them)")
     with _store(options) as store:
-        queries = q.LineageQueries(store)
+        queries = LineageQueries(store)
         if options.run:
             result = queries.impact_of_run(options.run)
-            _emit(options, lambda: q.run_impact_json(queries, result), lambda: q.render_run_impact(result))
+            _emit(options, lambda: render.run_impact_json(queries, result), lambda: render.render_run_impact(result))
         else:
             result = queries.impact(options.node, options.depth)
-            _emit(options, lambda: q.impact_json(queries, result), lambda: q.render_impact(result))
+            _emit(options, lambda: render.impact_json(queries, result), lambda: render.render_impact(result))
     return 0
 
 
 def runs(options) -> int:
-    from include.lineage.queries import LineageQueries, render_runs, runs_json
+    from include.lineage.queries import LineageQueries
+    from include.lineage.render import render_runs, runs_json
 
     with _store(options) as store:
         result = LineageQueries(store).runs(options.job, options.limit)
@@ -188,7 +218,8 @@ def runs(options) -> int:
 
 
 def diff(options) -> int:
-    from include.lineage.queries import LineageQueries, render_diff
+    from include.lineage.queries import LineageQueries
+    from include.lineage.render import render_diff
 
     with _store(options) as store:
         result = LineageQueries(store).diff(options.run_a, options.run_b)
@@ -197,7 +228,8 @@ def diff(options) -> int:
 
 
 def columns(options) -> int:
-    from include.lineage.queries import LineageQueries, render_columns
+    from include.lineage.queries import LineageQueries
+    from include.lineage.render import render_columns
 
     with _store(options) as store:
         queries = LineageQueries(store)
@@ -276,18 +308,17 @@ def build_parser() -> argparse.ArgumentParser:
         "read lineage events from Kafka into the store (stored once; bad events to the dead-letter topic)",
         [store],
     )
-    from include import kafka_broker
 
     sub.add_argument(
         "--bootstrap-servers",
         default=None,
         help="Kafka brokers (default $KAFKA_BOOTSTRAP_SERVERS, else 127.0.0.1:$KAFKA_PORT: `pipeline kafka start`)",
     )
-    sub.add_argument("--topic", default=kafka_broker.EVENTS_TOPIC, help=f"events topic ({kafka_broker.EVENTS_TOPIC})")
+    sub.add_argument("--topic", default=naming.KAFKA_EVENTS_TOPIC, help=f"events topic ({naming.KAFKA_EVENTS_TOPIC})")
     sub.add_argument(
         "--dead-letter-topic",
-        default=kafka_broker.DEAD_LETTER_TOPIC,
-        help=f"where events that cannot be stored go, with the reason ({kafka_broker.DEAD_LETTER_TOPIC})",
+        default=naming.KAFKA_DEAD_LETTER_TOPIC,
+        help=f"where events that cannot be stored go, with the reason ({naming.KAFKA_DEAD_LETTER_TOPIC})",
     )
     sub.add_argument("--group", default="lineage-store", help="consumer group (lineage-store)")
     sub.add_argument("--forever", action="store_true", help="keep consuming (default: stop when caught up)")
@@ -307,14 +338,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from include.lineage.store import LineageError
-
     options = build_parser().parse_args(argv)
     try:
         return options.handler(options)
-    except LineageError as error:
+    except PipelineError as error:
         print(f"lineage {options.command}: {error}", file=sys.stderr)
-        return 2
+        return error.exit_code
     except BrokenPipeError:  # `lineage ... | head`
         sys.stderr.close()
         return 0

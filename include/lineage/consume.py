@@ -15,27 +15,21 @@ the batch is not committed and the command fails (the events are read again next
 stores what can be stored now and writes what still fails back to the dead-letter topic with the new reason and
 ``lineage.attempts`` + 1.
 
-For the crash test only: ``LINEAGE_CONSUME_CRASH_AFTER_STORE=1`` makes the process SIGKILL itself after the first
-batch is in the store and before its offsets are committed (documented in the README; never set it otherwise).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from include import kafka_broker
-from include.lineage.store import InvalidEventError, LineageStore, SourcedEvent, check_event
+from include.core import naming, settings
+from include.lineage.errors import ConsumeError, InvalidEventError
+from include.lineage.events import SourcedEvent, check_event
+from include.lineage.store import LineageStore
 
 DEFAULT_GROUP = "lineage-store"
-CRASH_AFTER_STORE = "LINEAGE_CONSUME_CRASH_AFTER_STORE"
-
-
-class ConsumeError(RuntimeError):
-    pass
 
 
 @dataclass
@@ -63,7 +57,7 @@ class ConsumeReport:
 
 
 def default_bootstrap() -> str:
-    return os.environ.get("KAFKA_BOOTSTRAP_SERVERS") or kafka_broker.bootstrap_servers()
+    return settings.kafka_bootstrap_servers()
 
 
 def parse(value: bytes | None) -> dict:
@@ -157,14 +151,15 @@ def _attempts(message) -> int:
 def consume(
     store: LineageStore,
     bootstrap: str | None = None,
-    topic: str = kafka_broker.EVENTS_TOPIC,
-    dead_letter_topic: str = kafka_broker.DEAD_LETTER_TOPIC,
+    topic: str = naming.KAFKA_EVENTS_TOPIC,
+    dead_letter_topic: str = naming.KAFKA_DEAD_LETTER_TOPIC,
     group: str = DEFAULT_GROUP,
     forever: bool = False,
     replay_dead_letters: bool = False,
     batch_size: int = 500,
     idle_timeout: float = 30.0,
     log=print,
+    after_store: Callable[[], None] | None = None,
 ) -> ConsumeReport:
     """Consume until caught up (every partition at its end; ``forever``: until interrupted) and report.
 
@@ -216,7 +211,6 @@ def consume(
                 at_end.discard(tp.partition)
 
         consumer.subscribe([source_topic], on_assign=on_assign, on_revoke=on_revoke)
-        crash = os.environ.get(CRASH_AFTER_STORE) == "1"
         while True:
             messages = consumer.consume(num_messages=batch_size, timeout=1.0)
             events: list[tuple[object, dict]] = []
@@ -245,8 +239,8 @@ def consume(
                 if events:
                     _store_batch(store, events, dead, report, _attempts)
                 dead.flush()
-                if crash:
-                    os.kill(os.getpid(), signal.SIGKILL)  # test hook: stored, offsets not committed
+                if after_store is not None:
+                    after_store()  # a batch is stored, its offsets are not committed yet
                 consumer.commit(
                     offsets=[TopicPartition(source_topic, p, offset) for p, offset in offsets.items()],
                     asynchronous=False,

@@ -12,7 +12,6 @@ into the store. Datasets that are not Iceberg tables (model folders) are listed 
 from __future__ import annotations
 
 import json
-import sys
 import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -23,10 +22,11 @@ from openlineage.client.event_v2 import Job, OutputDataset, Run, RunEvent, RunSt
 from openlineage.client.facet_v2 import RunFacet, dataset_version_dataset
 from sqlalchemy import select
 
-from include import config
+from include.core import settings
+from include.lineage.errors import RollbackRefusedError
 from include.lineage.queries import LineageQueries
-from include.lineage.store import LineageError, LineageStore, datasets_table, default_store_url
-from include.lineage.web.data import StoreFollower
+from include.lineage.store import LineageStore
+from include.lineage.store.schema import datasets_table
 
 JOB_NAME = "lineage.rollback"
 PRODUCER = "https://github.com/lineage-aware-pipelines/airflow-spark-iceberg/blob/main/include/lineage/rollback.py"
@@ -34,10 +34,6 @@ ROLLBACK_FACET_SCHEMA_URL = (
     "https://github.com/lineage-aware-pipelines/airflow-spark-iceberg/blob/main/"
     "include/lineage/schemas/RollbackRunFacet.json#/$defs/RollbackRunFacet"
 )
-
-
-class RollbackRefusedError(LineageError):
-    """A table moved on since the plan, or cannot be rolled back: nothing (more) is changed."""
 
 
 @attr.define
@@ -210,7 +206,7 @@ def render_plan(rollback_plan: RollbackPlan) -> str:
     return "\n".join(lines)
 
 
-def plan_file(paths: config.Paths, run_id: str) -> Path:
+def plan_file(paths: settings.Paths, run_id: str) -> Path:
     return paths.lineage / "rollback" / f"{run_id}.json"
 
 
@@ -252,7 +248,7 @@ def apply(rollback_plan: RollbackPlan, catalog, store: LineageStore | None = Non
 
 def _record(rollback_plan: RollbackPlan, done: list[TableStep], store: LineageStore | None, transport) -> None:
     run_id = str(uuid.uuid4())
-    job = Job(namespace=config.OPENLINEAGE_NAMESPACE, name=JOB_NAME)
+    job = Job(namespace=settings.OPENLINEAGE_NAMESPACE, name=JOB_NAME)
     facet = RollbackRunFacet(
         badRunId=rollback_plan.run_id,
         tables=[
@@ -290,40 +286,3 @@ def _record(rollback_plan: RollbackPlan, done: list[TableStep], store: LineageSt
         from openlineage.client.serde import Serde
 
         store.ingest([json.loads(Serde.to_json(lineage_event)) for lineage_event in events])
-
-
-def command(options) -> int:
-    """``lineage rollback --run RUN_ID [--apply] [--json]``."""
-    from include import catalog_server
-
-    paths = config.Paths.current()
-    catalog_settings = config.CatalogSettings.current(paths)
-    if catalog_settings.is_local_rest_server:
-        catalog_server.ensure_running(paths)
-    catalog = config.pyiceberg_catalog(catalog_settings)
-    with LineageStore(options.store or default_store_url(paths)) as store:
-        StoreFollower(store, paths).refresh()
-        resolved = LineageQueries(store).run_details(options.run)["id"]
-        kept = plan_file(paths, resolved)
-        if options.apply and kept.exists():
-            rollback_plan = RollbackPlan.from_json(json.loads(kept.read_text()))
-            print(f"lineage rollback: applying the plan of {rollback_plan.planned_at} ({kept})", file=sys.stderr)
-        else:
-            rollback_plan = plan(store, resolved, catalog)
-            kept.parent.mkdir(parents=True, exist_ok=True)
-            kept.write_text(json.dumps(rollback_plan.to_json(), indent=2))
-        print(json.dumps(rollback_plan.to_json(), indent=2) if options.json else render_plan(rollback_plan))
-        if not options.apply:
-            print(f"lineage rollback: plan kept in {kept}; run again with --apply to carry it out", file=sys.stderr)
-            return 0
-        from openlineage.client.transport import get_default_factory
-
-        from include.lineage.cli import configured_transport
-
-        transport = get_default_factory().create(configured_transport())
-        done = apply(rollback_plan, catalog, store, transport)
-        kept.rename(kept.with_suffix(".applied.json"))
-        for step in done:
-            print(f"rolled back {step.table}: {step.current_snapshot_id} -> {step.target_snapshot_id}")
-        print(f"lineage rollback: {len(done)} table(s) rolled back; recorded as run of job {JOB_NAME}")
-    return 0

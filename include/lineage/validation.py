@@ -8,21 +8,20 @@ The official schemas are vendored in ``include/lineage/spec/openlineage/`` (prov
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-from include import config, vendored_specs
+from include.core import settings
 
-PROJECT_SCHEMAS = config.PROJECT_ROOT / "include" / "lineage" / "schemas"
+PROJECT_SCHEMAS = settings.PROJECT_ROOT / "include" / "lineage" / "schemas"
 EVENT_SCHEMA_ID = "https://openlineage.io/spec/2-0-2/OpenLineage.json"
 
 
 def spec_dir() -> Path:
-    return Path(os.environ.get("OPENLINEAGE_SPEC_DIR") or vendored_specs.OPENLINEAGE_SPEC_DIR)
+    return Path(settings.OPENLINEAGE_SPEC_DIR.raw() or settings.VENDORED_OPENLINEAGE_SPEC_DIR)
 
 
 @dataclass

@@ -13,7 +13,7 @@ import xxhash
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from include import naming
+from include.core import naming
 from spark_jobs.common import forecasting
 from spark_jobs.common.tables import current_snapshot_id, qualified
 from spark_jobs.common.weather import daily_nyc_weather

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from include.contract import Assertion, InputMetrics, JobReport
+from include.core.contract import Assertion, InputMetrics, JobReport
 
 
 def write_report(path: str | Path | None, report: JobReport | dict, spark=None) -> None:
@@ -22,7 +22,7 @@ def write_report(path: str | Path | None, report: JobReport | dict, spark=None) 
 def describe_tables(spark, report: JobReport) -> None:
     """Add each table's Iceberg schema and the summary of its reported (else current) snapshot, from the table
     object the job's session already has: the extractor then needs no catalog of its own."""
-    from include import naming
+    from include.core import naming
     from spark_jobs.common.iceberg_metadata import java_table
     from spark_jobs.common.tables import table_exists
 

@@ -5,14 +5,11 @@ from __future__ import annotations
 import sys
 import traceback
 
-from include.contract import REPORT_ARGUMENT, JobReport, report_argument
+from include.core.contract import REPORT_ARGUMENT, JobReport, report_argument
+from include.core.errors import BadInputError
 from spark_jobs.common.report import write_report
 
 BAD_INPUT_EXIT_CODE = 3
-
-
-class BadInputError(ValueError):
-    """The input itself is wrong (corrupt, empty, wrong schema): retrying cannot help."""
 
 
 def run(main, argv: list[str] | None = None) -> None:

@@ -1,10 +1,10 @@
-"""The SparkSession every job and test uses, built from include/config.py."""
+"""The SparkSession every job and test uses, built from include/settings.py."""
 
 from __future__ import annotations
 
-import os
-
-from include import catalog_server, config
+from include.core import settings
+from include.services import catalog_server
+from include.spark import submit
 
 
 def spark_session(app_name: str, extra_conf: dict[str, str] | None = None):
@@ -13,13 +13,17 @@ def spark_session(app_name: str, extra_conf: dict[str, str] | None = None):
     here, and this ``var/``'s catalog server is started if it is not running."""
     from pyspark.sql import SparkSession
 
-    paths = config.Paths.current().ensure()  # the listener's file and the catalog's folder must exist first
-    catalog = config.CatalogSettings.current(paths)
+    paths = settings.Paths.current().ensure()  # the listener's file and the catalog's folder must exist first
+    catalog = settings.CatalogSettings.current(paths)
     builder = SparkSession.builder.appName(app_name)
-    settings = dict(extra_conf or {})
-    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+    spark_settings = dict(extra_conf or {})
+    if not settings.PYSPARK_GATEWAY_PORT.raw():
         catalog_server.ensure_running(paths, catalog)
-        settings = {"spark.jars": config.spark_submit_jars(), **config.spark_conf(paths, catalog), **settings}
-    for key, value in settings.items():
+        spark_settings = {
+            "spark.jars": submit.spark_submit_jars(),
+            **submit.spark_conf(paths, catalog),
+            **spark_settings,
+        }
+    for key, value in spark_settings.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

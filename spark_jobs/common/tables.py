@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from include import config
+from include.core import settings
 
 
 def qualified(table: str) -> str:
-    return config.CatalogSettings.current().table(table)
+    return settings.CatalogSettings.current().table(table)
 
 
 def table_exists(spark, table: str) -> bool:
@@ -17,9 +17,9 @@ def ensure_table(spark, table: str, schema, partitioned_by: str | None = None, p
     """CREATE TABLE IF NOT EXISTS from a Spark schema (a StructType), with ``properties`` on a new table."""
     columns = ", ".join(f"`{field.name}` {field.dataType.simpleString()}" for field in schema.fields)
     partitioning = f" PARTITIONED BY ({partitioned_by})" if partitioned_by else ""
-    settings = {"format-version": "2", "write.merge.mode": "copy-on-write", **(properties or {})}
-    rendered = ", ".join(f"'{key}'='{value}'" for key, value in settings.items())
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {config.CatalogSettings.current().name}.{config.ICEBERG_NAMESPACE}")
+    table_properties = {"format-version": "2", "write.merge.mode": "copy-on-write", **(properties or {})}
+    rendered = ", ".join(f"'{key}'='{value}'" for key, value in table_properties.items())
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {settings.CatalogSettings.current().name}.{settings.ICEBERG_NAMESPACE}")
     spark.sql(
         f"CREATE TABLE IF NOT EXISTS {qualified(table)} ({columns}) USING iceberg{partitioning} TBLPROPERTIES ({rendered})"
     )

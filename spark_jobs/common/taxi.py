@@ -8,10 +8,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from include.contract import TAXI_COLUMNS
+from include.core.contract import TAXI_COLUMNS
 from spark_jobs.common.runner import BadInputError
 
-# Canonical schema (include/contract.py): the 2025 TLC file. Older years are normalised to it explicitly.
+# Canonical schema (include/core/contract.py): the 2025 TLC file. Older years are normalised to it explicitly.
 _SPARK_TYPES = {
     t.typeName(): t for t in (T.IntegerType(), T.LongType(), T.DoubleType(), T.StringType(), T.TimestampType())
 }
@@ -42,7 +42,7 @@ ROW_ID_PROPERTY = "pipeline.unique-row-id"
 _SECOND_CHAIN_SEED = "unique_row_id:second-64-bits"
 TIMESTAMP_COLUMNS = [name for name, dtype in CANONICAL_COLUMNS if isinstance(dtype, T.TimestampType)]
 # TLC's times are New York wall-clock times. The tables hold that wall-clock time in `timestamp` columns read with
-# the session time zone UTC (include/config.py): `2025-01-05 08:00:00` is 8 a.m. in New York.
+# the session time zone UTC (include/settings.py): `2025-01-05 08:00:00` is 8 a.m. in New York.
 SOURCE_TIME_ZONE = "America/New_York"
 STORAGE_SESSION_TIME_ZONE = "UTC"
 FIRST_SUPPORTED_MONTH = "2011-01"

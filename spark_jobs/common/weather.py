@@ -6,7 +6,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from include.contract import NYC_COUNTIES, WEATHER_DAY_COLUMNS, WEATHER_KEY_COLUMNS, WEATHER_MISSING_VALUE
+from include.core.contract import NYC_COUNTIES, WEATHER_DAY_COLUMNS, WEATHER_KEY_COLUMNS, WEATHER_MISSING_VALUE
 from spark_jobs.common.runner import BadInputError
 
 DAY_COLUMNS = list(WEATHER_DAY_COLUMNS)

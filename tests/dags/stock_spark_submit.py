@@ -10,8 +10,9 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import DAG
 from lakehouse_operators import LakehouseSparkSubmitOperator
 
-from include import config, naming
-from include.schedules import START_DATE
+from include.airflow.schedules import START_DATE
+from include.core import naming, settings
+from include.spark import submit
 
 MONTH = "2025-01"  # the month the session's pipeline run ingested: the MERGE changes no row of weather_raw
 
@@ -32,11 +33,11 @@ with DAG(
     )
     stock = SparkSubmitOperator(
         task_id="stock_operator",
-        application=str(config.SPARK_JOBS_DIR / "merge_weather.py"),
+        application=str(settings.SPARK_JOBS_DIR / "merge_weather.py"),
         application_args=["--month", MONTH],
         inlets=[naming.table_asset(naming.WEATHER_STAGING)],
         outlets=[naming.table_asset(naming.WEATHER_RAW)],
         name="stock_operator",
-        **config.spark_submit_kwargs(),
+        **submit.spark_submit_kwargs(),
     )
     project >> stock

@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from include import airflow_runs, config, local_source
+from include.airflow import runs
+from include.core import settings
+from include.sources import sample_server
 from tests.support import RawState, raw_state
 
 MONTH = (2025, 1)
@@ -24,17 +26,15 @@ os.environ.setdefault("LINEAGE_FACETS_BUDGET_SECONDS", "45")  # under [openlinea
 
 @dataclass
 class PipelineRun:
-    paths: config.Paths
-    results: dict[str, airflow_runs.DagTestResult] = field(default_factory=dict)
+    paths: settings.Paths
+    results: dict[str, runs.DagTestResult] = field(default_factory=dict)
     raw_after_first_ingest: RawState | None = None
     raw_after_reingest: RawState | None = None
     source_env: dict = field(default_factory=dict)
 
 
 def _run(run: PipelineRun, key: str, dag_id: str, logical_date: str, conf: dict, env: dict) -> None:
-    result = airflow_runs.dags_test(
-        dag_id, logical_date, conf, env=env, log_file=run.paths.var / "test-logs" / f"{key}.log"
-    )
+    result = runs.dags_test(dag_id, logical_date, conf, env=env, log_file=run.paths.var / "test-logs" / f"{key}.log")
     run.results[key] = result
     assert result.succeeded, (
         f"{dag_id} ended {result.state} (rc {result.returncode}); log: {run.paths.var / 'test-logs' / key}.log"
@@ -45,8 +45,8 @@ def _run(run: PipelineRun, key: str, dag_id: str, logical_date: str, conf: dict,
 def pipeline_run(paths, airflow_env, catalog) -> PipelineRun:
     run = PipelineRun(paths)
     source_root = paths.var / "source"
-    local_source.publish_months(source_root, [MONTH], ROWS)
-    with local_source.serve(source_root) as env:
+    sample_server.publish_months(source_root, [MONTH], ROWS)
+    with sample_server.serve(source_root) as env:
         run.source_env = env
         _run(run, "taxi", "ingest_yellow_taxi_data", INGEST_DATE, {}, env)
         run.raw_after_first_ingest = raw_state(catalog)
@@ -70,7 +70,7 @@ def user_runs():
     """`make airflow SAMPLE_DATA=1` in a var/ of its own, and the runs a user starts there (see running_airflow)."""
     from tests.integration.running_airflow import RunningAirflow, run_as_a_user
 
-    airflow = RunningAirflow(config.Paths.current().var / "airflow-ui").start()
+    airflow = RunningAirflow(settings.Paths.current().var / "airflow-ui").start()
     try:
         yield run_as_a_user(airflow)
     finally:

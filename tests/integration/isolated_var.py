@@ -15,15 +15,17 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from include import airflow_runs, catalog_server, config, naming
+from include.airflow import runs
+from include.core import naming, settings
+from include.services import catalog_server
 from tests.support import environment_of_var
 
 
 class IsolatedVar:
     def __init__(self, var_dir: Path, env: dict[str, str] | None = None):
-        self.paths = config.Paths(var_dir.resolve())
+        self.paths = settings.Paths(var_dir.resolve())
         self.env = environment_of_var(self.paths.var, **(env or {}))
-        self.results: dict[str, airflow_runs.DagTestResult] = {}
+        self.results: dict[str, runs.DagTestResult] = {}
 
     @contextlib.contextmanager
     def activated(self):
@@ -39,24 +41,24 @@ class IsolatedVar:
 
     def setup(self) -> IsolatedVar:
         subprocess.run(
-            [sys.executable, "-m", "include.bootstrap"],
+            [sys.executable, "-m", "include.setup.bootstrap"],
             env=self.env,
             check=True,
-            cwd=config.PROJECT_ROOT,
+            cwd=settings.PROJECT_ROOT,
             stdout=subprocess.DEVNULL,
         )
         return self
 
     def dags_test(
         self, key: str, dag_id: str, logical_date: str, conf: dict | None = None, env: dict[str, str] | None = None
-    ) -> airflow_runs.DagTestResult:
+    ) -> runs.DagTestResult:
         log = self.paths.var / "test-logs" / f"{key}.log"
         with self.activated():
-            result = airflow_runs.dags_test(
+            result = runs.dags_test(
                 dag_id,
                 logical_date,
                 conf,
-                env={**self.env, **config.airflow_env(self.paths), **(env or {})},
+                env={**self.env, **settings.airflow_env(self.paths), **(env or {})},
                 log_file=log,
             )
         self.results[key] = result
@@ -65,15 +67,15 @@ class IsolatedVar:
 
     def catalog(self):
         with self.activated():
-            return config.pyiceberg_catalog()
+            return settings.pyiceberg_catalog()
 
-    def settings(self) -> config.CatalogSettings:
+    def settings(self) -> settings.CatalogSettings:
         with self.activated():
-            return config.CatalogSettings.current(self.paths)
+            return settings.CatalogSettings.current(self.paths)
 
     def table(self, name: str) -> pa.Table:
         with self.activated():
-            return config.pyiceberg_catalog().load_table(f"{config.ICEBERG_NAMESPACE}.{name}").scan().to_arrow()
+            return settings.pyiceberg_catalog().load_table(f"{settings.ICEBERG_NAMESPACE}.{name}").scan().to_arrow()
 
     def stop(self) -> None:
         catalog_server.stop(self.paths)

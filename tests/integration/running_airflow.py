@@ -18,7 +18,7 @@ from pathlib import Path
 
 import requests
 
-from include import config
+from include.core import settings
 from tests.support import environment_of_var, free_port
 
 FINISHED = {"success", "failed"}
@@ -32,7 +32,7 @@ class RunningAirflow:
         extra_env: dict[str, str] | None = None,
         sample_months: str | None = None,
     ):
-        self.paths = config.Paths(var_dir.resolve())
+        self.paths = settings.Paths(var_dir.resolve())
         self.sample_months = sample_months
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
@@ -53,10 +53,10 @@ class RunningAirflow:
     def start(self, timeout: float = 300) -> RunningAirflow:
         venv_bin = Path(sys.executable).parent
         subprocess.run(
-            [sys.executable, "-m", "include.bootstrap"],
+            [sys.executable, "-m", "include.setup.bootstrap"],
             env=self.env,
             check=True,
-            cwd=config.PROJECT_ROOT,
+            cwd=settings.PROJECT_ROOT,
             stdout=subprocess.DEVNULL,
         )
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -74,7 +74,7 @@ class RunningAirflow:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                cwd=config.PROJECT_ROOT,
+                cwd=settings.PROJECT_ROOT,
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -104,7 +104,7 @@ class RunningAirflow:
             [str(Path(sys.executable).parent / "pipeline"), "catalog", "stop"],
             env=self.env,
             stdout=subprocess.DEVNULL,
-            cwd=config.PROJECT_ROOT,
+            cwd=settings.PROJECT_ROOT,
         )
         self._kill_leftovers()
 
@@ -150,7 +150,7 @@ class RunningAirflow:
                 method,
                 f"{self.base_url}/api/v2/{path.lstrip('/')}",
                 headers={"Authorization": f"Bearer {self.token()}"},
-                timeout=180,  # a write may wait up to 60 s for SQLite's lock (include/airflow_db.py), twice
+                timeout=180,  # a write may wait up to 60 s for SQLite's lock (include/metadata_db.py), twice
                 **kwargs,
             )
             if response.status_code < 500 or attempt == attempts:

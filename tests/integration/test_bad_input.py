@@ -10,8 +10,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from include import airflow_runs, config, local_source, naming, sample_data
-from include.lineage.graph import load_events
+from include.airflow import runs
+from include.core import naming, settings
+from include.lineage.events import load_events
+from include.sources import sample_data, sample_server
 
 pytestmark = pytest.mark.integration
 ROWS = 3_000
@@ -22,7 +24,7 @@ class Case:
     dag_id: str
     logical_date: str
     month: str
-    result: airflow_runs.DagTestResult | None = None
+    result: runs.DagTestResult | None = None
     raw_snapshot_before: int | None = None
     raw_snapshot_after: int | None = None
 
@@ -123,11 +125,11 @@ def bad_input_runs(pipeline_run, catalog):
         publish(root)
         runs[name] = Case(dag_id, _next_month_start(month), month)
     raw_table = {"ingest_yellow_taxi_data": naming.TAXI_RAW, "ingest_weather_data": naming.WEATHER_RAW}
-    with local_source.serve(root) as env:
+    with sample_server.serve(root) as env:
         for name, case in runs.items():
-            table = catalog.load_table(f"{config.ICEBERG_NAMESPACE}.{raw_table[case.dag_id]}")
+            table = catalog.load_table(f"{settings.ICEBERG_NAMESPACE}.{raw_table[case.dag_id]}")
             case.raw_snapshot_before = table.current_snapshot().snapshot_id
-            case.result = airflow_runs.dags_test(
+            case.result = runs.dags_test(
                 case.dag_id,
                 case.logical_date,
                 {},
@@ -135,7 +137,7 @@ def bad_input_runs(pipeline_run, catalog):
                 log_file=pipeline_run.paths.var / "test-logs" / f"bad-{name}.log",
             )
             case.raw_snapshot_after = (
-                catalog.load_table(f"{config.ICEBERG_NAMESPACE}.{raw_table[case.dag_id]}")
+                catalog.load_table(f"{settings.ICEBERG_NAMESPACE}.{raw_table[case.dag_id]}")
                 .current_snapshot()
                 .snapshot_id
             )
@@ -198,7 +200,7 @@ def test_unexpected_extra_column_is_accepted_and_recorded_as_schema_drift(bad_in
 def test_bad_rows_are_quarantined_with_reasons_counted_and_good_rows_ingested(bad_input_runs, pipeline_run, spark):
     case = bad_input_runs["bad_rows"]
     assert case.result.succeeded
-    quarantine = spark.table(config.CatalogSettings.current().table(naming.TAXI_QUARANTINE)).where(
+    quarantine = spark.table(settings.CatalogSettings.current().table(naming.TAXI_QUARANTINE)).where(
         "source_month = '2025-08'"
     )
     assert sorted(r.quarantine_reason for r in quarantine.collect()) == [
@@ -207,7 +209,7 @@ def test_bad_rows_are_quarantined_with_reasons_counted_and_good_rows_ingested(ba
         "null_pickup_zone",
         "pickup_outside_file_month",
     ]
-    raw = spark.table(config.CatalogSettings.current().table(naming.TAXI_RAW)).where("source_month = '2025-08'")
+    raw = spark.table(settings.CatalogSettings.current().table(naming.TAXI_RAW)).where("source_month = '2025-08'")
     assert raw.count() == ROWS - 4
     stage = [
         e

@@ -13,11 +13,13 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from include import catalog_server, config
+from include.core import settings
+from include.services import catalog_server
+from include.spark import submit
 from tests.support import free_port
 
 pytestmark = pytest.mark.integration
-JOB = config.PROJECT_ROOT / "tests" / "jobs" / "concurrent_commit.py"
+JOB = settings.PROJECT_ROOT / "tests" / "jobs" / "concurrent_commit.py"
 
 
 IPV4_MAPPED_PREFIX = "0000000000000000FFFF0000"  # ::ffff:a.b.c.d in /proc/net/tcp6
@@ -52,29 +54,29 @@ def test_a_port_taken_by_another_process_is_a_clear_error(tmp_path, monkeypatch)
         squatter.bind(("127.0.0.1", 0))
         squatter.listen()
         monkeypatch.setenv("ICEBERG_REST_PORT", str(squatter.getsockname()[1]))
-        other = config.Paths(tmp_path / "var").ensure()
+        other = settings.Paths(tmp_path / "var").ensure()
         with pytest.raises(catalog_server.CatalogServerError, match="already in use by another process"):
             catalog_server.ensure_running(other)
 
 
 def test_a_var_made_by_the_serverless_catalog_keeps_its_tables(tmp_path, monkeypatch):
     """An earlier var/ (JDBC catalog on SQLite, no server) is served as it is: same file, same catalog name."""
-    old = config.Paths(tmp_path / "old-var").ensure()
+    old = settings.Paths(tmp_path / "old-var").ensure()
     monkeypatch.setenv("ICEBERG_CATALOG_TYPE", "jdbc")
     monkeypatch.delenv("ICEBERG_CATALOG_URI", raising=False)
-    serverless = config.pyiceberg_catalog(config.CatalogSettings.current(old))
-    serverless.create_namespace_if_not_exists(config.ICEBERG_NAMESPACE)
+    serverless = settings.pyiceberg_catalog(settings.CatalogSettings.current(old))
+    serverless.create_namespace_if_not_exists(settings.ICEBERG_NAMESPACE)
     rows = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "name": ["a", "b", "c"]})
-    table = serverless.create_table(f"{config.ICEBERG_NAMESPACE}.kept", schema=rows.schema)
+    table = serverless.create_table(f"{settings.ICEBERG_NAMESPACE}.kept", schema=rows.schema)
     table.append(rows)
     snapshot = table.current_snapshot().snapshot_id
 
     monkeypatch.setenv("ICEBERG_CATALOG_TYPE", "rest")
     monkeypatch.setenv("ICEBERG_REST_PORT", str(free_port()))
-    settings = config.CatalogSettings.current(old)
-    catalog_server.ensure_running(old, settings)
+    old_settings = settings.CatalogSettings.current(old)
+    catalog_server.ensure_running(old, old_settings)
     try:
-        served = config.pyiceberg_catalog(settings).load_table(f"{config.ICEBERG_NAMESPACE}.kept")
+        served = settings.pyiceberg_catalog(old_settings).load_table(f"{settings.ICEBERG_NAMESPACE}.kept")
         assert served.current_snapshot().snapshot_id == snapshot
         assert sorted(served.scan().to_arrow().to_pylist(), key=lambda r: r["id"]) == rows.to_pylist()
     finally:
@@ -82,29 +84,29 @@ def test_a_var_made_by_the_serverless_catalog_keeps_its_tables(tmp_path, monkeyp
     assert catalog_server.running(old) is None
 
 
-def _submit(paths: config.Paths, table: str, writer: str, rows: int, commits: int) -> subprocess.Popen:
-    conf = {**config.spark_conf(paths, lineage=False), "spark.driver.memory": "640m"}
+def _submit(paths: settings.Paths, table: str, writer: str, rows: int, commits: int) -> subprocess.Popen:
+    conf = {**submit.spark_conf(paths, lineage=False), "spark.driver.memory": "640m"}
     command = [
         str(Path(sys.executable).parent / "spark-submit"),
         "--master",
         "local[1]",
         "--jars",
-        config.spark_submit_jars(),
+        submit.spark_submit_jars(),
     ]
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]
     command += [str(JOB), "--table", table, "--writer", writer, "--rows", str(rows), "--commits", str(commits)]
     log = (paths.logs / f"concurrent-{writer}.log").open("wb")
     return subprocess.Popen(
-        command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **config.spark_submit_env(paths)}
+        command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **submit.spark_submit_env(paths)}
     )
 
 
 def test_concurrent_spark_writers_all_commit_through_the_server(paths, catalog):
     """Four jobs on four tables and two more on one shared table, all at once: every commit lands (Iceberg's
     optimistic concurrency retries the losers of a race on the shared table)."""
-    catalog.create_namespace_if_not_exists(config.ICEBERG_NAMESPACE)
-    name = config.CatalogSettings.current(paths).table
+    catalog.create_namespace_if_not_exists(settings.ICEBERG_NAMESPACE)
+    name = settings.CatalogSettings.current(paths).table
     shared = name("concurrent_shared")
     jobs = [(name(f"concurrent_{i}"), f"solo{i}") for i in range(4)] + [(shared, "left"), (shared, "right")]
     # The shared table exists before the race, so the race is on commits, not on CREATE.
@@ -112,7 +114,7 @@ def test_concurrent_spark_writers_all_commit_through_the_server(paths, catalog):
     from pyiceberg.types import IntegerType, LongType, NestedField, StringType
 
     catalog.create_table(
-        f"{config.ICEBERG_NAMESPACE}.concurrent_shared",
+        f"{settings.ICEBERG_NAMESPACE}.concurrent_shared",
         schema=Schema(
             NestedField(1, "writer", StringType()),
             NestedField(2, "commit_no", IntegerType()),
@@ -124,10 +126,10 @@ def test_concurrent_spark_writers_all_commit_through_the_server(paths, catalog):
     assert codes == [0] * len(jobs), f"exit codes {codes}; logs in {paths.logs}"
 
     for index in range(4):
-        table = catalog.load_table(f"{config.ICEBERG_NAMESPACE}.concurrent_{index}")
+        table = catalog.load_table(f"{settings.ICEBERG_NAMESPACE}.concurrent_{index}")
         data = table.scan().to_arrow()
         assert data.num_rows == 1500 and set(data["writer"].to_pylist()) == {f"solo{index}"}
-    shared_table = catalog.load_table(f"{config.ICEBERG_NAMESPACE}.concurrent_shared")
+    shared_table = catalog.load_table(f"{settings.ICEBERG_NAMESPACE}.concurrent_shared")
     data = shared_table.scan().to_arrow()
     counts = {writer: data["writer"].to_pylist().count(writer) for writer in ("left", "right")}
     assert counts == {"left": 1500, "right": 1500}

@@ -22,7 +22,9 @@ import pyspark
 import pytest
 import requests
 
-from include import config, local_source, naming
+from include.core import naming, settings
+from include.sources import sample_server
+from include.spark import submit
 from tests.integration.isolated_var import RUN_SPECIFIC, IsolatedVar, comparable
 from tests.support import free_port
 
@@ -35,7 +37,7 @@ INGEST_DATE = "2025-02-01"
 FORECAST_DATE = "2025-02-01T01:00:00+00:00"
 SPARK_TASKS = {"stage_yellow_taxi", "merge_yellow_taxi_raw", "compute_hourly_actuals", "train_model", "write_forecast"}
 WORKER_MEMORY = "1536m"
-PROBE = config.PROJECT_ROOT / "tests" / "jobs" / "where_is_the_code.py"
+PROBE = settings.PROJECT_ROOT / "tests" / "jobs" / "where_is_the_code.py"
 
 
 def deps_only_python(folder: Path) -> Path:
@@ -150,7 +152,7 @@ def executor_python(paths) -> Path:
 def runs(paths, cluster, executor_python):
     """The taxi DAG and the forecast DAG, in local mode and on the cluster, on the same generated month."""
     source_root = paths.var / "scaleout-source"
-    local_source.publish_months(source_root, [MONTH], ROWS)
+    sample_server.publish_months(source_root, [MONTH], ROWS)
     connection = json.dumps({"conn_type": "spark", "host": "spark://127.0.0.1", "port": cluster.port})
     local = IsolatedVar(paths.var / "scaleout-local").setup()
     on_cluster = IsolatedVar(
@@ -162,7 +164,7 @@ def runs(paths, cluster, executor_python):
         },
     ).setup()
     try:
-        with local_source.serve(source_root) as source_env:
+        with sample_server.serve(source_root) as source_env:
             for run in (local, on_cluster):
                 run.dags_test("taxi", "ingest_yellow_taxi_data", INGEST_DATE, env=source_env)
                 run.dags_test(
@@ -207,17 +209,17 @@ def test_executors_import_the_project_only_from_the_shipped_zip(paths, cluster, 
 
     def probe(name: str, **overrides) -> list[dict]:
         output = paths.var / "spark-cluster" / f"{name}.json"
-        settings = {**config.spark_submit_kwargs(paths, lineage=False), **overrides}
-        SparkSubmitHook(**settings, name=name, application_args=[str(output)]).submit(str(PROBE))
+        launch = {**submit.spark_submit_kwargs(paths, lineage=False), **overrides}
+        SparkSubmitHook(**launch, name=name, application_args=[str(output)]).submit(str(PROBE))
         return json.loads(output.read_text())
 
     shipped = probe("probe_shipped")
-    zip_name = Path(config.spark_submit_kwargs(paths)["py_files"]).name
+    zip_name = Path(submit.spark_submit_kwargs(paths)["py_files"]).name
     for executor in shipped:
         assert executor["python"] == str(executor_python)
         for module in ("include", "spark_jobs"):
             assert f"{zip_name}/" in executor[module], executor
-            assert not executor[module].startswith(str(config.PROJECT_ROOT / module)), executor
+            assert not executor[module].startswith(str(settings.PROJECT_ROOT / module)), executor
 
     not_shipped = probe("probe_not_shipped", py_files=None)
     assert {executor.get("error") for executor in not_shipped} == {"ModuleNotFoundError: No module named 'include'"}

@@ -6,21 +6,22 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
-from include import config, naming, sources
-from include.lineage.column_lineage import MAPPINGS
+from include.core import naming, settings
+from include.lineage.emit.column_lineage import MAPPINGS
+from include.sources import downloads
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def columns_of(pipeline_run, catalog):
-    landed_file = sources.tlc_landed_path("2025-01", pipeline_run.paths)
+    landed_file = downloads.tlc_landed_path("2025-01", pipeline_run.paths)
     file_columns = set(pq.read_schema(landed_file).names)
 
     def columns(dataset: str) -> set[str]:
         if dataset == "*file*":
             return file_columns
-        table = catalog.load_table(f"{config.ICEBERG_NAMESPACE}.{dataset}")
+        table = catalog.load_table(f"{settings.ICEBERG_NAMESPACE}.{dataset}")
         return {field.name for field in table.schema().fields}
 
     return columns

@@ -8,9 +8,12 @@ import json
 import networkx as nx
 import pytest
 
-from include import airflow_runs, local_source, naming, sources
-from include.lineage.graph import dataset_lineage, dataset_node, load_events
+from include.airflow import runs
+from include.core import naming
+from include.lineage.events import load_events
 from include.lineage.validation import EventValidator
+from include.sources import downloads, sample_server
+from tests.lineage_graph import dataset_lineage, dataset_node
 
 pytestmark = pytest.mark.integration
 
@@ -73,8 +76,8 @@ def test_graph_has_the_path_from_tlc_source_to_forecast(events, pipeline_run, mo
     graph = dataset_lineage(events)
     month = "2025-01"
     chain = [
-        dataset_node(naming.source_url_id(sources.tlc_url(month)).__dict__),
-        _node(str(sources.tlc_landed_path(month))),
+        dataset_node(naming.source_url_id(downloads.tlc_url(month)).__dict__),
+        _node(str(downloads.tlc_landed_path(month))),
         _node(naming.TAXI_STAGING),
         _node(naming.TAXI_RAW),
         _node(naming.HOURLY_ACTUALS),
@@ -88,7 +91,7 @@ def test_graph_has_the_path_from_tlc_source_to_forecast(events, pipeline_run, mo
 def test_graph_has_the_path_from_weather_source_to_weather_model(events, pipeline_run, monkeypatch):
     monkeypatch.setenv("NOAA_BASE_URL", pipeline_run.source_env["NOAA_BASE_URL"])
     graph = dataset_lineage(events)
-    source = dataset_node(naming.source_url_id(sources.noaa_url("prcp", "2025-01")).__dict__)
+    source = dataset_node(naming.source_url_id(downloads.noaa_url("prcp", "2025-01")).__dict__)
     assert nx.has_path(graph, source, _node(naming.WEATHER_RAW))
     assert nx.has_path(graph, _node(naming.WEATHER_RAW), _node(naming.model_key("weather")))
     assert nx.has_path(graph, source, _node(naming.HOURLY_FORECAST))
@@ -202,8 +205,8 @@ def test_complete_events_carry_iceberg_facets_that_match_the_catalog(events, cat
 
 
 def test_landed_file_carries_its_fingerprint_from_download_to_stage(events, pipeline_run):
-    landed = sources.tlc_landed_path("2025-01", pipeline_run.paths)
-    fingerprint = sources.fingerprint_file(landed)
+    landed = downloads.tlc_landed_path("2025-01", pipeline_run.paths)
+    fingerprint = downloads.fingerprint_file(landed)
     download = _task_events(events, "download_tlc_month")[0]["outputs"][0]
     stage = _task_events(events, "stage_yellow_taxi")[0]["inputs"][0]
     assert download["name"] == stage["name"] == str(landed)
@@ -254,8 +257,8 @@ def failed_run(pipeline_run):
     root = pipeline_run.paths.var / "bad-source"
     (root / "trip-data").mkdir(parents=True, exist_ok=True)
     (root / "trip-data" / "yellow_tripdata_2025-03.parquet").write_bytes(b"PAR1 this is not parquet at all")
-    with local_source.serve(root) as env:
-        return airflow_runs.dags_test("ingest_yellow_taxi_data", "2025-04-01", {}, env=env)
+    with sample_server.serve(root) as env:
+        return runs.dags_test("ingest_yellow_taxi_data", "2025-04-01", {}, env=env)
 
 
 def test_bad_input_fails_at_once_with_a_fail_event_carrying_the_error(failed_run, pipeline_run):

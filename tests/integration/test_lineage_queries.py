@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 import requests
 
-from include import airflow_runs, local_source, naming, sources
-from include.contract import WEATHER_ELEMENTS
-from include.lineage.graph import load_events
+from include.airflow import runs
+from include.core import naming
+from include.core.contract import WEATHER_ELEMENTS
+from include.lineage.events import load_events
+from include.sources import downloads, sample_server
 from tests.support import free_port
 
 pytestmark = pytest.mark.integration
@@ -54,7 +56,10 @@ def ingested(pipeline_run, tmp_path_factory) -> dict:
 def source_urls(pipeline_run, monkeypatch):
     monkeypatch.setenv("TLC_BASE_URL", pipeline_run.source_env["TLC_BASE_URL"])
     monkeypatch.setenv("NOAA_BASE_URL", pipeline_run.source_env["NOAA_BASE_URL"])
-    return {"tlc": sources.tlc_url(MONTH), "noaa": [sources.noaa_url(element, MONTH) for element in WEATHER_ELEMENTS]}
+    return {
+        "tlc": downloads.tlc_url(MONTH),
+        "noaa": [downloads.noaa_url(element, MONTH) for element in WEATHER_ELEMENTS],
+    }
 
 
 def test_ingest_reads_airflow_and_spark_events_and_stores_each_once(ingested, pipeline_run):
@@ -157,7 +162,7 @@ def test_columns_of_forecasted_total_rides_reach_the_pickup_time(ingested, pipel
 
 
 def test_spark_listener_runs_join_the_airflow_graph_and_run_hierarchy(ingested, pipeline_run):
-    landed = str(sources.tlc_landed_path(MONTH, pipeline_run.paths))
+    landed = str(downloads.tlc_landed_path(MONTH, pipeline_run.paths))
     graph = json.loads(_ok("downstream", landed, "--json", "--store", ingested["store"]))["graph"]
     jobs = {node["data"]["name"] for node in graph if node["type"] == "JOB"}
     assert "ingest_yellow_taxi_data.stage_yellow_taxi" in jobs
@@ -260,8 +265,8 @@ def test_http_transport_delivers_real_events_to_lineage_serve(lineage_server, pi
 
 def test_a_real_dag_run_sends_its_lineage_to_lineage_serve(lineage_server, pipeline_run, monkeypatch):
     transport = {"type": "http", "url": lineage_server["url"], "endpoint": "api/v1/lineage", "timeout": 5}
-    with local_source.serve(pipeline_run.paths.var / "source") as source_env:
-        result = airflow_runs.dags_test(
+    with sample_server.serve(pipeline_run.paths.var / "source") as source_env:
+        result = runs.dags_test(
             "ingest_weather_data",
             "2025-02-01",
             {"force": True},
@@ -269,13 +274,13 @@ def test_a_real_dag_run_sends_its_lineage_to_lineage_serve(lineage_server, pipel
             log_file=pipeline_run.paths.var / "test-logs" / "weather_to_lineage_serve.log",
         )
         monkeypatch.setenv("NOAA_BASE_URL", source_env["NOAA_BASE_URL"])
-        noaa = naming.source_url_id(sources.noaa_url("tavg", MONTH))
+        noaa = naming.source_url_id(downloads.noaa_url("tavg", MONTH))
     assert result.succeeded, result.log[-3000:]
-    runs = json.loads(
+    merge_runs = json.loads(
         _ok("runs", "ingest_weather_data.merge_weather_raw", "--json", "--store", lineage_server["store"])
     )["runs"]
-    assert [run["state"] for run in runs] == ["COMPLETED"]
-    assert "nyc_taxi.weather_raw" in {output["label"] for output in runs[0]["outputs"]}
+    assert [run["state"] for run in merge_runs] == ["COMPLETED"]
+    assert "nyc_taxi.weather_raw" in {output["label"] for output in merge_runs[0]["outputs"]}
     weather_raw = naming.table_id(naming.WEATHER_RAW)
     response = requests.get(
         f"{lineage_server['url']}/api/v1/lineage",

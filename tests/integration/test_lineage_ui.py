@@ -15,7 +15,7 @@ import shutil
 import pytest
 import requests
 
-from include import config
+from include.core import settings
 from tests.integration.running_airflow import FORECAST_DAG, RunningAirflow
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]  # airflow standalone and three DAG runs on 2 cores
@@ -53,7 +53,7 @@ def _spark_jobs(airflow: RunningAirflow) -> set[str]:
 
 def _current_snapshot(airflow: RunningAirflow, table: str) -> dict:
     """The table's current snapshot as Iceberg's own metadata says (the newest metadata file of its folder)."""
-    folder = airflow.paths.warehouse / config.ICEBERG_NAMESPACE / table / "metadata"
+    folder = airflow.paths.warehouse / settings.ICEBERG_NAMESPACE / table / "metadata"
     newest = max(folder.glob("*.metadata.json"), key=lambda path: int(re.match(r"(\d+)", path.name).group(1)))
     metadata = json.loads(newest.read_text())
     return next(s for s in metadata["snapshots"] if s["snapshot-id"] == metadata["current-snapshot-id"])
@@ -202,7 +202,7 @@ def test_dag_tab_shows_the_dags_tasks_and_their_datasets(airflow, browser_page):
     frame = _lineage_frame(browser_page, f"dag={FORECAST_DAG}")
     visible = _visible_nodes(frame)
     tasks = {
-        f"job:{config.OPENLINEAGE_NAMESPACE}:{FORECAST_DAG}.{task}"
+        f"job:{settings.OPENLINEAGE_NAMESPACE}:{FORECAST_DAG}.{task}"
         for task in ("compute_hourly_actuals", "train_model", "write_forecast")
     }
     assert tasks <= visible

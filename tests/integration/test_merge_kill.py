@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from include import config, naming, sample_data
+from include.core import naming, settings
+from include.sources import sample_data
+from include.spark import submit
 from tests.support import raw_state
 
 pytestmark = pytest.mark.integration
@@ -21,9 +23,9 @@ ROWS = 300_000
 def _submit_command(script: str, args: list[str]) -> list[str]:
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-    os.environ.update(config.spark_connection_outside_airflow())
-    hook = SparkSubmitHook(**config.spark_submit_kwargs(), application_args=args)
-    return hook._build_spark_submit_command(str(config.SPARK_JOBS_DIR / script))
+    os.environ.update(submit.spark_connection_outside_airflow())
+    hook = SparkSubmitHook(**submit.spark_submit_kwargs(), application_args=args)
+    return hook._build_spark_submit_command(str(settings.SPARK_JOBS_DIR / script))
 
 
 def _run(script: str, args: list[str]) -> None:
@@ -32,7 +34,7 @@ def _run(script: str, args: list[str]) -> None:
         check=True,
         capture_output=True,
         timeout=600,
-        env={**os.environ, **config.spark_submit_env()},
+        env={**os.environ, **submit.spark_submit_env()},
     )
 
 
@@ -49,7 +51,7 @@ def test_killed_merge_leaves_the_previous_snapshot_and_the_retry_is_exact(pipeli
         start_new_session=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        env={**os.environ, **config.spark_submit_env()},
+        env={**os.environ, **submit.spark_submit_env()},
     )
     deadline = time.monotonic() + 300
     killed = False

@@ -9,7 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import functions as F
 
-from include import naming, sample_data
+from include.core import naming
+from include.sources import sample_data
 from spark_jobs.common import forecasting
 from spark_jobs.common.tables import qualified
 from spark_jobs.common.taxi import hourly_actuals
@@ -36,10 +37,11 @@ def test_reingesting_the_same_month_changes_nothing_in_raw(pipeline_run):
 
 
 def test_second_run_without_force_skips_an_already_ingested_file(pipeline_run, airflow_env):
-    from include import airflow_runs, local_source
+    from include.airflow import runs
+    from include.sources import sample_server
 
-    with local_source.serve(pipeline_run.paths.var / "source") as env:
-        result = airflow_runs.dags_test("ingest_yellow_taxi_data", "2025-02-01", {}, env=env)
+    with sample_server.serve(pipeline_run.paths.var / "source") as env:
+        result = runs.dags_test("ingest_yellow_taxi_data", "2025-02-01", {}, env=env)
     assert result.succeeded
     assert "already ingested (same xxhash64)" in result.log
 

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from include import airflow_runs, config, local_source
+from include.airflow import runs
+from include.core import settings
+from include.sources import sample_server
 from tests.support import RecordingBackend, free_port
 
 pytestmark = pytest.mark.integration
@@ -45,8 +47,8 @@ def test_secrets_in_env_spark_conf_and_connections_reach_no_lineage_byte(pipelin
             {"conn_type": "postgres", "host": "db", "login": "u", "password": SECRETS["connection"]}
         ),
     }
-    with local_source.serve(pipeline_run.paths.var / "source") as source_env:
-        result = airflow_runs.dags_test("ingest_weather_data", "2025-02-01", {"force": True}, env={**source_env, **env})
+    with sample_server.serve(pipeline_run.paths.var / "source") as source_env:
+        result = runs.dags_test("ingest_weather_data", "2025-02-01", {"force": True}, env={**source_env, **env})
     assert result.succeeded
     leaks = []
     for path in pipeline_run.paths.lineage.rglob("*"):
@@ -65,7 +67,7 @@ def test_taxi_dag_succeeds_whatever_the_backend_does_and_replay_delivers_every_e
     backend = None if behaviour == "down" else RecordingBackend(port, behaviour)
     spool_dir, reference = tmp_path / "spool", tmp_path / "reference.jsonl"
     spooling = {
-        "type": "include.lineage.spool.SpoolingTransport",
+        "type": "include.lineage.emit.spool.SpoolingTransport",
         "timeout": 0.5,
         "spool_dir": str(spool_dir),
         "inner": {
@@ -80,8 +82,8 @@ def test_taxi_dag_succeeds_whatever_the_backend_does_and_replay_delivers_every_e
         "type": "composite",
         "transports": [{"type": "file", "log_file_path": str(reference), "append": True}, spooling],
     }
-    with local_source.serve(pipeline_run.paths.var / "source") as source_env:
-        result = airflow_runs.dags_test(
+    with sample_server.serve(pipeline_run.paths.var / "source") as source_env:
+        result = runs.dags_test(
             "ingest_yellow_taxi_data",
             "2025-02-01",
             {"force": True},
@@ -101,7 +103,7 @@ def test_taxi_dag_succeeds_whatever_the_backend_does_and_replay_delivers_every_e
         [str(Path(sys.executable).parent / "lineage"), "replay"],
         env={
             **os.environ,
-            **config.airflow_env(pipeline_run.paths),
+            **settings.airflow_env(pipeline_run.paths),
             "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(spooling),
         },
         capture_output=True,

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from include.lineage import report
+from include.lineage.api import report
 
 pytestmark = pytest.mark.integration
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

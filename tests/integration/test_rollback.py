@@ -17,7 +17,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from include import airflow_runs, config, local_source, naming, sample_data
+from include.airflow import runs
+from include.core import naming, settings
+from include.sources import sample_data, sample_server
 from tests.integration.conftest import MONTH
 
 pytestmark = pytest.mark.integration
@@ -28,7 +30,7 @@ BAD_INGEST_DATE = "2025-02-01T00:10:00+00:00"
 
 
 def _state(catalog, table: str) -> tuple[int, int]:
-    loaded = catalog.load_table(f"{config.ICEBERG_NAMESPACE}.{table}")
+    loaded = catalog.load_table(f"{settings.ICEBERG_NAMESPACE}.{table}")
     return loaded.current_snapshot().snapshot_id, loaded.scan().to_arrow().num_rows
 
 
@@ -47,7 +49,7 @@ def _lineage(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([LINEAGE, *args], capture_output=True, text=True, env={**os.environ}, timeout=600)
 
 
-def _newest_run_id(paths: config.Paths, job: str) -> str:
+def _newest_run_id(paths: settings.Paths, job: str) -> str:
     """The OpenLineage run id of the newest run of a job, from the events Airflow wrote."""
     starts = [json.loads(line) for line in paths.lineage_events.read_text().splitlines() if line.strip()]
     starts = [e for e in starts if e["job"]["name"] == job and e["eventType"] == "START"]
@@ -60,14 +62,14 @@ def test_rollback_returns_every_table_downstream_of_a_bad_ingest_to_its_earlier_
     paths = pipeline_run.paths
     good = {table: _state(catalog, table) for table in TABLES}
     _corrupt_copy(paths.var / "source", tmp_path / "source")
-    with local_source.serve(tmp_path / "source") as env:
+    with sample_server.serve(tmp_path / "source") as env:
         # January again (the data interval of any moment of Feb 1 up to the next month), as a run of its own: the
         # provider derives task run ids from the logical date, so a rerun at INGEST_DATE would reuse the good run's ids
-        bad = airflow_runs.dags_test(
+        bad = runs.dags_test(
             "ingest_yellow_taxi_data", BAD_INGEST_DATE, {"force": True}, env=env, log_file=tmp_path / "bad.log"
         )
         assert bad.succeeded, f"bad re-ingest ended {bad.state}; log {tmp_path / 'bad.log'}"
-        forecast = airflow_runs.dags_test(
+        forecast = runs.dags_test(
             "forecast_yellow_rides",
             "2025-02-01T05:00:00+00:00",
             {"model": "weather"},
@@ -84,16 +86,16 @@ def test_rollback_returns_every_table_downstream_of_a_bad_ingest_to_its_earlier_
     assert planned.returncode == 0, planned.stderr
     steps = {step["table"]: step for step in json.loads(planned.stdout)["tables"]}
     for table in TABLES:
-        step = steps[f"{config.ICEBERG_NAMESPACE}.{table}"]
+        step = steps[f"{settings.ICEBERG_NAMESPACE}.{table}"]
         assert (step["current_snapshot_id"], step["target_snapshot_id"]) == (corrupted[table][0], good[table][0]), table
-    assert f"{config.ICEBERG_NAMESPACE}.{naming.TAXI_STAGING}" in steps, (
+    assert f"{settings.ICEBERG_NAMESPACE}.{naming.TAXI_STAGING}" in steps, (
         "the bad run's own staging table is rolled back too"
     )
-    assert f"{config.ICEBERG_NAMESPACE}.{naming.WEATHER_RAW}" not in steps, "weather was not touched by the bad data"
+    assert f"{settings.ICEBERG_NAMESPACE}.{naming.WEATHER_RAW}" not in steps, "weather was not touched by the bad data"
     assert any(item["name"].endswith("/models/weather") for item in json.loads(planned.stdout)["not_iceberg"])
 
     # a commit after the plan: the kept plan is refused and nothing changes
-    forecast_table = catalog.load_table(f"{config.ICEBERG_NAMESPACE}.{naming.HOURLY_FORECAST}")
+    forecast_table = catalog.load_table(f"{settings.ICEBERG_NAMESPACE}.{naming.HOURLY_FORECAST}")
     forecast_table.append(forecast_table.scan(limit=1).to_arrow())
     refused = _lineage("rollback", "--run", bad_run, "--apply")
     assert refused.returncode == 2 and "moved on since the plan" in refused.stderr, refused.stdout + refused.stderr

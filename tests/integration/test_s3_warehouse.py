@@ -21,7 +21,8 @@ import boto3
 import pytest
 import requests
 
-from include import config, local_source, naming
+from include.core import naming, settings
+from include.sources import sample_server
 from tests.integration.isolated_var import IsolatedVar
 from tests.support import free_port
 
@@ -105,9 +106,9 @@ def s3_run(paths, s3):
         },
     ).setup()
     source_root = paths.var / "s3-source"
-    local_source.publish_months(source_root, [MONTH], ROWS)
+    sample_server.publish_months(source_root, [MONTH], ROWS)
     try:
-        with local_source.serve(source_root) as source_env:
+        with sample_server.serve(source_root) as source_env:
             run.dags_test("taxi", "ingest_yellow_taxi_data", "2025-02-01", env=source_env)
             run.dags_test(
                 "forecast",
@@ -136,7 +137,7 @@ def _table_ids(datasets: list[dict]) -> set[tuple[str, str]]:
 
 def test_tables_live_in_the_bucket_and_nothing_in_the_local_warehouse(s3_run, s3):
     for table in TABLES:
-        keys = s3.keys(f"{PREFIX}/{config.ICEBERG_NAMESPACE}/{table}/")
+        keys = s3.keys(f"{PREFIX}/{settings.ICEBERG_NAMESPACE}/{table}/")
         assert any(key.endswith(".metadata.json") for key in keys), table
         if table != naming.TAXI_QUARANTINE:
             assert any("/data/" in key and key.endswith(".parquet") for key in keys), table

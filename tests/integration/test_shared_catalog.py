@@ -1,4 +1,4 @@
-"""A shared catalog on a real PostgreSQL (Debian's package, installed by ``include/system_packages.sh``): a throwaway
+"""A shared catalog on a real PostgreSQL (Debian's package, installed by ``include/setup/system_packages.sh``): a throwaway
 cluster made with ``initdb`` under the session's ``var/``, started with ``pg_ctl`` on 127.0.0.1 with password
 authentication, stopped at the end.
 
@@ -24,7 +24,9 @@ from pathlib import Path
 import psycopg2
 import pytest
 
-from include import catalog_server, config, local_source, naming
+from include.core import naming, settings
+from include.services import catalog_server
+from include.sources import sample_server
 from tests.integration.isolated_var import IsolatedVar
 from tests.support import free_port
 
@@ -121,7 +123,7 @@ class ThrowawayPostgres:
 @pytest.fixture(scope="module")
 def postgres(paths):
     if not (_postgres_bin("initdb") and _postgres_bin("pg_ctl")):
-        pytest.skip("PostgreSQL is not installed (include/system_packages.sh installs Debian's package as root)")
+        pytest.skip("PostgreSQL is not installed (include/setup/system_packages.sh installs Debian's package as root)")
     server = ThrowawayPostgres(paths.var / "postgres").start()
     try:
         server.sql(f"CREATE ROLE {USER} LOGIN PASSWORD '{PASSWORD}'")
@@ -133,8 +135,8 @@ def postgres(paths):
 @pytest.fixture(scope="module")
 def source_env(paths):
     root = paths.var / "shared-catalog-source"
-    local_source.publish_months(root, [MONTH], ROWS)
-    with local_source.serve(root) as env:
+    sample_server.publish_months(root, [MONTH], ROWS)
+    with sample_server.serve(root) as env:
         yield env
 
 
@@ -172,8 +174,8 @@ def _rows(table) -> int:
 
 
 def test_jdbc_catalog_on_postgres_holds_the_tables_pyiceberg_reads(jdbc_run, postgres):
-    settings = jdbc_run.settings()
-    assert settings.type == "jdbc" and settings.uri.startswith("jdbc:postgresql://127.0.0.1:")
+    jdbc_settings = jdbc_run.settings()
+    assert jdbc_settings.type == "jdbc" and jdbc_settings.uri.startswith("jdbc:postgresql://127.0.0.1:")
     assert {row for row in postgres.iceberg_tables("iceberg_jdbc")} >= {
         ("lakehouse", "nyc_taxi", table) for table in TAXI_TABLES
     }
@@ -189,15 +191,15 @@ def test_rest_server_over_postgres_serves_the_tables_it_keeps_there(rest_run, po
         ("lakehouse", "nyc_taxi", table) for table in TAXI_TABLES
     }
     with rest_run.activated():
-        through_server = config.pyiceberg_catalog()
+        through_server = settings.pyiceberg_catalog()
         assert type(through_server).__name__ == "RestCatalog"
         served = through_server.load_table(f"nyc_taxi.{naming.TAXI_RAW}")
-        backend = config.CatalogSettings.current(rest_run.paths)
+        backend = settings.CatalogSettings.current(rest_run.paths)
     # The same table read straight from the server's Postgres backend, with pyiceberg's SQL catalog.
     direct_settings = dataclasses.replace(
         backend, type="jdbc", uri=backend.rest_backend_uri, is_local_rest_server=False
     )
-    direct = config.pyiceberg_catalog(direct_settings).load_table(f"nyc_taxi.{naming.TAXI_RAW}")
+    direct = settings.pyiceberg_catalog(direct_settings).load_table(f"nyc_taxi.{naming.TAXI_RAW}")
     assert direct.metadata_location == served.metadata_location
     assert _rows(direct) == _rows(served) > 0
     assert not (rest_run.paths.catalog_dir / "iceberg_catalog.db").exists(), "the SQLite backend must not be used"
@@ -213,7 +215,7 @@ def test_compose_catalog_service_runs_over_postgres(paths, postgres):
 
     import yaml
 
-    service = yaml.safe_load((config.PROJECT_ROOT / "docker-compose.yml").read_text())["services"]["iceberg-catalog"]
+    service = yaml.safe_load((settings.PROJECT_ROOT / "docker-compose.yml").read_text())["services"]["iceberg-catalog"]
     uri = postgres.create_database("iceberg_service")
     env = {key: re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", str(value)) for key, value in service["environment"].items()}
     assert env["ICEBERG_REST_BACKEND_URI"] == "jdbc:postgresql://postgres:5432/iceberg"
@@ -228,10 +230,10 @@ def test_compose_catalog_service_runs_over_postgres(paths, postgres):
             "ICEBERG_WAREHOUSE": (var_dir / "warehouse").as_uri(),
         }
     )
-    script = service["command"][-1].replace("/opt/project", str(config.PROJECT_ROOT))
+    script = service["command"][-1].replace("/opt/project", str(settings.PROJECT_ROOT))
     process = subprocess.Popen(
         [sys.executable, script, "--host", "127.0.0.1"],
-        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(config.PROJECT_ROOT), **env},
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(settings.PROJECT_ROOT), **env},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.STDOUT,
         start_new_session=True,
@@ -242,7 +244,7 @@ def test_compose_catalog_service_runs_over_postgres(paths, postgres):
             assert process.poll() is None, "the catalog service exited"
             time.sleep(0.5)
         with IsolatedVar(var_dir, {"ICEBERG_CATALOG_URI": f"http://127.0.0.1:{port}"}).activated():
-            config.pyiceberg_catalog().create_namespace("compose_check")
+            settings.pyiceberg_catalog().create_namespace("compose_check")
         with (
             psycopg2.connect(
                 host="127.0.0.1", port=postgres.port, dbname="iceberg_service", user=USER, password=PASSWORD

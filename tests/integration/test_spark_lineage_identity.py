@@ -9,7 +9,7 @@ from collections import defaultdict
 
 import pytest
 
-from include import naming
+from include.core import naming
 
 pytestmark = pytest.mark.integration
 

@@ -13,8 +13,9 @@ import pytest
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType
 
-from include import config
-from include.jars import load_lock
+from include.core import settings
+from include.core.jars import load_lock
+from include.spark import submit
 
 pytestmark = pytest.mark.integration
 
@@ -27,14 +28,14 @@ def _lock_versions() -> dict[str, str]:
 def test_installed_pyspark_matches_the_spark_line_of_the_iceberg_runtime_jar():
     runtime = next(name for name in _lock_versions() if name.startswith("iceberg-spark-runtime-"))
     spark_line, scala_line = re.match(r"iceberg-spark-runtime-(\d+\.\d+)_(\d+\.\d+)", runtime).groups()
-    assert ".".join(version("pyspark").split(".")[:2]) == spark_line == config.SPARK_VERSION
-    assert scala_line == config.SCALA_VERSION
+    assert ".".join(version("pyspark").split(".")[:2]) == spark_line == settings.SPARK_VERSION
+    assert scala_line == settings.SCALA_VERSION
     assert "openlineage-spark_" + scala_line in _lock_versions()
 
 
 def test_openlineage_spark_jar_is_on_the_release_line_of_openlineage_python():
     # openlineage-spark 1.54.0 is not on Maven Central (checked 2026-11-22): the newest jar may trail by one minor.
-    jar_major, jar_minor, _ = map(int, _lock_versions()["openlineage-spark_" + config.SCALA_VERSION].split("."))
+    jar_major, jar_minor, _ = map(int, _lock_versions()["openlineage-spark_" + settings.SCALA_VERSION].split("."))
     py_major, py_minor, _ = map(int, version("openlineage-python").split("."))
     assert jar_major == py_major and 0 <= py_minor - jar_minor <= 1
 
@@ -81,12 +82,12 @@ def test_spark_submit_job_creates_appends_and_merges_and_pyiceberg_reads_it(path
 
     table = "stack_roundtrip"
     hook = SparkSubmitHook(
-        **config.spark_submit_kwargs(paths),
-        application_args=[config.CatalogSettings.current().table(table)],
+        **submit.spark_submit_kwargs(paths),
+        application_args=[settings.CatalogSettings.current().table(table)],
     )
-    hook.submit(str(config.PROJECT_ROOT / "tests" / "jobs" / "iceberg_roundtrip.py"))
+    hook.submit(str(settings.PROJECT_ROOT / "tests" / "jobs" / "iceberg_roundtrip.py"))
 
-    iceberg_table = catalog.load_table(f"{config.ICEBERG_NAMESPACE}.{table}")
+    iceberg_table = catalog.load_table(f"{settings.ICEBERG_NAMESPACE}.{table}")
     rows = sorted(iceberg_table.scan().to_arrow().to_pylist(), key=lambda row: row["id"])
     assert rows == [
         {"id": 1, "name": "a", "amount": 1.0},
@@ -95,7 +96,7 @@ def test_spark_submit_job_creates_appends_and_merges_and_pyiceberg_reads_it(path
     ]
     operations = [snapshot.summary.operation.value for snapshot in iceberg_table.snapshots()]
     assert operations == ["append", "overwrite"]
-    assert iceberg_table.metadata.location.startswith(config.CatalogSettings.current().warehouse)
+    assert iceberg_table.metadata.location.startswith(settings.CatalogSettings.current().warehouse)
 
     events = [json.loads(line) for line in paths.spark_lineage_events.read_text().splitlines()]
     app_events = [e for e in events if e["job"]["name"] == "iceberg_roundtrip"]
@@ -104,7 +105,7 @@ def test_spark_submit_job_creates_appends_and_merges_and_pyiceberg_reads_it(path
 
 
 def test_table_created_by_pyiceberg_is_read_and_merged_by_spark(spark, catalog):
-    namespace = config.ICEBERG_NAMESPACE
+    namespace = settings.ICEBERG_NAMESPACE
     catalog.create_namespace_if_not_exists(namespace)
     schema = Schema(
         NestedField(1, "id", LongType(), required=False),
@@ -113,7 +114,7 @@ def test_table_created_by_pyiceberg_is_read_and_merged_by_spark(spark, catalog):
     table = catalog.create_table(f"{namespace}.from_pyiceberg", schema=schema)
     table.append(pa.table({"id": pa.array([1, 2], pa.int64()), "name": ["x", "y"]}))
 
-    qualified = config.CatalogSettings.current().table("from_pyiceberg")
+    qualified = settings.CatalogSettings.current().table("from_pyiceberg")
     # A new session has its own catalog connection: with SQLite, a session that already used the catalog keeps
     # reading the catalog as of its first read (see README, "Traps"), and would not see this table.
     spark = spark.newSession()

@@ -5,19 +5,20 @@ from __future__ import annotations
 
 import pytest
 
-from include import airflow_runs, config, naming
-from include.lineage.graph import load_events
+from include.airflow import runs
+from include.core import naming, settings
+from include.lineage.events import load_events
 
 pytestmark = pytest.mark.integration
 
-TEST_DAGS = config.PROJECT_ROOT / "tests" / "dags"
+TEST_DAGS = settings.PROJECT_ROOT / "tests" / "dags"
 ICEBERG_DATASET_FACETS = {"schema", "symlinks", "catalog", "version"}
 
 
 @pytest.fixture(scope="module")
 def complete_events(pipeline_run):
     before = len(load_events(pipeline_run.paths.lineage_events))
-    result = airflow_runs.dags_test(
+    result = runs.dags_test(
         "stock_spark_submit",
         "2025-02-01",
         env={"AIRFLOW__CORE__DAGS_FOLDER": str(TEST_DAGS)},
@@ -54,7 +55,7 @@ def test_stock_operator_gets_the_iceberg_facets_read_from_the_catalog(complete_e
                 k: v for k, v in project_facets[facet].items() if not k.startswith("_")
             }, f"{side}: {facet} differs"
     assert "outputStatistics" in stock["outputs"][0]["outputFacets"]
-    raw = catalog.load_table(f"{config.ICEBERG_NAMESPACE}.{naming.WEATHER_RAW}")
+    raw = catalog.load_table(f"{settings.ICEBERG_NAMESPACE}.{naming.WEATHER_RAW}")
     stock_version = int(stock["outputs"][0]["facets"]["version"]["datasetVersion"])
     assert raw.snapshot_by_id(stock_version) is not None, "the version is a snapshot of the table"
     assert stock["job"]["facets"]["sourceCode"]["sourceCode"] == project["job"]["facets"]["sourceCode"]["sourceCode"]

@@ -22,7 +22,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from include import airflow_runs, config, naming, sample_data
+from include.airflow import runs
+from include.core import naming, settings
+from include.sources import sample_data
+from include.spark import submit
 from spark_jobs.common.runner import BAD_INPUT_EXIT_CODE
 
 # The module fixtures run nine spark-submits (and a scheduler for the backfills): minutes each on a loaded machine.
@@ -46,11 +49,11 @@ def _submit(script: str, args: list[str]) -> subprocess.CompletedProcess:
 
     with pytest.MonkeyPatch.context() as env:  # local Spark, as the project's spark_default connection says
         env.setenv("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[*]"}')
-        hook = SparkSubmitHook(**config.spark_submit_kwargs(), application_args=args)
-        command = hook._build_spark_submit_command(str(config.SPARK_JOBS_DIR / script))
+        hook = SparkSubmitHook(**submit.spark_submit_kwargs(), application_args=args)
+        command = hook._build_spark_submit_command(str(settings.SPARK_JOBS_DIR / script))
     assert command[command.index("--master") + 1] == "local[*]", command
     return subprocess.run(
-        command, capture_output=True, text=True, timeout=900, env={**os.environ, **config.spark_submit_env()}
+        command, capture_output=True, text=True, timeout=900, env={**os.environ, **submit.spark_submit_env()}
     )
 
 
@@ -76,7 +79,7 @@ def staged_eras(paths, catalog, airflow_env):  # airflow_env: the spark_default 
 
 
 def _staged(catalog, month: str) -> pa.Table:
-    table = catalog.load_table(f"{config.ICEBERG_NAMESPACE}.{naming.TAXI_STAGING}")
+    table = catalog.load_table(f"{settings.ICEBERG_NAMESPACE}.{naming.TAXI_STAGING}")
     return table.scan(row_filter=f"source_month == '{month}'").to_arrow()
 
 
@@ -106,7 +109,7 @@ def test_2009_and_2010_files_are_refused_naming_the_era_and_the_first_supported_
 
 
 def test_a_run_of_a_month_before_2011_fails_at_once_saying_why(paths, airflow_env):
-    result = airflow_runs.dags_test(
+    result = runs.dags_test(
         "ingest_yellow_taxi_data",
         "2010-07-01",
         {},
@@ -174,7 +177,7 @@ def _create_backfill(command_env: dict, start: str, end: str, attempts: int = 3)
 def backfilled(tmp_path_factory):
     from tests.integration.running_airflow import RunningAirflow
 
-    var_dir = config.Paths.current().var / "airflow-eras"
+    var_dir = settings.Paths.current().var / "airflow-eras"
     airflow = RunningAirflow(var_dir, taxi_rows=1_000)
     months = sorted({start[:7] for start, _ in BACKFILLS} | {end[:7] for _, end in BACKFILLS})
     for month in months:
@@ -185,7 +188,7 @@ def backfilled(tmp_path_factory):
         airflow.wait_for_dag("ingest_yellow_taxi_data")
         airflow.api("PATCH", "dags/ingest_yellow_taxi_data", json={"is_paused": False})
         airflow.api("PATCH", "dags/forecast_yellow_rides", json={"is_paused": True})
-        command_env = {**airflow.env, **config.airflow_env(airflow.paths)}
+        command_env = {**airflow.env, **settings.airflow_env(airflow.paths)}
         for start, end in BACKFILLS:
             created = _create_backfill(command_env, start, end)
             assert created.returncode == 0, created.stdout + created.stderr
@@ -206,7 +209,7 @@ def backfilled(tmp_path_factory):
         with pytest.MonkeyPatch.context() as env:
             env.setenv("PIPELINE_VAR_DIR", str(airflow.paths.var))
             env.setenv("ICEBERG_REST_PORT", airflow.env["ICEBERG_REST_PORT"])
-            raw = config.pyiceberg_catalog().load_table(f"{config.ICEBERG_NAMESPACE}.{naming.TAXI_RAW}")
+            raw = settings.pyiceberg_catalog().load_table(f"{settings.ICEBERG_NAMESPACE}.{naming.TAXI_RAW}")
             months_of_rows = raw.scan(selected_fields=("source_month",)).to_arrow()["source_month"]
         counts = {row["values"]: row["counts"] for row in pc.value_counts(months_of_rows).to_pylist()}
         refused = airflow.task_instances("ingest_yellow_taxi_data", runs["2010-12"]["dag_run_id"])

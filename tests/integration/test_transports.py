@@ -6,14 +6,16 @@ import re
 
 import pytest
 
-from include import airflow_runs, config, local_source
+from include.airflow import runs
+from include.core import settings
+from include.sources import sample_server
 from tests.support import RecordingBackend
 
 pytestmark = pytest.mark.integration
 
 
 def readme_transport(title: str) -> str:
-    readme = (config.PROJECT_ROOT / "README.md").read_text()
+    readme = (settings.PROJECT_ROOT / "README.md").read_text()
     section = readme.split(f"#### {title}", 1)[1]
     return re.search(r"^transport = (.+)$", section, re.MULTILINE).group(1)
 
@@ -23,8 +25,8 @@ def test_composite_transport_from_the_readme_delivers_every_event_to_both_backen
     transport = readme_transport("Two backends at once (composite)")
     transport = transport.replace("http://datahub-gms:8080", datahub.url).replace("http://marquez:5000", marquez.url)
     lines_before = pipeline_run.paths.lineage_events.read_text().count("\n")
-    with local_source.serve(pipeline_run.paths.var / "source") as env:
-        result = airflow_runs.dags_test(
+    with sample_server.serve(pipeline_run.paths.var / "source") as env:
+        result = runs.dags_test(
             "ingest_weather_data", "2025-02-01", {}, env={**env, "AIRFLOW__OPENLINEAGE__TRANSPORT": transport}
         )
     marquez.stop()
@@ -62,8 +64,8 @@ def test_readme_marquez_transport_with_marquez_down_keeps_every_event_and_delive
     )
     spool = pipeline_run.paths.lineage_spool
     before = set(spool.glob("*.json"))
-    with local_source.serve(pipeline_run.paths.var / "source") as env:
-        result = airflow_runs.dags_test(
+    with sample_server.serve(pipeline_run.paths.var / "source") as env:
+        result = runs.dags_test(
             "ingest_weather_data", "2025-02-01", {}, env={**env, "AIRFLOW__OPENLINEAGE__TRANSPORT": transport}
         )
     assert result.succeeded
@@ -96,4 +98,4 @@ def test_readme_marquez_transport_with_marquez_down_keeps_every_event_and_delive
 def pipeline_run_env(pipeline_run) -> dict[str, str]:
     import os
 
-    return {**os.environ, **config.airflow_env(pipeline_run.paths)}
+    return {**os.environ, **settings.airflow_env(pipeline_run.paths)}

@@ -1,6 +1,6 @@
 """A job for the cluster test: where do the executors import the project's code from?
 
-Each executor task imports ``include.naming`` and ``spark_jobs.common.taxi`` and reports the files and its Python, or
+Each executor task imports ``include.core.naming`` and ``spark_jobs.common.taxi`` and reports the files and its Python, or
 the import error. The result (JSON) goes to the path given as the only argument.
 """
 
@@ -16,10 +16,10 @@ def locate(_partition):
     import sys as executor_sys
 
     try:
-        import include.naming
+        import include.core.naming
         import spark_jobs.common.taxi
 
-        found = {"include": include.naming.__file__, "spark_jobs": spark_jobs.common.taxi.__file__}
+        found = {"include": include.core.naming.__file__, "spark_jobs": spark_jobs.common.taxi.__file__}
     except ImportError as error:
         found = {"error": f"{type(error).__name__}: {error}"}
     yield {**found, "python": executor_sys.executable}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from include.bench import _summary, to_markdown
+from bench.pipeline import _summary, to_markdown
 
 
 def test_markdown_table_carries_every_figure_with_its_spread():

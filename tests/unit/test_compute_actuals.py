@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql import types as T
 from pyspark.testing import assertDataFrameEqual
 
-from include import config, naming
+from include.core import naming, settings
 from spark_jobs import compute_actuals, merge_taxi
 from spark_jobs.common.tables import current_snapshot_id, qualified
 from spark_jobs.common.taxi import CANONICAL_COLUMNS, add_row_metadata, hourly_actuals
@@ -66,9 +66,9 @@ def test_only_changed_months_are_recomputed_and_a_rollback_recomputes_all(spark,
     _, months, _ = compute_actuals.update_actuals(spark)
     assert months == [] and current_snapshot_id(spark, naming.HOURLY_ACTUALS) == unchanged
 
-    catalog = config.CatalogSettings.current().name
+    catalog = settings.CatalogSettings.current().name
     spark.sql(
-        f"CALL {catalog}.system.rollback_to_snapshot('{config.ICEBERG_NAMESPACE}.{naming.TAXI_RAW}', {january_only})"
+        f"CALL {catalog}.system.rollback_to_snapshot('{settings.ICEBERG_NAMESPACE}.{naming.TAXI_RAW}', {january_only})"
     )
     merge_taxi.load(spark, _month(spark, "2025-01", [("2025-01-05 10:00:00", 9)]), "2025-01")
     _, months, _ = compute_actuals.update_actuals(spark)

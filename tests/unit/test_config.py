@@ -7,20 +7,22 @@ import json
 
 import pytest
 
-from include import bootstrap, config
+from include.core import settings
+from include.setup import bootstrap
+from include.spark import submit
 
 
 @pytest.fixture()
 def tmp_paths(tmp_path):
-    return config.Paths(tmp_path / "var").ensure()
+    return settings.Paths(tmp_path / "var").ensure()
 
 
 def test_generated_airflow_cfg_has_the_project_settings(tmp_paths):
     bootstrap.write_airflow_cfg(tmp_paths)
     cfg = configparser.ConfigParser(interpolation=None)
     cfg.read(tmp_paths.airflow_home / "airflow.cfg")
-    assert cfg["core"]["dags_folder"] == str(config.DAGS_DIR)
-    assert cfg["core"]["plugins_folder"] == str(config.PLUGINS_DIR)
+    assert cfg["core"]["dags_folder"] == str(settings.DAGS_DIR)
+    assert cfg["core"]["plugins_folder"] == str(settings.PLUGINS_DIR)
     assert cfg["core"]["executor"] == "LocalExecutor" and cfg["core"]["parallelism"] == "4"
     assert cfg["core"]["load_examples"] == "False"
     assert cfg["database"]["sql_alchemy_conn"] == f"sqlite:///{tmp_paths.airflow_home}/airflow.db"
@@ -28,7 +30,7 @@ def test_generated_airflow_cfg_has_the_project_settings(tmp_paths):
     assert transport == {"type": "file", "log_file_path": str(tmp_paths.lineage_events), "append": True}
     assert cfg["openlineage"]["extractors"] == "lakehouse_extractor.LakehouseSparkExtractor"
     assert cfg["openlineage"]["spark_inject_parent_job_info"] == "True"
-    assert "AIRFLOW_CONN_SPARK_DEFAULT" not in config.airflow_env(tmp_paths), (
+    assert "AIRFLOW_CONN_SPARK_DEFAULT" not in settings.airflow_env(tmp_paths), (
         "spark_default is a default, not an override"
     )
     stored = json.loads((tmp_paths.secrets / "airflow.json").read_text())
@@ -46,7 +48,7 @@ def test_secrets_are_made_once_per_var_and_kept(tmp_paths):
     from cryptography.fernet import Fernet
 
     Fernet(first["fernet_key"].encode())  # a valid Fernet key, or Airflow cannot encrypt connections
-    other = config.Paths(tmp_paths.var.parent / "other-var").ensure()
+    other = settings.Paths(tmp_paths.var.parent / "other-var").ensure()
     assert bootstrap.airflow_secrets(other)["jwt_secret"] != first["jwt_secret"], "each var/ has its own secrets"
 
 
@@ -64,23 +66,23 @@ def test_default_catalog_is_the_local_rest_server_seen_alike_by_spark_and_pyiceb
     for name in ("ICEBERG_CATALOG_TYPE", "ICEBERG_CATALOG_URI", "ICEBERG_WAREHOUSE", "ICEBERG_CATALOG_NAME"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("ICEBERG_REST_PORT", "18999")
-    catalog = config.CatalogSettings.current(tmp_paths)
+    catalog = settings.CatalogSettings.current(tmp_paths)
     assert catalog.is_local_rest_server and catalog.uri == "http://127.0.0.1:18999"
-    spark = config.spark_conf(tmp_paths, catalog)
+    spark = submit.spark_conf(tmp_paths, catalog)
     assert spark["spark.sql.catalog.lakehouse.type"] == "rest" == catalog.pyiceberg_properties()["type"]
     assert spark["spark.sql.catalog.lakehouse.uri"] == catalog.pyiceberg_properties()["uri"] == "http://127.0.0.1:18999"
     monkeypatch.setenv("ICEBERG_REST_PORT", "http")
     with pytest.raises(ValueError, match="ICEBERG_REST_PORT='http' is not a TCP port"):
-        config.CatalogSettings.current(tmp_paths)
+        settings.CatalogSettings.current(tmp_paths)
 
 
 def test_serverless_jdbc_fallback_is_shared_by_spark_and_pyiceberg(tmp_paths, monkeypatch):
     for name in ("ICEBERG_CATALOG_URI", "ICEBERG_WAREHOUSE", "ICEBERG_CATALOG_NAME"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("ICEBERG_CATALOG_TYPE", "jdbc")
-    catalog = config.CatalogSettings.current(tmp_paths)
+    catalog = settings.CatalogSettings.current(tmp_paths)
     assert not catalog.is_local_rest_server
-    spark = config.spark_conf(tmp_paths, catalog)
+    spark = submit.spark_conf(tmp_paths, catalog)
     assert spark["spark.sql.catalog.lakehouse.uri"] == f"jdbc:sqlite:{tmp_paths.catalog_dir / 'iceberg_catalog.db'}"
     assert catalog.pyiceberg_properties()["uri"] == f"sqlite:///{tmp_paths.catalog_dir / 'iceberg_catalog.db'}"
     assert (
@@ -97,7 +99,7 @@ def test_postgres_and_rest_catalogs_and_s3_warehouse_by_environment(tmp_paths, m
     monkeypatch.setenv("ICEBERG_CATALOG_USER", "ice")
     monkeypatch.setenv("ICEBERG_CATALOG_PASSWORD", "pw")
     monkeypatch.setenv("ICEBERG_WAREHOUSE", "s3://bucket/warehouse")
-    catalog = config.CatalogSettings.current(tmp_paths)
+    catalog = settings.CatalogSettings.current(tmp_paths)
     assert catalog.pyiceberg_properties()["uri"] == "postgresql+psycopg2://ice:pw@db:5432/iceberg"
     props = catalog.spark_properties()
     assert props["spark.sql.catalog.lakehouse.jdbc.user"] == "ice"
@@ -105,23 +107,23 @@ def test_postgres_and_rest_catalogs_and_s3_warehouse_by_environment(tmp_paths, m
     assert "spark.sql.catalog.lakehouse.clients" not in props
     monkeypatch.setenv("ICEBERG_CATALOG_TYPE", "rest")
     monkeypatch.setenv("ICEBERG_CATALOG_URI", "http://rest:8181")
-    remote = config.CatalogSettings.current(tmp_paths)
+    remote = settings.CatalogSettings.current(tmp_paths)
     assert remote.pyiceberg_properties()["type"] == "rest" and remote.uri == "http://rest:8181"
     assert not remote.is_local_rest_server, "a remote REST catalog must not start the local server"
     monkeypatch.setenv("ICEBERG_CATALOG_TYPE", "hive")
     with pytest.raises(ValueError, match="ICEBERG_CATALOG_TYPE='hive' is not supported"):
-        config.CatalogSettings.current(tmp_paths)
+        settings.CatalogSettings.current(tmp_paths)
 
 
 def test_lineage_switch_removes_the_spark_listener_and_extra_conf_is_merged(tmp_paths, monkeypatch):
     monkeypatch.setenv("SPARK_CONF_EXTRA", '{"spark.executor.memory": "3g"}')
-    on, off = config.spark_conf(tmp_paths), config.spark_conf(tmp_paths, lineage=False)
+    on, off = submit.spark_conf(tmp_paths), submit.spark_conf(tmp_paths, lineage=False)
     assert on["spark.extraListeners"] == "io.openlineage.spark.agent.OpenLineageSparkListener"
     assert not any(key.startswith("spark.openlineage") or key == "spark.extraListeners" for key in off)
     assert on["spark.executor.memory"] == off["spark.executor.memory"] == "3g"
     monkeypatch.setenv("SPARK_CONF_EXTRA", "[1, 2]")
     with pytest.raises(ValueError, match="SPARK_CONF_EXTRA must be a JSON object"):
-        config.spark_conf(tmp_paths)
+        submit.spark_conf(tmp_paths)
 
 
 def test_setup_twice_keeps_the_same_secrets(tmp_path):
@@ -134,10 +136,10 @@ def test_setup_twice_keeps_the_same_secrets(tmp_path):
     runs = []
     for _ in range(2):
         subprocess.run(
-            [sys.executable, "-m", "include.bootstrap", "--no-db"],
+            [sys.executable, "-m", "include.setup.bootstrap", "--no-db"],
             env=env,
             check=True,
-            cwd=config.PROJECT_ROOT,
+            cwd=settings.PROJECT_ROOT,
             stdout=subprocess.DEVNULL,
         )
         cfg = configparser.ConfigParser(interpolation=None)

@@ -9,10 +9,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from include import config, contract
-from include.lineage import extraction
+from include.core import contract, settings
+from include.lineage.emit import extraction
 
-INCLUDE_DIR = config.PROJECT_ROOT / "include"
+INCLUDE_DIR = settings.PROJECT_ROOT / "include"
 
 
 def _imported_modules(path) -> set[str]:
@@ -27,7 +27,7 @@ def _imported_modules(path) -> set[str]:
 
 def test_no_module_of_include_imports_spark_jobs_even_inside_a_function():
     offenders = {
-        str(path.relative_to(config.PROJECT_ROOT)): sorted(
+        str(path.relative_to(settings.PROJECT_ROOT)): sorted(
             m for m in _imported_modules(path) if m.split(".")[0] == "spark_jobs"
         )
         for path in sorted(INCLUDE_DIR.rglob("*.py"))
@@ -148,10 +148,10 @@ def test_every_model_has_a_definition_the_extractor_reads_without_importing_the_
 
 
 def test_weather_and_taxi_facts_have_one_definition():
-    from include import sample_data, sources
+    from include.sources import downloads, sample_data
     from spark_jobs.common import taxi, weather
 
-    assert sources.WEATHER_ELEMENTS is sample_data.WEATHER_ELEMENTS is contract.WEATHER_ELEMENTS
+    assert downloads.WEATHER_ELEMENTS is sample_data.WEATHER_ELEMENTS is contract.WEATHER_ELEMENTS
     assert sample_data.MISSING == contract.WEATHER_MISSING_VALUE
     assert sample_data.NYC_COUNTIES is contract.NYC_COUNTIES
     assert weather.KEY_COLUMNS + weather.DAY_COLUMNS == list(contract.WEATHER_COLUMNS)

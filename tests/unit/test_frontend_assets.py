@@ -11,7 +11,7 @@ import tarfile
 import pytest
 from tenacity import wait_none
 
-from include import frontend_assets
+from include.lineage.api import assets
 from tests.support import recording_file_server
 
 SCRIPT = b"window.demoGraphLibrary = {version: '1.2.3'};\n" * 50
@@ -66,11 +66,11 @@ def test_fetches_verifies_extracts_and_then_reuses_the_files_without_network(reg
     _, _, requests = registry
     lock = _publish(registry, tmp_path, _tarball({"package/dist/demo.min.js": SCRIPT, "package/README.md": b"x"}))
     vendor = tmp_path / "vendor"
-    first = frontend_assets.ensure_assets(lock, vendor, log=lambda _: None)
+    first = assets.ensure_assets(lock, vendor, log=lambda _: None)
     assert [path.read_bytes() for path in first] == [SCRIPT]
     assert requests == ["/demo-graph/-/demo-graph-1.2.3.tgz"]
-    assert frontend_assets.page_scripts(lock, vendor) == first
-    assert frontend_assets.ensure_assets(lock, vendor, log=lambda _: None) == first
+    assert assets.page_scripts(lock, vendor) == first
+    assert assets.ensure_assets(lock, vendor, log=lambda _: None) == first
     assert len(requests) == 1, "a second set-up with verified files must not touch the network"
 
 
@@ -78,9 +78,9 @@ def test_a_tampered_cached_file_is_fetched_again(registry, tmp_path):
     _, _, requests = registry
     lock = _publish(registry, tmp_path, _tarball({"package/dist/demo.min.js": SCRIPT}))
     vendor = tmp_path / "vendor"
-    [path] = frontend_assets.ensure_assets(lock, vendor, log=lambda _: None)
+    [path] = assets.ensure_assets(lock, vendor, log=lambda _: None)
     path.write_bytes(b"alert('injected')")
-    frontend_assets.ensure_assets(lock, vendor, log=lambda _: None)
+    assets.ensure_assets(lock, vendor, log=lambda _: None)
     assert path.read_bytes() == SCRIPT and len(requests) == 2
 
 
@@ -88,27 +88,27 @@ def test_a_tarball_that_does_not_match_the_lock_is_refused_and_nothing_is_extrac
     served = _tarball({"package/dist/demo.min.js": b"evil()"})
     lock = _publish(registry, tmp_path, served, locked_tarball=_tarball({"package/dist/demo.min.js": SCRIPT}))
     vendor = tmp_path / "vendor"
-    with pytest.raises(frontend_assets.AssetProvisioningError, match=r"demo-graph@1\.2\.3.*checksum mismatch"):
-        frontend_assets.ensure_assets(lock, vendor, log=lambda _: None, wait=wait_none())
+    with pytest.raises(assets.AssetProvisioningError, match=r"demo-graph@1\.2\.3.*checksum mismatch"):
+        assets.ensure_assets(lock, vendor, log=lambda _: None, wait=wait_none())
     assert not (vendor / "demo-graph").exists()
 
 
 def test_a_file_missing_from_the_tarball_is_named(registry, tmp_path):
     lock = _publish(registry, tmp_path, _tarball({"package/dist/other.js": SCRIPT}))
     with pytest.raises(
-        frontend_assets.AssetProvisioningError, match=r"demo-graph@1\.2\.3 has no file package/dist/demo\.min\.js"
+        assets.AssetProvisioningError, match=r"demo-graph@1\.2\.3 has no file package/dist/demo\.min\.js"
     ):
-        frontend_assets.ensure_assets(lock, tmp_path / "vendor", log=lambda _: None)
+        assets.ensure_assets(lock, tmp_path / "vendor", log=lambda _: None)
 
 
 def test_page_scripts_says_to_run_setup_when_a_file_is_missing(tmp_path, registry):
     lock = _publish(registry, tmp_path, _tarball({"package/dist/demo.min.js": SCRIPT}))
-    with pytest.raises(frontend_assets.AssetProvisioningError, match="make setup"):
-        frontend_assets.page_scripts(lock, tmp_path / "empty")
+    with pytest.raises(assets.AssetProvisioningError, match="make setup"):
+        assets.page_scripts(lock, tmp_path / "empty")
 
 
 def test_the_committed_lock_pins_cytoscape_and_its_dagre_layout():
-    _, packages = frontend_assets.load_lock()
+    _, packages = assets.load_lock()
     assert [(p.name, p.version) for p in packages] == [("cytoscape", "3.34.4"), ("cytoscape-dagre", "4.0.1")]
     for package in packages:
         assert package.integrity.startswith("sha512-") and package.tarball.endswith(f"-{package.version}.tgz")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from tenacity import wait_none
 
-from include import jars
+from include.core import jars
 from tests.support import recording_file_server
 
 

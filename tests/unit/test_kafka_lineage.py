@@ -7,11 +7,13 @@ import json
 
 import pytest
 
-from include import config, jars, kafka_broker
+from include.core import jars, naming, settings
 from include.lineage.consume import ConsumeReport, parse
-from include.lineage.kafka_transport import AckedKafkaTransport, message_key
-from include.lineage.spool import SpoolingConfig, SpoolingTransport
-from include.lineage.store import InvalidEventError
+from include.lineage.emit.kafka_transport import AckedKafkaTransport, message_key
+from include.lineage.emit.spool import SpoolingConfig, SpoolingTransport
+from include.lineage.errors import InvalidEventError
+from include.services import kafka_broker
+from include.spark import submit
 
 
 def _event(parent: dict | None = None) -> dict:
@@ -105,16 +107,16 @@ def test_report_line_names_counts_and_lag_per_partition():
 
 
 def test_spark_listener_default_is_the_file_and_kafka_only_when_configured(monkeypatch, tmp_path):
-    paths = config.Paths(tmp_path)
-    monkeypatch.delenv(config.SPARK_LINEAGE_KAFKA, raising=False)
-    default = config.spark_conf(paths, config.CatalogSettings.current(paths))
+    paths = settings.Paths(tmp_path)
+    monkeypatch.delenv(settings.SPARK_LINEAGE_KAFKA.name, raising=False)
+    default = submit.spark_conf(paths, settings.CatalogSettings.current(paths))
     assert default["spark.openlineage.transport.type"] == "file"
     assert "kafka" not in default["spark.driver.extraClassPath"]
-    monkeypatch.setenv(config.SPARK_LINEAGE_KAFKA, "127.0.0.1:19092")
-    conf = config.spark_conf(paths, config.CatalogSettings.current(paths))
+    monkeypatch.setenv(settings.SPARK_LINEAGE_KAFKA.name, "127.0.0.1:19092")
+    conf = submit.spark_conf(paths, settings.CatalogSettings.current(paths))
     assert conf["spark.openlineage.transport.type"] == "kafka"
     assert conf["spark.openlineage.transport.properties.bootstrap.servers"] == "127.0.0.1:19092"
-    assert conf["spark.openlineage.transport.topicName"] == kafka_broker.EVENTS_TOPIC
+    assert conf["spark.openlineage.transport.topicName"] == naming.KAFKA_EVENTS_TOPIC
     assert "spark.openlineage.transport.location" not in conf
     assert conf["spark.driver.extraClassPath"].endswith("kafka-clients-4.3.1.jar")
 

@@ -10,11 +10,13 @@ import pytest
 from fastapi import HTTPException
 from fastapi.testclient import TestClient
 
-from include import config
+from include.core import settings
+from include.lineage.api import data
+from include.lineage.api.app import create_ui_app
+from include.lineage.api.page import render_served, render_standalone
 from include.lineage.queries import LineageQueries
 from include.lineage.store import LineageStore
-from include.lineage.web import data, render_served, render_standalone
-from include.lineage.web.app import create_ui_app
+from include.lineage.store.follower import StoreFollower
 
 NS = "nyc_taxi_pipeline"
 
@@ -45,15 +47,15 @@ def _event(
 
 
 @pytest.fixture()
-def lineage_paths(tmp_path) -> config.Paths:
-    paths = config.Paths(tmp_path / "var")
+def lineage_paths(tmp_path) -> settings.Paths:
+    paths = settings.Paths(tmp_path / "var")
     paths.lineage.mkdir(parents=True)
     return paths
 
 
 def test_the_store_follows_appended_events_and_waits_for_a_line_being_written(lineage_paths):
     store = LineageStore(f"sqlite:///{lineage_paths.lineage / 'store.db'}")
-    follower = data.StoreFollower(store, lineage_paths)
+    follower = StoreFollower(store, lineage_paths)
     first = json.dumps(_event("dag.merge_raw", ["staging"], ["raw"]))
     second = json.dumps(_event("dag.actuals", ["raw"], ["actuals"]))
     lineage_paths.lineage_events.write_text(first + "\n" + second[:40])  # the second line is still being written

@@ -25,6 +25,7 @@ from openlineage.client.serde import Serde
 from sqlalchemy import select
 
 from include.lineage import cli
+from include.lineage.errors import UnreadableEventFileError
 from include.lineage.queries import (
     EmptyStoreError,
     LineageQueries,
@@ -32,19 +33,10 @@ from include.lineage.queries import (
     closure_downstream,
     closure_upstream,
     cte_walk,
-    render_diff,
-    render_tree,
 )
-from include.lineage.store import (
-    LineageStore,
-    UnreadableEventFileError,
-    closure_table,
-    events_table,
-    jobs_table,
-    metadata,
-    nodes_table,
-    runs_table,
-)
+from include.lineage.render import render_diff, render_tree
+from include.lineage.store import LineageStore
+from include.lineage.store.schema import closure_table, events_table, jobs_table, metadata, nodes_table, runs_table
 
 NS = "tests"
 WAREHOUSE = "file:///warehouse"
@@ -503,7 +495,7 @@ def served_store(tmp_path):
 
     import uvicorn
 
-    from include.lineage.server import create_app
+    from include.lineage.api.server import create_app
     from tests.support import free_port
 
     port = free_port()

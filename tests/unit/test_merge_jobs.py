@@ -13,7 +13,8 @@ from datetime import datetime
 import pytest
 from pyspark.sql import functions as F
 
-from include import naming, sample_data
+from include.core import naming
+from include.sources import sample_data
 from spark_jobs import merge_taxi, merge_weather
 from spark_jobs.common.tables import ensure_table, qualified
 from spark_jobs.common.weather import RAW_SCHEMA, parse_weather

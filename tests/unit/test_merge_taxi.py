@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from include import naming
+from include.core import naming
 from spark_jobs import merge_taxi
 from spark_jobs.common.tables import current_snapshot_id, ensure_table, qualified, table_property
 from spark_jobs.common.taxi import CANONICAL_COLUMNS, ROW_ID_PROPERTY, ROW_ID_SCHEME, add_row_metadata

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from include import naming
+from include.core import naming
 
 
 def test_files_and_object_storage_follow_the_naming_spec():

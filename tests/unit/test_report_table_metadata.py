@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from include import config
-from include.contract import JobReport
-from include.lineage.extraction import _TableFacets
+from include.core import settings
+from include.core.contract import JobReport
+from include.lineage.emit.extraction import _TableFacets
 from spark_jobs.common.report import describe_tables
 from spark_jobs.common.tables import current_snapshot_id, ensure_table, qualified
 
@@ -41,7 +41,7 @@ def test_reported_table_facets_equal_those_read_through_pyiceberg(spark, table):
     first = spark.sql(f"SELECT snapshot_id FROM {qualified(table)}.snapshots ORDER BY committed_at").first().snapshot_id
     report = JobReport(inputs={table: {"snapshot_id": first}}, outputs={table: {}})
     describe_tables(spark, report)
-    catalog = config.pyiceberg_catalog()
+    catalog = settings.pyiceberg_catalog()
 
     reported_input = _TableFacets.from_report(report.inputs[table])
     assert _facets(reported_input) == _facets(_TableFacets.from_catalog(catalog, table, first))

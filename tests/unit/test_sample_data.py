@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from include import sample_data
+from include.sources import sample_data
 
 TLC_2025 = [
     ("VendorID", pa.int32()),

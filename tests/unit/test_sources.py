@@ -8,10 +8,11 @@ import time
 import pytest
 import xxhash
 
-from include import contract, sources
+from include.core import contract
+from include.sources import downloads
 from tests.support import QuietHandler, loopback_server
 
-FAST = sources.Settings(connect_timeout=2, read_timeout=0.5, attempts=3, backoff=0.01)
+FAST = downloads.DownloadPolicy(connect_timeout=2, read_timeout=0.5, attempts=3, backoff=0.01)
 
 
 class Behaviour:
@@ -58,7 +59,7 @@ def server():
 def test_download_lands_the_file_atomically_with_its_xxhash64(server, tmp_path):
     behaviour, url = server
     target = tmp_path / "landing" / "f.parquet"
-    result = sources.fetch(url, target, settings=FAST, ledger=sources.IngestLedger(_paths(tmp_path)))
+    result = downloads.fetch(url, target, policy=FAST, ledger=downloads.IngestLedger(_paths(tmp_path)))
     assert result.status == "downloaded"
     assert target.read_bytes() == behaviour.body
     assert result.fingerprint == xxhash.xxh64(behaviour.body).hexdigest()
@@ -68,7 +69,7 @@ def test_download_lands_the_file_atomically_with_its_xxhash64(server, tmp_path):
 def test_month_not_published_is_reported_not_raised(server, tmp_path):
     behaviour, url = server
     behaviour.mode = "missing"
-    result = sources.fetch(url, tmp_path / "f.parquet", settings=FAST, ledger=sources.IngestLedger(_paths(tmp_path)))
+    result = downloads.fetch(url, tmp_path / "f.parquet", policy=FAST, ledger=downloads.IngestLedger(_paths(tmp_path)))
     assert result.status == "not_published"
     assert not (tmp_path / "f.parquet").exists()
     assert behaviour.requests == 1, "a 404 is an answer, not a failure to retry"
@@ -79,8 +80,8 @@ def test_truncated_body_is_retried_then_fails_naming_the_url_and_keeps_the_old_f
     behaviour.mode = "truncated"
     target = tmp_path / "f.parquet"
     target.write_bytes(b"previous complete file")
-    with pytest.raises(sources.DownloadError, match=r"yellow_tripdata_2025-01\.parquet.*gave up after 3 attempts"):
-        sources.download(url, target, FAST)
+    with pytest.raises(downloads.DownloadError, match=r"yellow_tripdata_2025-01\.parquet.*gave up after 3 attempts"):
+        downloads.download(url, target, FAST)
     assert behaviour.requests == 3
     assert target.read_bytes() == b"previous complete file"
     assert list(tmp_path.glob(".*.part")) == []
@@ -90,8 +91,8 @@ def test_stalled_server_times_out_and_is_retried(server, tmp_path):
     behaviour, url = server
     behaviour.mode = "stall"
     started = time.monotonic()
-    with pytest.raises(sources.DownloadError, match="Read timed out|timed out"):
-        sources.download(url, tmp_path / "f.parquet", FAST)
+    with pytest.raises(downloads.DownloadError, match="Read timed out|timed out"):
+        downloads.download(url, tmp_path / "f.parquet", FAST)
     assert behaviour.requests == 3
     assert time.monotonic() - started < 10
 
@@ -99,29 +100,30 @@ def test_stalled_server_times_out_and_is_retried(server, tmp_path):
 def test_transient_503_is_retried_and_succeeds(server, tmp_path):
     behaviour, url = server
     behaviour.mode = "flaky"
-    assert sources.download(url, tmp_path / "f.parquet", FAST)[1] == len(behaviour.body)
+    assert downloads.download(url, tmp_path / "f.parquet", FAST)[1] == len(behaviour.body)
     assert behaviour.requests == 2
 
 
 def test_already_ingested_fingerprint_is_skipped_unless_forced(server, tmp_path):
     behaviour, url = server
-    ledger = sources.IngestLedger(_paths(tmp_path))
+    ledger = downloads.IngestLedger(_paths(tmp_path))
     target = tmp_path / "f.parquet"
-    first = sources.fetch(url, target, settings=FAST, ledger=ledger)
+    first = downloads.fetch(url, target, policy=FAST, ledger=ledger)
     ledger.record(target.name, first.fingerprint, "nyc_taxi.yellow_taxi_raw")
-    assert sources.fetch(url, target, settings=FAST, ledger=ledger).status == "already_ingested"
-    assert sources.fetch(url, target, force=True, settings=FAST, ledger=ledger).status == "downloaded"
+    assert downloads.fetch(url, target, policy=FAST, ledger=ledger).status == "already_ingested"
+    assert downloads.fetch(url, target, force=True, policy=FAST, ledger=ledger).status == "downloaded"
     behaviour.body += b"a new revision"
-    assert sources.fetch(url, target, settings=FAST, ledger=ledger).status == "downloaded"
+    assert downloads.fetch(url, target, policy=FAST, ledger=ledger).status == "downloaded"
 
 
 def test_urls_are_the_real_sources_by_default(monkeypatch):
     monkeypatch.delenv("TLC_BASE_URL", raising=False)
     monkeypatch.delenv("NOAA_BASE_URL", raising=False)
     assert (
-        sources.tlc_url("2024-01") == "https://d37ci6vzurychx.cloudfront.net/trip-data/yellow_tripdata_2024-01.parquet"
+        downloads.tlc_url("2024-01")
+        == "https://d37ci6vzurychx.cloudfront.net/trip-data/yellow_tripdata_2024-01.parquet"
     )
-    assert sources.noaa_url("prcp", "2025-03") == (
+    assert downloads.noaa_url("prcp", "2025-03") == (
         "https://www.ncei.noaa.gov/pub/data/daily-grids/v1-0-0/averages/2025/prcp-202503-cty-scaled.csv"
     )
 
@@ -129,16 +131,16 @@ def test_urls_are_the_real_sources_by_default(monkeypatch):
 def test_base_urls_from_the_environment_keep_the_real_file_layout(monkeypatch):
     monkeypatch.setenv("TLC_BASE_URL", "http://127.0.0.1:8000/trip-data/")
     monkeypatch.setenv("NOAA_BASE_URL", "http://127.0.0.1:8000/averages")
-    assert sources.tlc_url("2025-12") == "http://127.0.0.1:8000/trip-data/yellow_tripdata_2025-12.parquet"
-    assert sources.noaa_url("tmax", "2025-12") == "http://127.0.0.1:8000/averages/2025/tmax-202512-cty-scaled.csv"
+    assert downloads.tlc_url("2025-12") == "http://127.0.0.1:8000/trip-data/yellow_tripdata_2025-12.parquet"
+    assert downloads.noaa_url("tmax", "2025-12") == "http://127.0.0.1:8000/averages/2025/tmax-202512-cty-scaled.csv"
 
 
 def test_fetching_a_noaa_month_downloads_one_file_per_weather_element(server, tmp_path, monkeypatch):
     behaviour, url = server
     monkeypatch.setenv("NOAA_BASE_URL", url.split("/trip-data/")[0] + "/averages")
     monkeypatch.setenv("PIPELINE_VAR_DIR", str(tmp_path / "var"))
-    downloads = sources.fetch_noaa_month("2025-01", settings=FAST)
-    assert [d.status for d in downloads] == ["downloaded"] * len(contract.WEATHER_ELEMENTS)
+    fetched = downloads.fetch_noaa_month("2025-01", policy=FAST)
+    assert [d.status for d in fetched] == ["downloaded"] * len(contract.WEATHER_ELEMENTS)
     assert sorted(behaviour.paths) == sorted(
         f"/averages/2025/{e}-202501-cty-scaled.csv" for e in contract.WEATHER_ELEMENTS
     )
@@ -147,14 +149,14 @@ def test_fetching_a_noaa_month_downloads_one_file_per_weather_element(server, tm
 def test_retries_wait_exponentially_longer(server, tmp_path, caplog):
     behaviour, url = server
     behaviour.mode = "truncated"
-    settings = sources.Settings(connect_timeout=2, read_timeout=2, attempts=4, backoff=0.05)
-    with caplog.at_level("WARNING", logger=sources.log.name), pytest.raises(sources.DownloadError):
-        sources.download(url, tmp_path / "f.parquet", settings)
+    settings = downloads.DownloadPolicy(connect_timeout=2, read_timeout=2, attempts=4, backoff=0.05)
+    with caplog.at_level("WARNING", logger=downloads.log.name), pytest.raises(downloads.DownloadError):
+        downloads.download(url, tmp_path / "f.parquet", settings)
     waits = [float(re.search(r"in ([0-9.]+) seconds", r.getMessage()).group(1)) for r in caplog.records]
     assert waits == [0.05, 0.1, 0.2]
 
 
 def _paths(tmp_path):
-    from include import config
+    from include.core import settings
 
-    return config.Paths(tmp_path / "var")
+    return settings.Paths(tmp_path / "var")

@@ -14,7 +14,7 @@ from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
 from openlineage.client.transport import get_default_factory
 from openlineage.client.uuid import generate_new_uuid
 
-from include.lineage.spool import Spool, SpoolingTransport
+from include.lineage.emit.spool import Spool, SpoolingTransport
 from tests.support import RecordingBackend as Backend
 from tests.support import free_port
 
@@ -22,7 +22,7 @@ from tests.support import free_port
 def transport_for(port: int, spool_dir: Path, timeout: float = 1.0) -> SpoolingTransport:
     return get_default_factory().create(
         {
-            "type": "include.lineage.spool.SpoolingTransport",
+            "type": "include.lineage.emit.spool.SpoolingTransport",
             "timeout": timeout,
             "spool_dir": str(spool_dir),
             "inner": {
@@ -163,7 +163,7 @@ def test_readme_style_config_needs_no_path_and_gives_http_no_hidden_retries(tmp_
     monkeypatch.setenv("PIPELINE_VAR_DIR", str(tmp_path / "var"))
     transport = get_default_factory().create(
         {
-            "type": "include.lineage.spool.SpoolingTransport",
+            "type": "include.lineage.emit.spool.SpoolingTransport",
             "timeout": 0.5,
             "inner": {"type": "http", "url": f"http://127.0.0.1:{free_port()}", "endpoint": "api/v1/lineage"},
         }

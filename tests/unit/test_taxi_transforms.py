@@ -12,7 +12,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import types as T
 from pyspark.testing import assertDataFrameEqual
 
-from include import sample_data
+from include.sources import sample_data
 from spark_jobs.common.errors import root_cause
 from spark_jobs.common.taxi import (
     CANONICAL_COLUMNS,

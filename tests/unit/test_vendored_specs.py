@@ -9,8 +9,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from include import config, vendored_specs
+from include.core import settings
 from include.lineage import validation
+from include.setup import vendored_specs
 
 
 @pytest.mark.parametrize("folder", vendored_specs.VENDORED_DIRS, ids=lambda folder: folder.name)
@@ -38,7 +39,7 @@ def test_a_changed_a_missing_and_an_unlisted_file_are_each_reported_by_name(tmp_
 def test_the_validator_loads_every_facet_schema_from_the_repository(monkeypatch):
     monkeypatch.delenv("OPENLINEAGE_SPEC_DIR", raising=False)
     spec = validation.spec_dir()
-    assert spec.is_relative_to(config.PROJECT_ROOT)
+    assert spec.is_relative_to(settings.PROJECT_ROOT)
     validator = validation.EventValidator()
     facet_files = list((spec / "facets").glob("*.json")) + list((spec / "registry").glob("*/facets/*.json"))
     for path in facet_files:

@@ -6,7 +6,7 @@ from datetime import date, datetime
 
 from pyspark.testing import assertDataFrameEqual
 
-from include import sample_data
+from include.sources import sample_data
 from spark_jobs.common import forecasting
 from spark_jobs.common.weather import RAW_SCHEMA, bad_rows, daily_nyc_weather, parse_weather
 

@@ -1,0 +1,290 @@
+"""``make bench``, section ``explorer``: the lineage store on a generated graph of real-pipeline shape.
+
+A generated lineage graph of ``BENCH_EXPLORER_NODES`` nodes (default 100,000 datasets and jobs) is ingested as
+OpenLineage events (a START and a COMPLETE per job run) into a fresh SQLite store; then the upstream and downstream
+of ``BENCH_EXPLORER_QUERIES`` random datasets (default 300) are asked twice, alternating: from the closure table
+(one indexed query) and from a recursive CTE over the edge table (how Marquez walks lineage), on the same data in the
+same run. Both answers are compared (they must be equal); the figures are p50/p95 latencies and the ingest rate.
+Nothing here asserts a timing.
+
+Graph shape, like real pipelines: chains of 16 to 40 stages (depth >= 32 edges, dataset -> job -> dataset), a stage
+reading its predecessor and sometimes an earlier stage (diamonds), shared reference datasets read by many pipelines
+(fan-out hubs), "core" pipelines whose final tables other pipelines join (cross-pipeline fan-in), side outputs.
+
+    python -m bench.explorer     # this section alone, merged into var/bench/results.json
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import statistics
+import sys
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from include.core import settings
+
+PRODUCER = "https://github.com/lineage-aware-pipelines/bench-explorer"
+NAMESPACE = "bench"
+
+
+def _progress(message: str) -> None:
+    print(f"bench [{time.strftime('%H:%M:%S')}] explorer: {message}", flush=True)
+
+
+def _dataset(name: str, version: str | None = None) -> dict:
+    facets = {}
+    if version is not None:
+        facets["version"] = {
+            "_producer": PRODUCER,
+            "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/DatasetVersionDatasetFacet.json",
+            "datasetVersion": version,
+        }
+        facets["schema"] = {
+            "_producer": PRODUCER,
+            "_schemaURL": "https://openlineage.io/spec/facets/1-1-1/SchemaDatasetFacet.json",
+            "fields": [{"name": "id", "type": "long"}, {"name": "value", "type": "double"}],
+        }
+    return {"namespace": "s3://lake", "name": name, "facets": facets}
+
+
+def generate_events(target_nodes: int, seed: int = 7) -> tuple[list[dict], dict]:
+    """OpenLineage events of a generated graph with about ``target_nodes`` nodes; returns (events, shape)."""
+    rng = random.Random(seed)
+    hubs = [f"reference/dim_{h}" for h in range(max(5, target_nodes // 2000))]
+    nodes = len(hubs)
+    core_outputs: list[str] = []
+    events: list[dict] = []
+    started = datetime(2025, 1, 1, tzinfo=UTC)
+    pipeline = 0
+    jobs = 0
+    while nodes < target_nodes:
+        stages = rng.randint(16, 40)
+        core = pipeline < 20 or rng.random() < 0.05
+        outputs_so_far = [f"landing/p{pipeline}/source"]
+        nodes += 1
+        for stage in range(stages):
+            inputs = [outputs_so_far[-1]]
+            if len(outputs_so_far) > 2 and rng.random() < 0.3:
+                inputs.append(rng.choice(outputs_so_far[:-1]))
+            if rng.random() < 0.1:
+                inputs.append(rng.choice(hubs))
+            if not core and core_outputs and rng.random() < 0.02:
+                inputs.append(rng.choice(core_outputs))
+            outputs = [f"p{pipeline}/stage{stage}"]
+            if rng.random() < 0.15:
+                outputs.append(f"p{pipeline}/stage{stage}_rejects")
+            job = f"p{pipeline}.stage{stage}"
+            run_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+            time_start = started + timedelta(seconds=jobs)
+            for event_type, at, with_versions in (
+                ("START", time_start, False),
+                ("COMPLETE", time_start + timedelta(milliseconds=500), True),
+            ):
+                events.append(
+                    {
+                        "eventType": event_type,
+                        "eventTime": at.isoformat(),
+                        "producer": PRODUCER,
+                        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+                        "run": {"runId": run_id, "facets": {}},
+                        "job": {"namespace": NAMESPACE, "name": job, "facets": {}},
+                        "inputs": [_dataset(name, "1" if with_versions else None) for name in dict.fromkeys(inputs)],
+                        "outputs": [_dataset(name, str(jobs) if with_versions else None) for name in outputs],
+                    }
+                )
+            outputs_so_far.append(outputs[0])
+            nodes += 1 + len(outputs)
+            jobs += 1
+        if core:
+            core_outputs.append(outputs_so_far[-1])
+        pipeline += 1
+    return events, {"pipelines": pipeline, "jobs": jobs, "hubs": len(hubs), "core_pipelines": len(core_outputs)}
+
+
+def _percentiles(values_ms: list[float]) -> tuple[float, float]:
+    ordered = sorted(values_ms)
+    p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+    return statistics.median(ordered), p95
+
+
+def explorer(work_dir: Path, target_nodes: int | None = None, queries: int | None = None) -> dict:
+    """Run the section; returns the figures that go under ``explorer`` in results.json."""
+    from sqlalchemy import func, select
+
+    from include.lineage.queries import LineageQueries, closure_downstream, closure_upstream, cte_walk
+    from include.lineage.store import LineageStore
+    from include.lineage.store.schema import closure_table, edges_table, nodes_table
+
+    target_nodes = target_nodes or settings.BENCH_EXPLORER_NODES.integer()
+    queries = queries or settings.BENCH_EXPLORER_QUERIES.integer()
+    shutil.rmtree(work_dir, ignore_errors=True)
+    work_dir.mkdir(parents=True)
+    database = work_dir / "explorer.db"
+    _progress(f"generating a lineage graph of about {target_nodes:,} nodes")
+    events, shape = generate_events(target_nodes)
+    store = LineageStore(f"sqlite:///{database}")
+    try:
+        _progress(f"ingesting {len(events):,} events")
+        load_before = os.getloadavg()[0]
+        started, cpu_started = time.perf_counter(), time.process_time()
+        store.ingest(events, batch_size=1000)
+        ingest_seconds, ingest_cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
+        with store.engine.connect() as conn:
+            node_count = conn.execute(select(func.count()).select_from(nodes_table)).scalar_one()
+            edge_count = conn.execute(select(func.count()).select_from(edges_table)).scalar_one()
+            closure_rows = conn.execute(select(func.count()).select_from(closure_table)).scalar_one()
+            max_depth = conn.execute(select(func.max(closure_table.c.depth))).scalar_one()
+            dataset_ids = (
+                conn.execute(select(nodes_table.c.id).where(nodes_table.c.kind == "dataset").order_by(nodes_table.c.id))
+                .scalars()
+                .all()
+            )
+        rng = random.Random(11)
+        sample = [rng.choice(dataset_ids) for _ in range(queries)]
+        depth = 10**6  # every ancestor / descendant, however deep
+        timings: dict[str, list[float]] = {"closure_up": [], "cte_up": [], "closure_down": [], "cte_down": []}
+        cpu: dict[str, list[float]] = {key: [] for key in timings}  # CPU time of this process: SQLite runs in it
+        sizes = {"up": [], "down": []}
+        _progress(
+            f"{node_count:,} nodes, {edge_count:,} edges, {closure_rows:,} closure rows, max depth {max_depth}; "
+            f"{queries} upstream and downstream queries each way"
+        )
+        with store.engine.connect() as conn:
+            for index, node_id in enumerate(sample):
+                for direction, closure_query in (("up", closure_upstream), ("down", closure_downstream)):
+                    walk = "upstream" if direction == "up" else "downstream"
+                    variants = [
+                        ("closure", lambda q=closure_query, n=node_id: q(conn, n, depth)),
+                        ("cte", lambda n=node_id, w=walk: cte_walk(conn, n, w, depth)),
+                    ]
+                    if index % 2:
+                        variants.reverse()  # alternate which goes first
+                    answers = {}
+                    for name, run in variants:
+                        begin, cpu_begin = time.perf_counter(), time.process_time()
+                        answers[name] = run()
+                        timings[f"{name}_{direction}"].append((time.perf_counter() - begin) * 1000)
+                        cpu[f"{name}_{direction}"].append((time.process_time() - cpu_begin) * 1000)
+                    if sorted(answers["closure"]) != sorted(answers["cte"]):
+                        raise RuntimeError(
+                            f"closure table and recursive CTE disagree on the {direction}stream of node {node_id}"
+                        )
+                    sizes[direction].append(len(answers["closure"]) - 1)
+            # Impact of a shared reference dataset (thousands of descendants): where walking the graph costs most.
+            hubs = conn.execute(select(nodes_table.c.id).where(nodes_table.c.name.like("reference/%"))).scalars().all()
+            hub_cpu: dict[str, list[float]] = {"closure": [], "cte": []}
+            for index, node_id in enumerate(hubs[:20]):
+                variants = [
+                    ("closure", lambda n=node_id: closure_downstream(conn, n, depth)),
+                    ("cte", lambda n=node_id: cte_walk(conn, n, "downstream", depth)),
+                ]
+                for name, run in variants[::-1] if index % 2 else variants:
+                    cpu_begin = time.process_time()
+                    run()
+                    hub_cpu[name].append((time.process_time() - cpu_begin) * 1000)
+            hub_sizes = [len(closure_downstream(conn, node_id, depth)) - 1 for node_id in hubs[:20]]
+        lineage = LineageQueries(store)
+        with store.engine.connect() as conn:
+            keys = dict(
+                conn.execute(
+                    select(nodes_table.c.id, nodes_table.c.key).where(nodes_table.c.id.in_(sample[:100]))
+                ).all()
+            )
+        full = []
+        for node_id in sample[:100]:
+            begin = time.perf_counter()
+            lineage.upstream(keys[node_id], depth)
+            full.append((time.perf_counter() - begin) * 1000)
+    finally:
+        store.close()
+    figures = {
+        "nodes": node_count,
+        "edges": edge_count,
+        "closure_rows": closure_rows,
+        "max_depth_edges": max_depth,
+        **shape,
+        "events": len(events),
+        "ingest_seconds": ingest_seconds,
+        "ingest_events_per_second": len(events) / ingest_seconds,
+        "ingest_cpu_seconds": ingest_cpu_seconds,
+        "ingest_events_per_cpu_second": len(events) / ingest_cpu_seconds,
+        "load_average_1min": [load_before, os.getloadavg()[0]],  # other work on the machine skews wall-clock figures
+        "store_bytes": sum(p.stat().st_size for p in work_dir.glob("explorer.db*")),
+        "queries": queries,
+        "mean_upstream_nodes": statistics.mean(sizes["up"]),
+        "mean_downstream_nodes": statistics.mean(sizes["down"]),
+        "max_downstream_nodes": max(sizes["down"]),
+    }
+    for label, key in (
+        ("upstream", "closure_up"),
+        ("cte_upstream", "cte_up"),
+        ("downstream", "closure_down"),
+        ("cte_downstream", "cte_down"),
+    ):
+        figures[f"{label}_p50_ms"], figures[f"{label}_p95_ms"] = _percentiles(timings[key])
+        figures[f"{label}_cpu_p50_ms"], figures[f"{label}_cpu_p95_ms"] = _percentiles(cpu[key])
+    figures["hub_downstream_cpu_p50_ms"], figures["hub_downstream_cpu_p95_ms"] = _percentiles(hub_cpu["closure"])
+    figures["cte_hub_downstream_cpu_p50_ms"], figures["cte_hub_downstream_cpu_p95_ms"] = _percentiles(hub_cpu["cte"])
+    figures["mean_hub_downstream_nodes"] = statistics.mean(hub_sizes)
+    figures["upstream_full_query_p50_ms"], figures["upstream_full_query_p95_ms"] = _percentiles(full)
+    figures["cte_over_closure_upstream_p95"] = figures["cte_upstream_p95_ms"] / figures["upstream_p95_ms"]
+    figures["cte_over_closure_downstream_p95"] = figures["cte_downstream_p95_ms"] / figures["downstream_p95_ms"]
+    return figures
+
+
+def to_markdown(figures: dict) -> str:
+    f = figures
+    lines = [
+        "",
+        f"Explorer: generated lineage graph of {f['nodes']:,} nodes ({f['jobs']:,} jobs in {f['pipelines']:,} pipelines), "
+        f"{f['edges']:,} edges, max depth {f['max_depth_edges']} edges, {f['closure_rows']:,} closure rows; "
+        f"{f['queries']} random datasets (mean {f['mean_upstream_nodes']:.0f} upstream, {f['mean_downstream_nodes']:.0f} downstream nodes).",
+        "",
+        "| figure | closure table | recursive CTE | CTE ÷ closure |",
+        "|---|---|---|---|",
+        f"| upstream p50 / p95 (ms) | {f['upstream_p50_ms']:.2f} / {f['upstream_p95_ms']:.2f} | "
+        f"{f['cte_upstream_p50_ms']:.2f} / {f['cte_upstream_p95_ms']:.2f} | {f['cte_over_closure_upstream_p95']:.1f}× (p95) |",
+        f"| downstream p50 / p95 (ms) | {f['downstream_p50_ms']:.2f} / {f['downstream_p95_ms']:.2f} | "
+        f"{f['cte_downstream_p50_ms']:.2f} / {f['cte_downstream_p95_ms']:.2f} | {f['cte_over_closure_downstream_p95']:.1f}× (p95) |",
+        f"| upstream CPU time p50 / p95 (ms) | {f['upstream_cpu_p50_ms']:.2f} / {f['upstream_cpu_p95_ms']:.2f} | "
+        f"{f['cte_upstream_cpu_p50_ms']:.2f} / {f['cte_upstream_cpu_p95_ms']:.2f} | "
+        f"{f['cte_upstream_cpu_p95_ms'] / max(f['upstream_cpu_p95_ms'], 1e-9):.1f}× (p95) |",
+        f"| downstream CPU time p50 / p95 (ms) | {f['downstream_cpu_p50_ms']:.2f} / {f['downstream_cpu_p95_ms']:.2f} | "
+        f"{f['cte_downstream_cpu_p50_ms']:.2f} / {f['cte_downstream_cpu_p95_ms']:.2f} | "
+        f"{f['cte_downstream_cpu_p95_ms'] / max(f['downstream_cpu_p95_ms'], 1e-9):.1f}× (p95) |",
+        f"| downstream of the shared reference datasets "
+        f"(mean {f['mean_hub_downstream_nodes']:.0f} nodes), CPU p50 / p95 (ms) | "
+        f"{f['hub_downstream_cpu_p50_ms']:.2f} / {f['hub_downstream_cpu_p95_ms']:.2f} | "
+        f"{f['cte_hub_downstream_cpu_p50_ms']:.2f} / {f['cte_hub_downstream_cpu_p95_ms']:.2f} | "
+        f"{f['cte_hub_downstream_cpu_p95_ms'] / max(f['hub_downstream_cpu_p95_ms'], 1e-9):.1f}× (p95) |",
+        f"| `lineage upstream` whole query, p50 / p95 (ms) | {f['upstream_full_query_p50_ms']:.2f} / {f['upstream_full_query_p95_ms']:.2f} | | |",
+        f"| ingest (events/s) | {f['ingest_events_per_second']:,.0f} ({f['events']:,} events in {f['ingest_seconds']:.0f} s; "
+        f"{f['ingest_events_per_cpu_second']:,.0f} per CPU-second) | | |",
+        f"| machine load (1-min average, before → after ingest) | {f['load_average_1min'][0]:.1f} → {f['load_average_1min'][1]:.1f} | | |",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    out = settings.Paths.current().bench
+    figures = explorer(settings.Paths.current().var / "bench-state" / "explorer")
+    out.mkdir(parents=True, exist_ok=True)
+    results_file = out / "results.json"
+    results = json.loads(results_file.read_text()) if results_file.exists() else {}
+    results["explorer"] = figures
+    results_file.write_text(json.dumps(results, indent=2))
+    markdown = to_markdown(figures)
+    (out / "explorer.md").write_text(markdown)
+    print(markdown)
+    _progress(f"results in {results_file} (key explorer) and {out / 'explorer.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,299 @@
+"""``make bench``: the pipeline and the cost of lineage, measured side by side as ratios in one run.
+
+Every figure is the median of ``BENCH_REPEATS`` (default 3) alternating runs, with its spread (min..max), written to
+``var/bench/results.json`` and ``var/bench/results.md``. Nothing here asserts a timing.
+
+1. Ingest efficiency: taxi stage + MERGE of one generated month (``BENCH_ROWS``, default 3,000,000 rows, about a
+   real month) ÷ a bare Spark job doing the same read and a plain parquet write; first load and idempotent re-load;
+   the same for the jobs of a git ref (``BENCH_BASELINE_REF``, default the code before the ingest rework; empty: none)
+   run alternately in the same run, with their own code zip.
+2. Lineage overhead: the taxi DAG via ``airflow dags test`` with OpenLineage on ÷ with ``[openlineage] disabled``,
+   and the extractor's own time per task (from its log line).
+3. Scale: each of ``BENCH_SCALE_MONTHS`` (default 12) generated months of ``BENCH_SCALE_ROWS`` (default 500,000) rows
+   ingested in turn; month N into a raw table holding months 1..N-1 ÷ month 1 into an empty one.
+4. Explorer: the lineage store on a generated 10^5-node lineage graph: ingest rate, upstream/downstream latency from
+   the closure table beside a recursive CTE (``bench/explorer.py``; ``BENCH_EXPLORER_NODES``).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tarfile
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bench import explorer
+from include.airflow import runs
+from include.core import settings
+from include.services import catalog_server
+from include.sources import sample_data, sample_server
+from include.spark import codeship, submit
+
+# The code before the ingest rework of issue 16, measured beside this checkout's (BENCH_BASELINE_REF; "" for none).
+DEFAULT_BASELINE_REF = "e361407"
+EXTRACTED = re.compile(r"lineage: extracted (\w+) in ([0-9.]+)s")
+
+
+def _progress(message: str) -> None:
+    print(f"bench [{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def _spark_submit(script: str | Path, args: list[str], code_zip: Path | None = None) -> float:
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    os.environ.update(submit.spark_connection_outside_airflow())
+    kwargs = submit.spark_submit_kwargs()
+    if code_zip is not None:
+        kwargs["py_files"] = str(code_zip)
+    started = time.monotonic()
+    SparkSubmitHook(**kwargs, application_args=args).submit(str(script))
+    return time.monotonic() - started
+
+
+@dataclass(frozen=True)
+class JobsVersion:
+    """The taxi jobs of one version of the code: this checkout's, or a git ref's (the baseline)."""
+
+    label: str
+    jobs_dir: Path
+    code_zip: Path | None = None
+
+    def ingest_month(self, month: str) -> float:
+        return sum(
+            _spark_submit(self.jobs_dir / f"{job}.py", ["--month", month], self.code_zip)
+            for job in ("stage_taxi", "merge_taxi")
+        )
+
+
+CURRENT = JobsVersion("this checkout", settings.SPARK_JOBS_DIR)
+
+
+def baseline_version(paths: settings.Paths, ref: str) -> JobsVersion | None:
+    """The jobs as they were at ``ref`` (``git archive``), shipped as their own code zip; None outside a git clone
+    or for an unknown ref (the bench then reports this checkout only)."""
+    folder = paths.var / "baseline" / ref
+    if not (folder / "spark_jobs").is_dir():
+        folder.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(
+            ["git", "-C", str(settings.PROJECT_ROOT), "archive", "--format=tar", ref, "include", "spark_jobs"],
+            capture_output=True,
+        )
+        if archive.returncode != 0:
+            _progress(f"no baseline: git archive {ref}: {archive.stderr.decode(errors='replace').strip()}")
+            shutil.rmtree(folder, ignore_errors=True)
+            return None
+        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+            tar.extractall(folder, filter="data")
+    return JobsVersion(f"baseline {ref}", folder / "spark_jobs", codeship.ensure_built(paths, root=folder))
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _summary(values: list[float]) -> dict:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "runs": values}
+
+
+def _reset_tables(paths: settings.Paths) -> None:
+    """Empty warehouse and catalog; the catalog server keeps its SQLite file open, so it restarts around it."""
+    catalog_server.stop(paths)
+    for folder in (paths.warehouse, paths.catalog_dir):
+        shutil.rmtree(folder, ignore_errors=True)
+    (paths.landing / "_ingested.jsonl").unlink(missing_ok=True)
+    paths.ensure()
+    catalog_server.ensure_running(paths)
+
+
+def ingest_efficiency(paths: settings.Paths, rows: int, repeats: int, baseline: JobsVersion | None) -> dict:
+    month = "2025-01"
+    landed = paths.landing / "tlc" / sample_data.taxi_file_name(2025, 1)
+    sample_data.write_taxi_month(landed.parent, 2025, 1, rows)
+    size = landed.stat().st_size
+    bare_script = Path(__file__).resolve().parent / "jobs" / "bare_copy.py"
+    versions = [CURRENT, *([baseline] if baseline else [])]
+    first: dict[str, list[float]] = {v.label: [] for v in versions}
+    reload: dict[str, list[float]] = {v.label: [] for v in versions}
+    bare: list[float] = []
+    for i in range(repeats):
+        _reset_tables(paths)
+        _progress(f"ingest {i + 1}/{repeats}: bare read + parquet write")
+        bare.append(_spark_submit(bare_script, [str(landed), str(paths.bench / "bare_copy")]))
+        for version in versions:
+            _reset_tables(paths)
+            _progress(f"ingest {i + 1}/{repeats}: {version.label}: stage + MERGE, first load")
+            first[version.label].append(version.ingest_month(month))
+            _progress(f"ingest {i + 1}/{repeats}: {version.label}: stage + MERGE, idempotent re-load")
+            reload[version.label].append(version.ingest_month(month))
+
+    def figures(label: str) -> dict:
+        return {
+            "first_load_seconds": _summary(first[label]),
+            "reload_seconds": _summary(reload[label]),
+            "first_load_ratio": _summary([f / b for f, b in zip(first[label], bare, strict=True)]),
+            "reload_ratio": _summary([r / b for r, b in zip(reload[label], bare, strict=True)]),
+            "first_load_rows_per_second": rows / statistics.median(first[label]),
+        }
+
+    results = {
+        "rows": rows,
+        "file_bytes": size,
+        "bare_seconds": _summary(bare),
+        "bare_rows_per_second": rows / statistics.median(bare),
+        **figures(CURRENT.label),
+    }
+    if baseline:
+        results["baseline"] = {"version": baseline.label, **figures(baseline.label)}
+        results["first_load_speedup"] = _summary(
+            [b / c for b, c in zip(first[baseline.label], first[CURRENT.label], strict=True)]
+        )
+    return results
+
+
+def lineage_overhead(paths: settings.Paths, rows: int, repeats: int) -> dict:
+    source = paths.var / "bench-source"
+    sample_server.publish_months(source, [(2025, 1)], rows)
+    on, off, extractor = [], [], {}
+    with sample_server.serve(source) as env:
+        for i in range(repeats):
+            for label, extra in (("on", {}), ("off", {"AIRFLOW__OPENLINEAGE__DISABLED": "True"})):
+                _progress(f"lineage {i + 1}/{repeats}: taxi DAG with OpenLineage {label}")
+                result = runs.dags_test("ingest_yellow_taxi_data", "2025-02-01", {"force": True}, env={**env, **extra})
+                if not result.succeeded:
+                    raise RuntimeError(f"taxi DAG failed during the benchmark ({label})")
+                (on if label == "on" else off).append(result.seconds)
+                for task, seconds in EXTRACTED.findall(result.log):
+                    extractor.setdefault(task, []).append(float(seconds))
+    return {
+        "dag_seconds_lineage_on": _summary(on),
+        "dag_seconds_lineage_off": _summary(off),
+        "overhead_ratio": _summary([a / b for a, b in zip(on, off, strict=True)]),
+        "extractor_seconds_per_task": {task: _summary(values) for task, values in extractor.items()},
+    }
+
+
+def scale(paths: settings.Paths, rows: int, months: int, repeats: int) -> dict:
+    """Each month's stage + MERGE as history grows: month ``months`` into a raw table already holding the ones
+    before it, against month 1 into an empty table."""
+    calendar = [(2024 + (m - 1) // 12, (m - 1) % 12 + 1) for m in range(1, months + 1)]
+    for year, month in calendar:
+        if not (paths.landing / "tlc" / sample_data.taxi_file_name(year, month)).exists():
+            sample_data.write_taxi_month(paths.landing / "tlc", year, month, rows)
+    timings: dict[int, list[float]] = {m: [] for m in range(1, months + 1)}
+    for i in range(repeats):
+        _reset_tables(paths)
+        for number, (year, month) in enumerate(calendar, start=1):
+            _progress(f"scale {i + 1}/{repeats}: month {number} of {months}")
+            timings[number].append(CURRENT.ingest_month(f"{year}-{month:02d}"))
+    return {
+        "months": months,
+        "month_seconds": {str(m): _summary(v) for m, v in timings.items()},
+        "month_growth_ratio": _summary([last / one for last, one in zip(timings[months], timings[1], strict=True)]),
+    }
+
+
+def to_markdown(results: dict) -> str:
+    ing, lin, sc = results["ingest"], results["lineage"], results["scale"]
+    fmt = lambda s: f"{s['median']:.2f} ({s['min']:.2f}–{s['max']:.2f})"  # noqa: E731
+    lines = [
+        f"Machine: {results['machine']}. Ingest: {ing['rows']:,} rows ({ing['file_bytes'] / 2**20:.1f} MiB); "
+        f"DAG runs: {results['lineage_rows']:,} rows; scale: {sc['months']} months of {results['scale_rows']:,} rows. "
+        f"Median (min–max) of {results['repeats']} alternating runs.",
+        "",
+        "| figure | value |",
+        "|---|---|",
+        f"| bare Spark read + parquet write (s) | {fmt(ing['bare_seconds'])} |",
+        f"| stage + MERGE, first load (s) | {fmt(ing['first_load_seconds'])} |",
+        f"| stage + MERGE, idempotent re-load (s) | {fmt(ing['reload_seconds'])} |",
+        f"| `ingest.first_load_ratio`: first load ÷ bare | {fmt(ing['first_load_ratio'])} |",
+        f"| `ingest.reload_ratio`: re-load ÷ bare | {fmt(ing['reload_ratio'])} |",
+        f"| rows/s, first load (bare) | {ing['first_load_rows_per_second']:,.0f} ({ing['bare_rows_per_second']:,.0f}) |",
+    ]
+    if "baseline" in ing:
+        base = ing["baseline"]
+        lines += [
+            f"| {base['version']}: first load (s) | {fmt(base['first_load_seconds'])} |",
+            f"| {base['version']}: re-load (s) | {fmt(base['reload_seconds'])} |",
+            f"| {base['version']}: first load ÷ bare | {fmt(base['first_load_ratio'])} |",
+            f"| {base['version']}: re-load ÷ bare | {fmt(base['reload_ratio'])} |",
+            f"| first load, {base['version']} ÷ this checkout | {fmt(ing['first_load_speedup'])} |",
+        ]
+    lines += [
+        f"| taxi DAG, OpenLineage on (s) | {fmt(lin['dag_seconds_lineage_on'])} |",
+        f"| taxi DAG, OpenLineage disabled (s) | {fmt(lin['dag_seconds_lineage_off'])} |",
+        f"| `lineage.overhead_ratio`: on ÷ off | {fmt(lin['overhead_ratio'])} |",
+        *[
+            f"| extractor time, {task} (s) | {fmt(s)} |"
+            for task, s in sorted(lin["extractor_seconds_per_task"].items())
+        ],
+        *[
+            f"| month {m} into raw holding months 1–{int(m) - 1} (s) | {fmt(s)} |"
+            for m, s in sc["month_seconds"].items()
+        ],
+        f"| `scale.month_growth_ratio`: month {sc['months']} ÷ month 1 | {fmt(sc['month_growth_ratio'])} |",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    rows = settings.BENCH_ROWS.integer()
+    lineage_rows = int(settings.BENCH_LINEAGE_ROWS.text(str(rows)))
+    scale_rows = settings.BENCH_SCALE_ROWS.integer()
+    scale_months = max(settings.BENCH_SCALE_MONTHS.integer(), 2)
+    baseline_ref = settings.BENCH_BASELINE_REF.text(DEFAULT_BASELINE_REF)
+    repeats = max(settings.BENCH_REPEATS.integer(), 1)
+    out = settings.Paths.current().bench
+    paths = settings.Paths(settings.Paths.current().var / "bench-state").ensure()
+    os.environ["PIPELINE_VAR_DIR"] = str(paths.var)
+    os.environ["ICEBERG_REST_PORT"] = str(_free_port())  # beside the catalog server of the project's own var/
+    if not settings.SPARK_DRIVER_MEMORY.raw():
+        os.environ[settings.SPARK_DRIVER_MEMORY.name] = "6g"  # the bench's 3 M-row month needs more than 2g
+    from include.setup import bootstrap
+
+    bootstrap.setup(paths)
+    os.environ.update(settings.airflow_env(paths))  # spark-submit on PATH, spark_default connection, AIRFLOW_HOME
+    _progress(
+        f"{rows:,} rows per month ({lineage_rows:,} for the DAG runs, {scale_rows:,} for scale), "
+        f"{repeats} repeats, state in {paths.var}"
+    )
+    catalog_server.ensure_running(paths)
+    try:
+        results = {
+            "started": datetime.now(UTC).isoformat(),
+            "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+            "repeats": repeats,
+            "lineage_rows": lineage_rows,
+            "scale_rows": scale_rows,
+            "ingest": ingest_efficiency(
+                paths, rows, repeats, baseline_version(paths, baseline_ref) if baseline_ref else None
+            ),
+            "lineage": lineage_overhead(paths, lineage_rows, repeats),
+            "scale": scale(paths, scale_rows, scale_months, repeats),
+            "explorer": explorer.explorer(paths.var / "explorer"),
+        }
+    finally:
+        catalog_server.stop(paths)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=2))
+    markdown = to_markdown(results) + explorer.to_markdown(results["explorer"])
+    (out / "results.md").write_text(markdown)
+    print(markdown)
+    _progress(f"results in {out / 'results.json'} and {out / 'results.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,21 @@
+"""The one mapping of the project's errors to HTTP answers, installed by both apps (``server.create_app`` for
+``lineage serve`` and ``app.create_ui_app`` inside Airflow): the status is the error's own ``http_status``
+(``include/core/errors.py``), the body Marquez's ``{"code": ..., "message": ...}`` plus FastAPI's ``detail``."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from include.core.errors import PipelineError
+
+
+def error_response(error: PipelineError) -> JSONResponse:
+    status = error.http_status
+    return JSONResponse(status_code=status, content={"code": status, "message": str(error), "detail": str(error)})
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(PipelineError)
+    async def pipeline_error(_request: Request, error: PipelineError):
+        return error_response(error)

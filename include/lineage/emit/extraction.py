@@ -1,0 +1,313 @@
+"""Task-level lineage of a Spark task: its declared datasets, enriched on completion.
+
+Used by ``plugins/lakehouse_extractor.py``. On START: the declared inputs and outputs with their identity (and
+symlinks for Iceberg tables). On COMPLETE and FAIL: the same datasets with the Iceberg table's facets (schema,
+snapshot as version, output statistics, catalog) as the job's report carries them (read by the job from the table
+it just wrote; pyiceberg only for a script that leaves none), and from the job's report (data-quality
+metrics and assertions, fingerprints, model metrics, schema drift), plus column lineage and the script's source.
+Every lookup runs under one time budget; what does not finish in time is left out, never waited for.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from pathlib import Path
+
+from openlineage.client.facet_v2 import (
+    catalog_dataset,
+    data_quality_assertions_dataset,
+    data_quality_metrics_input_dataset,
+    dataset_version_dataset,
+    output_statistics_output_dataset,
+    schema_dataset,
+    source_code_job,
+    source_code_location_job,
+)
+
+from include.core import contract, naming, settings
+from include.core.contract import JobReport, ReportError
+from include.lineage.emit import column_lineage
+from include.lineage.emit.facets import (
+    FileFingerprintDatasetFacet,
+    ModelMetricsDatasetFacet,
+    SchemaDriftRunFacet,
+    input_dataset,
+    output_dataset,
+)
+
+log = logging.getLogger(__name__)
+
+
+def time_budget_seconds() -> float:
+    """The longest a task waits for its facets; LINEAGE_FACETS_BUDGET_SECONDS raises it (a loaded CI machine)."""
+    return settings.LINEAGE_FACETS_BUDGET_SECONDS.number()
+
+
+_executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="lineage-facets")
+
+
+def declared_keys(operator) -> tuple[list[str], list[str]]:
+    """Inputs and outputs of a project operator, or of a stock SparkSubmitOperator from its inlets/outlets."""
+    if hasattr(operator, "lineage_keys"):
+        return operator.lineage_keys()
+    return [_asset_key(asset) for asset in operator.inlets or []], [
+        _asset_key(asset) for asset in operator.outlets or []
+    ]
+
+
+def _asset_key(asset) -> str:
+    """An Asset named ``<catalog>.<namespace>.<table>`` is that Iceberg table; any other is its URI."""
+    name, uri = getattr(asset, "name", "") or "", getattr(asset, "uri", "") or ""
+    prefix = f"{settings.CatalogSettings.current().name}.{settings.ICEBERG_NAMESPACE}."
+    return name.removeprefix(prefix) if name.startswith(prefix) else uri
+
+
+def read_report(path: Path | None) -> JobReport:
+    """The job's report, or an empty one when there is none (a stock operator's script may write none)."""
+    if path is None or not path.exists():
+        return JobReport()
+    try:
+        return JobReport.read(path)
+    except (OSError, ReportError) as error:
+        log.warning("lineage: unreadable job report %s: %s", path, error)
+        return JobReport()
+
+
+def _argument(operator, name: str) -> str | None:
+    args = [str(arg) for arg in operator.application_args or []]
+    return args[args.index(name) + 1] if name in args[:-1] else None
+
+
+def _top_level_source(path: Path, name: str) -> str:
+    """The source text of the top-level function or assignment ``name`` in ``path``, read without importing it."""
+    text = path.read_text()
+    for node in ast.parse(text).body:
+        defined = (
+            [node.name]
+            if isinstance(node, ast.FunctionDef)
+            else [target.id for target in getattr(node, "targets", []) if isinstance(target, ast.Name)]
+        )
+        if name in defined:
+            return ast.get_source_segment(text, node)
+    raise LookupError(f"{path}: no top-level definition of {name}")
+
+
+def model_definition(model: str) -> str:
+    """The code that defines a forecast model and its parameters (``contract.MODEL_DEFINITIONS``)."""
+    if model not in contract.MODEL_DEFINITIONS:
+        return f"# model {model}: no definition declared in include/core/contract.py"
+    file_name, function = contract.MODEL_DEFINITIONS[model]
+    params_file, params_name = contract.MODEL_PARAMS_DEFINITION
+    params = ast.parse(_top_level_source(settings.PROJECT_ROOT / params_file, params_name)).body[0].value
+    model_params = next(
+        (
+            ast.unparse(value)
+            for key, value in zip(params.keys, params.values, strict=True)
+            if isinstance(key, ast.Constant) and key.value == model
+        ),
+        "{}",
+    )
+    return f"# model {model}: {model_params}\n{_top_level_source(settings.PROJECT_ROOT / file_name, function)}"
+
+
+def source_code_facets(application: str, model: str | None = None) -> dict:
+    """sourceCodeLocation (git) and sourceCode of the Spark script, with the chosen model's definition: a change of
+    code or of model is a new job version."""
+    from openlineage.client import git
+
+    script = Path(application)
+    facets: dict = {}
+    if script.is_file():
+        code = script.read_text()
+        if model:
+            code += "\n\n" + model_definition(model)
+        facets["sourceCode"] = source_code_job.SourceCodeJobFacet(language="python", sourceCode=code)
+    git_dir = git._find_git_dir(str(settings.PROJECT_ROOT))
+    if git_dir is not None and script.is_file():
+        facets["sourceCodeLocation"] = source_code_location_job.SourceCodeLocationJobFacet(
+            type="git",
+            url=script.resolve().as_uri(),
+            repoUrl=git.get_git_repo_url(git_dir=git_dir) or settings.PROJECT_ROOT.as_uri(),
+            path=str(script.resolve().relative_to(settings.PROJECT_ROOT)),
+            version=git.get_git_version(git_dir),
+            branch=git.get_git_branch(git_dir),
+        )
+    return facets
+
+
+class _TableFacets:
+    """Facets of one Iceberg table at a snapshot: from the job's report when it carries the table's metadata (no
+    catalog round trip, no pyiceberg import in the task), else read through pyiceberg (a stock operator's script)."""
+
+    def __init__(self, columns: list[tuple[str, str]], snapshot_id: int | None, summary: dict[str, str] | None):
+        self.columns = columns
+        self.snapshot_id = snapshot_id
+        self.summary = summary
+        self.settings = settings.CatalogSettings.current()
+
+    @classmethod
+    def from_report(cls, state: dict) -> _TableFacets | None:
+        if not state.get("iceberg_schema"):
+            return None
+        return cls(
+            [tuple(column) for column in state["iceberg_schema"]],
+            state.get("snapshot_id"),
+            state.get("snapshot_summary"),
+        )
+
+    @classmethod
+    def from_catalog(cls, catalog, table_name: str, snapshot_id: int | None) -> _TableFacets:
+        table = catalog.load_table(f"{settings.ICEBERG_NAMESPACE}.{table_name}")
+        snapshot = table.snapshot_by_id(snapshot_id) if snapshot_id else table.current_snapshot()
+        summary = snapshot.summary.additional_properties if snapshot is not None and snapshot.summary else None
+        columns = [(f.name, str(f.field_type)) for f in table.schema().fields]
+        return cls(columns, snapshot_id or getattr(snapshot, "snapshot_id", None), summary)
+
+    def dataset_facets(self) -> dict:
+        fields = [
+            schema_dataset.SchemaDatasetFacetFields(name=name, type=type_name, ordinal_position=i + 1)
+            for i, (name, type_name) in enumerate(self.columns)
+        ]
+        facets = {
+            "schema": schema_dataset.SchemaDatasetFacet(fields=fields),
+            "catalog": catalog_dataset.CatalogDatasetFacet(
+                framework="iceberg",
+                type=self.settings.type,
+                name=self.settings.name,
+                metadataUri=_redact_uri(self.settings.uri),
+                warehouseUri=self.settings.warehouse,
+                source="spark",
+            ),
+        }
+        if self.snapshot_id is not None:
+            facets["version"] = dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion=str(self.snapshot_id))
+        return facets
+
+    def output_statistics(self):
+        if self.summary is None:
+            return None
+        return output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
+            rowCount=int(self.summary.get("added-records", 0)),
+            size=int(self.summary.get("added-files-size", 0)),
+            fileCount=int(self.summary.get("added-data-files", 0)),
+        )
+
+
+def _redact_uri(uri: str) -> str:
+    """A catalog URI without credentials or query parameters."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    if uri.startswith("jdbc:"):
+        return "jdbc:" + _redact_uri(uri.removeprefix("jdbc:"))
+    parts = urlsplit(uri)
+    host = parts.hostname or ""
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def _dataset_facets(key: str, role: str, report: JobReport, catalog) -> tuple[dict, dict]:
+    """(dataset facets, input/output facets) of one key; ``catalog()`` opens the pyiceberg catalog when needed."""
+    facets: dict = {}
+    io_facets: dict = {}
+    section = (report.inputs if role == "input" else report.outputs).get(key, {})
+    if naming.is_table_key(key):
+        table = _TableFacets.from_report(section) or _TableFacets.from_catalog(
+            catalog(), key, section.get("snapshot_id")
+        )
+        facets.update(table.dataset_facets())
+        if role == "output":
+            statistics = table.output_statistics()
+            if statistics is not None:
+                io_facets["outputStatistics"] = statistics
+    elif key.startswith(naming.MODEL_PREFIX) and report.model:
+        model = report.model
+        facets["modelMetrics"] = ModelMetricsDatasetFacet(
+            modelName=model["model_name"],
+            modelVersion=model["model_version"],
+            mae=model["mae"],
+            baselineMae=model["baseline_mae"],
+            holdoutRows=model.get("holdout_rows"),
+        )
+        facets["version"] = dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion=model["model_version"])
+    fingerprint = report.source_fingerprints.get(key)
+    if fingerprint:
+        facets["fileFingerprint"] = FileFingerprintDatasetFacet(
+            fingerprint=fingerprint, sizeBytes=Path(key).stat().st_size
+        )
+    if role == "input" and key in report.input_metrics:
+        metrics = report.input_metrics[key]
+        io_facets["dataQualityMetrics"] = data_quality_metrics_input_dataset.DataQualityMetricsInputDatasetFacet(
+            rowCount=metrics["rowCount"],
+            columnMetrics={
+                column: data_quality_metrics_input_dataset.ColumnMetrics(nullCount=values["nullCount"])
+                for column, values in metrics["columnMetrics"].items()
+            },
+        )
+    if key in report.assertions:
+        facets["dataQualityAssertions"] = data_quality_assertions_dataset.DataQualityAssertionsDatasetFacet(
+            assertions=[data_quality_assertions_dataset.Assertion(**a) for a in report.assertions[key]]
+        )
+    return facets, io_facets
+
+
+def _enriched(inputs: list[str], outputs: list[str], report: JobReport, script: str):
+    catalog = functools.cache(settings.pyiceberg_catalog)
+    enriched_inputs = []
+    for key in inputs:
+        facets, input_facets = _dataset_facets(key, "input", report, catalog)
+        enriched_inputs.append(input_dataset(key, facets, input_facets))
+    enriched_outputs = []
+    for key in outputs:
+        facets, output_facets = _dataset_facets(key, "output", report, catalog)
+        column_facet = column_lineage.facet_for(script, key, inputs)
+        if column_facet is not None:
+            facets["columnLineage"] = column_facet
+        enriched_outputs.append(output_dataset(key, facets, output_facets))
+    return enriched_inputs, enriched_outputs
+
+
+def lineage_of(operator, task_instance=None, complete: bool = False):
+    """OperatorLineage of a Spark task; rich facets when ``complete`` (COMPLETE or FAIL)."""
+    from airflow.providers.openlineage.extractors import OperatorLineage
+
+    started = time.monotonic()
+    inputs, outputs = declared_keys(operator)
+    plain = OperatorLineage(
+        inputs=[input_dataset(key) for key in inputs],
+        outputs=[output_dataset(key) for key in outputs],
+        job_facets=source_code_facets(str(operator.application), _argument(operator, "--model")),
+    )
+    if not complete:
+        return plain
+    report = read_report(contract.report_location(operator.application_args, task_instance))
+    script = Path(str(operator.application)).stem
+    future = _executor.submit(_enriched, inputs, outputs, report, script)
+    try:
+        enriched_inputs, enriched_outputs = future.result(timeout=time_budget_seconds())
+    except FutureTimeout:
+        log.warning(
+            "lineage: facets of %s not ready within %.1fs; emitting identities only",
+            operator.task_id,
+            time_budget_seconds(),
+        )
+        return plain
+    except Exception as error:  # lineage must never fail the task
+        log.warning("lineage: could not read facets of %s: %s", operator.task_id, error)
+        return plain
+    run_facets = {}
+    drift = report.schema_drift
+    if drift and (drift.get("renamed") or drift.get("filled_with_null") or drift.get("unexpected")):
+        run_facets["schemaDrift"] = SchemaDriftRunFacet(
+            renamed=drift.get("renamed", {}),
+            filledWithNull=drift.get("filled_with_null", []),
+            unexpected=drift.get("unexpected", []),
+        )
+    log.info("lineage: extracted %s in %.3fs", operator.task_id, time.monotonic() - started)
+    return OperatorLineage(
+        inputs=enriched_inputs, outputs=enriched_outputs, job_facets=plain.job_facets, run_facets=run_facets
+    )

@@ -1,0 +1,111 @@
+"""OpenLineage datasets and facets of the project, built with openlineage-python's facet_v2 classes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attr
+from openlineage.client.event_v2 import InputDataset, OutputDataset
+from openlineage.client.facet_v2 import DatasetFacet, RunFacet, symlinks_dataset
+
+from include.core import naming
+
+FINGERPRINT_FACET_SCHEMA_URL = (
+    "https://github.com/lineage-aware-pipelines/airflow-spark-iceberg/blob/main/"
+    "include/lineage/schemas/FileFingerprintDatasetFacet.json#/$defs/FileFingerprintDatasetFacet"
+)
+
+
+@attr.define
+class FileFingerprintDatasetFacet(DatasetFacet):
+    """xxhash64 of a source file's bytes: the same fingerprint means the same content was ingested."""
+
+    fingerprint: str
+    sizeBytes: int  # noqa: N815
+    algorithm: str = "xxhash64"
+    sourceUrl: str | None = None  # noqa: N815
+
+    @staticmethod
+    def _get_schema() -> str:
+        return FINGERPRINT_FACET_SCHEMA_URL
+
+
+def _identity(key: str) -> tuple[str, str, dict]:
+    dataset_id, symlink = naming.dataset_for_key(key)
+    facets: dict = {}
+    if symlink is not None:
+        facets["symlinks"] = symlinks_dataset.SymlinksDatasetFacet(
+            identifiers=[symlinks_dataset.Identifier(namespace=symlink.namespace, name=symlink.name, type="TABLE")]
+        )
+    return dataset_id.namespace, dataset_id.name, facets
+
+
+def input_dataset(key: str, facets: dict | None = None, input_facets: dict | None = None) -> InputDataset:
+    namespace, name, base = _identity(key)
+    return InputDataset(
+        namespace=namespace, name=name, facets={**base, **(facets or {})}, inputFacets=input_facets or {}
+    )
+
+
+def output_dataset(key: str, facets: dict | None = None, output_facets: dict | None = None) -> OutputDataset:
+    namespace, name, base = _identity(key)
+    return OutputDataset(
+        namespace=namespace, name=name, facets={**base, **(facets or {})}, outputFacets=output_facets or {}
+    )
+
+
+def land_source_lineage(pairs: list[tuple[str, Path]], downloads: list):
+    """Source URL(s) -> landed file(s) of a LandSourceOperator (``pairs``, from ``include.sources.downloads``); each
+    file's fingerprint where its download (``downloads``, given on complete) has one."""
+    from airflow.providers.openlineage.extractors import OperatorLineage
+
+    by_url = {download.url: download for download in downloads}
+    inputs, outputs = [], []
+    for url, path in pairs:
+        inputs.append(input_dataset(url))
+        facets = {}
+        download = by_url.get(url)
+        if download is not None and download.fingerprint:
+            facets["fileFingerprint"] = FileFingerprintDatasetFacet(
+                fingerprint=download.fingerprint, sizeBytes=download.size_bytes, sourceUrl=url
+            )
+        outputs.append(output_dataset(str(path), facets))
+    return OperatorLineage(inputs=inputs, outputs=outputs)
+
+
+MODEL_METRICS_FACET_SCHEMA_URL = FINGERPRINT_FACET_SCHEMA_URL.replace(
+    "FileFingerprintDatasetFacet.json#/$defs/FileFingerprintDatasetFacet",
+    "ModelMetricsDatasetFacet.json#/$defs/ModelMetricsDatasetFacet",
+)
+SCHEMA_DRIFT_FACET_SCHEMA_URL = FINGERPRINT_FACET_SCHEMA_URL.replace(
+    "FileFingerprintDatasetFacet.json#/$defs/FileFingerprintDatasetFacet",
+    "SchemaDriftRunFacet.json#/$defs/SchemaDriftRunFacet",
+)
+
+
+@attr.define
+class ModelMetricsDatasetFacet(DatasetFacet):
+    """Holdout evaluation of a trained forecast model (mean absolute error, rides per zone-hour)."""
+
+    modelName: str  # noqa: N815
+    modelVersion: str  # noqa: N815
+    mae: float
+    baselineMae: float  # noqa: N815
+    holdoutRows: int | None = None  # noqa: N815
+
+    @staticmethod
+    def _get_schema() -> str:
+        return MODEL_METRICS_FACET_SCHEMA_URL
+
+
+@attr.define
+class SchemaDriftRunFacet(RunFacet):
+    """How a source file's columns differed from the canonical schema, and what the job did about it."""
+
+    renamed: dict = attr.field(factory=dict)
+    filledWithNull: list = attr.field(factory=list)  # noqa: N815
+    unexpected: list = attr.field(factory=list)
+
+    @staticmethod
+    def _get_schema() -> str:
+        return SCHEMA_DRIFT_FACET_SCHEMA_URL

@@ -1,0 +1,188 @@
+"""A spooling OpenLineage transport: lineage never blocks a task and is never lost.
+
+Selected in airflow.cfg by its class path, wrapping any openlineage-python transport::
+
+    transport = {"type": "include.lineage.emit.spool.SpoolingTransport", "timeout": 0.5,
+                 "inner": {"type": "http", "url": "http://marquez:5000", "endpoint": "api/v1/lineage"}}
+
+``spool_dir`` defaults to ``var/lineage/spool`` of the running project (``$PIPELINE_VAR_DIR``); a relative one is
+taken under ``var/lineage/``. An inner ``http``
+transport gets no retries of its own unless configured (the spool is the retry): its default five retries would
+keep sending in the background after the event was spooled, and deliver it twice. An inner ``kafka`` transport is
+the project's :class:`include.lineage.emit.kafka_transport.AckedKafkaTransport` (same configuration as
+openlineage-python's): an event counts as sent only once the broker acknowledged it.
+
+``emit`` gives the inner transport at most ``timeout`` seconds. When it fails or is slow, the event is written to the
+spool folder, one file per event (written to a temporary name, fsynced, then renamed: an event is never split, and
+any number of processes can spool at once). Spooled events go out first, oldest first, on the next emit that finds
+the backend back, and with ``lineage replay``. A file leaves the spool only after its send succeeded, and what is
+sent is the original JSON, unchanged, so a receiver can drop a duplicate by run id + event type + event time.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import attr
+from openlineage.client.serde import Serde
+from openlineage.client.transport import Config, Transport, get_default_factory
+
+log = logging.getLogger(__name__)
+SUFFIX = ".json"
+
+
+@attr.define
+class SpoolingConfig(Config):
+    inner: dict = attr.field(factory=dict)
+    spool_dir: str = ""
+    timeout: float = 1.0
+    replay_batch: int = 100
+
+    @classmethod
+    def from_dict(cls, params: dict[str, Any]) -> SpoolingConfig:
+        if not params.get("inner"):
+            raise ValueError("the spooling transport needs an 'inner' transport configuration")
+        inner = dict(params["inner"])
+        if inner.get("type") == "http":
+            inner.setdefault("retry", {"total": 0, "connect": 0, "read": 0, "status": 0, "other": 0})
+        return cls(
+            inner=inner,
+            spool_dir=str(_spool_dir(params.get("spool_dir"))),
+            timeout=float(params.get("timeout", 1.0)),
+            replay_batch=int(params.get("replay_batch", 100)),
+        )
+
+
+def _spool_dir(configured: str | None) -> Path:
+    """The configured folder; a relative one is under ``var/lineage/``; none is ``var/lineage/spool``."""
+    from include.core import settings
+
+    paths = settings.Paths.current()
+    if not configured:
+        return paths.lineage_spool
+    folder = Path(configured)
+    return folder if folder.is_absolute() else paths.lineage / folder
+
+
+class Spool:
+    """A folder of pending events, one file each, named so that name order is emission order."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.folder.mkdir(parents=True, exist_ok=True)
+
+    def append(self, payload: str) -> Path:
+        name = f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        partial = self.folder / f".{name}.tmp"
+        with partial.open("w") as stream:
+            stream.write(payload)
+            stream.flush()
+            os.fsync(stream.fileno())
+        target = self.folder / f"{name}{SUFFIX}"
+        os.replace(partial, target)
+        directory = os.open(self.folder, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+        return target
+
+    def pending(self) -> list[Path]:
+        return sorted(p for p in self.folder.glob(f"*{SUFFIX}") if not p.name.startswith("."))
+
+    def __len__(self) -> int:
+        return len(self.pending())
+
+
+class SpoolingTransport(Transport):
+    kind = "spooling"
+    config_class = SpoolingConfig
+
+    def __init__(self, config: SpoolingConfig) -> None:
+        self.config = config
+        if config.inner.get("type") == "kafka":
+            from include.lineage.emit.kafka_transport import AckedKafkaTransport
+
+            self.inner = AckedKafkaTransport(config.inner)
+        else:
+            self.inner = get_default_factory().create(config.inner)
+        self.spool = Spool(Path(config.spool_dir))
+        self._lock = threading.Lock()
+
+    def _send_within_bound(self, send, timeout: float, spooled_copy) -> bool:
+        """Send within ``timeout``. On failure or lateness the event must be in the spool: ``spooled_copy()`` puts it
+        there (or names the file it already is) and returns that file. A send that succeeds only after the bound
+        removes that file, so the event is not delivered a second time by a replay."""
+        outcome: dict[str, Any] = {}
+        settled = threading.Lock()
+
+        def attempt() -> None:
+            try:
+                send()
+                outcome["ok"] = True
+            except Exception as error:  # any failure of the backend means: spool it
+                outcome["error"] = error
+            with settled:
+                if outcome.get("ok") and outcome.get("late_copy"):
+                    outcome["late_copy"].unlink(missing_ok=True)
+
+        worker = threading.Thread(target=attempt, daemon=True, name="lineage-send")
+        worker.start()
+        worker.join(timeout)
+        with settled:
+            if worker.is_alive():
+                outcome["late_copy"] = spooled_copy()
+                log.warning("lineage: backend did not answer within %.1fs; spooled", timeout)
+                return False
+        if outcome.get("ok"):
+            return True
+        log.warning("lineage: backend failed (%s); spooled", outcome.get("error"))
+        spooled_copy()
+        return False
+
+    def _send_raw(self, payload: str) -> None:
+        # A dict goes through Serde.to_json unchanged (same keys, sorted): the receiver gets the original event.
+        self.inner.emit(json.loads(payload))
+
+    def emit(self, event: Any) -> None:
+        payload = Serde.to_json(event) if not isinstance(event, str) else event
+        deadline = time.monotonic() + self.config.timeout
+        with self._lock:
+            if self.spool.pending():
+                self.spool.append(payload)
+                self.replay(deadline=deadline)
+                return
+            self._send_within_bound(
+                lambda: self._send_raw(payload), self.config.timeout, lambda: self.spool.append(payload)
+            )
+
+    def replay(self, deadline: float | None = None) -> tuple[int, int]:
+        """Send spooled events oldest first; stop at the first failure. Returns (sent, remaining)."""
+        sent = 0
+        for path in self.spool.pending()[: self.config.replay_batch if deadline else None]:
+            remaining_time = self.config.timeout if deadline is None else deadline - time.monotonic()
+            if remaining_time <= 0:
+                break
+            try:
+                payload = path.read_text()
+                json.loads(payload)
+            except (OSError, ValueError):
+                log.error("lineage: unreadable spool file %s left in place", path)
+                continue
+            send = functools.partial(self._send_raw, payload)
+            if not self._send_within_bound(send, max(remaining_time, 0.05), lambda path=path: path):
+                break
+            path.unlink(missing_ok=True)
+            sent += 1
+        return sent, len(self.spool)
+
+    def close(self, timeout: float = -1) -> bool:
+        return self.inner.close(timeout) if hasattr(self.inner, "close") else True

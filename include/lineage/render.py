@@ -1,0 +1,253 @@
+"""Answers of the lineage store as people read them: trees, impact lists, run tables, diffs, columns, and the
+JSON shapes of the CLI's ``--json``; plus the demo's two example questions. Builds on ``queries``, never the reverse."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from include.core import settings
+from include.lineage.events import discover_event_files
+from include.lineage.queries import LineageQueries, Node, Subgraph, _short
+from include.lineage.store import LineageStore, default_store_url
+
+
+def _node_line(node: Node, depth: int | None = None) -> str:
+    kind = "job" if node.kind == "job" else "dataset"
+    is_table_name = node.kind == "dataset" and node.label not in (
+        node.name,
+        f"{node.namespace}:{node.name}",
+        node.namespace + node.name,
+    )
+    where = f"  <{node.namespace}:{node.name}>" if is_table_name else ""
+    return f"{node.label}  [{kind}{'' if depth is None else f', {depth} hop' + ('s' if depth != 1 else '')}]{where}"
+
+
+def render_tree(sub: Subgraph) -> str:
+    """The subgraph as an indented tree from the focus node; a node reached twice is expanded once."""
+    if sub.direction == "downstream":
+        children: dict[int, list[int]] = {}
+        for source, target in sub.edges:
+            children.setdefault(source, []).append(target)
+    else:
+        children = {}
+        for source, target in sub.edges:
+            children.setdefault(target, []).append(source)
+    arrow = "↓ downstream" if sub.direction == "downstream" else "↑ upstream"
+    lines = [f"{_node_line(sub.focus)}   ({arrow}: {len(sub.datasets())} datasets, {len(sub.jobs())} jobs)"]
+    expanded = {sub.focus.id}
+
+    def walk(node_id: int, prefix: str) -> None:
+        kids = sorted(set(children.get(node_id, [])) - {node_id}, key=lambda k: (sub.nodes[k].kind, sub.nodes[k].label))
+        for index, kid in enumerate(kids):
+            last = index == len(kids) - 1
+            seen = kid in expanded
+            lines.append(
+                f"{prefix}{'└── ' if last else '├── '}{_node_line(sub.nodes[kid])}{'  (see above)' if seen else ''}"
+            )
+            if not seen:
+                expanded.add(kid)
+                walk(kid, prefix + ("    " if last else "│   "))
+
+    walk(sub.focus.id, "")
+    if sub.direction == "upstream":
+        lines.append("origins: " + (", ".join(n.label for n in origins(sub)) or "(none)"))
+    return "\n".join(lines)
+
+
+def origins(sub: Subgraph) -> list[Node]:
+    """The upstream datasets nothing else feeds: where the focus node's data comes from."""
+    fed = {target for source, target in sub.edges if source != target}
+    return sorted((n for n in sub.datasets() if n.id not in fed), key=lambda n: n.label)
+
+
+def render_impact(result: dict) -> str:
+    sub: Subgraph = result["subgraph"]
+    datasets, jobs, runs = sub.datasets(), sub.jobs(), result["runs"]
+    lines = [f"impact of {sub.focus.label}: {len(datasets)} datasets, {len(jobs)} jobs, {len(runs)} runs downstream"]
+    lines.append("datasets to recompute or roll back:")
+    lines += [f"  {sub.depths[n.id]:>3} hops  {n.label}" for n in datasets] or ["  (none)"]
+    lines.append("jobs to re-run:")
+    lines += [f"  {sub.depths[n.id]:>3} hops  {n.label}" for n in jobs] or ["  (none)"]
+    lines.append("runs that read affected data:")
+    lines += [
+        f"  {r['id']}  {r['job']['name']}  {r['state']}  {r['startedAt'] or r['endedAt'] or ''}" for r in runs
+    ] or ["  (none)"]
+    return "\n".join(lines)
+
+
+def render_run_impact(result: dict) -> str:
+    run = result["run"]
+    sub: Subgraph = result["subgraph"]
+    lines = [f"impact of run {run['id']} ({run['job']['name']}, {run['state']}):"]
+    lines.append(f"dataset versions it wrote or that were derived from them ({len(result['datasetVersions'])}):")
+    lines += [
+        f"  {v['label']}  version {v['version'] or '(unversioned)'}  by run {v['writtenBy']}"
+        for v in result["datasetVersions"]
+    ] or ["  (none)"]
+    lines.append(
+        f"runs touched ({len(result['runs'])}: the run, its child runs, and every run that read what they wrote):"
+    )
+    lines += [f"  {r['id']}  {r['job']['name']}  {r['state']}" for r in result["runs"]]
+    lines.append(f"downstream in the graph: {len(sub.datasets())} datasets, {len(sub.jobs())} jobs")
+    lines += [
+        f"  {sub.depths[n.id]:>3} hops  {n.label}  [{n.kind}]"
+        for n in sorted(sub.nodes.values(), key=lambda n: (sub.depths[n.id], n.label))
+        if sub.depths[n.id] > 0
+    ]
+    return "\n".join(lines)
+
+
+def render_runs(result: dict) -> str:
+    node: Node = result["node"]
+    title = f"runs of {node.label}" if node.kind == "job" else f"runs that wrote {node.label}"
+    lines = [f"{title} (newest first):"]
+    for run in result["runs"]:
+        lines.append(
+            f"  {run['id']}  {run['state'] or '—':<9}  {run['startedAt'] or '—'} → {run['endedAt'] or '—'}  "
+            f"job version {_short(run['jobVersion'])}"
+        )
+        io = [f"in {i['label']}@{_short(i['version'])}" for i in run["inputs"]] + [
+            f"out {o['label']}@{_short(o['version'])}" for o in run["outputs"]
+        ]
+        if node.kind != "job":
+            io.insert(0, f"job {run['job']['name']}")
+        if io:
+            lines.append("      " + "; ".join(io))
+        if run["errorMessage"]:
+            lines.append(f"      error: {run['errorMessage'].splitlines()[0][:200]}")
+    if not result["runs"]:
+        lines.append("  (none)")
+    return "\n".join(lines)
+
+
+def render_diff(result: dict) -> str:
+    a, b = result["runs"]
+    changes = result["changes"]
+    lines = [
+        f"A  {a['id']}  {a['job']['name']}  {a['state']}  {a['startedAt'] or ''}",
+        f"B  {b['id']}  {b['job']['name']}  {b['state']}  {b['startedAt'] or ''}",
+    ]
+
+    def pair(label, values, width=None):
+        x, y = values
+        lines.append(
+            f"  {label:<13} {x if width is None else _short(x, width)}  →  {y if width is None else _short(y, width)}"
+        )
+
+    if "job" in changes:
+        pair("job", [job["name"] for job in changes["job"]])
+    if "jobVersion" in changes:
+        pair("job version", changes["jobVersion"], 16)
+    else:
+        lines.append(f"  {'job version':<13} same ({_short(a['jobVersion'], 16)})")
+    if "codeHash" in changes:
+        pair("source code", changes["codeHash"], 16)
+        lines[-1] += "   (sourceCode sha256: the code version changed)"
+    if "codeVersion" in changes:
+        pair("git version", changes["codeVersion"], 16)
+    elif a["codeVersion"]:
+        lines.append(f"  {'git version':<13} same ({_short(a['codeVersion'], 16)})")
+    for key, (x, y) in (changes.get("parameters") or {}).items():
+        pair(f"param {key}", (json.dumps(x), json.dumps(y)))
+    for direction in ("inputs", "outputs"):
+        part = changes[direction]
+        for item in part["added"]:
+            lines.append(f"  {direction[:-1]:<13} + {item['dataset']} @ {_short(item['version'], 20)}   (only in B)")
+        for item in part["removed"]:
+            lines.append(f"  {direction[:-1]:<13} - {item['dataset']} @ {_short(item['version'], 20)}   (only in A)")
+        for item in part["changed"]:
+            lines.append(
+                f"  {direction[:-1]:<13} ~ {item['dataset']}  version {_short(item['from'], 20)} → {_short(item['to'], 20)}"
+            )
+        for item in part["same"]:
+            lines.append(f"  {direction[:-1]:<13} = {item['dataset']} @ {_short(item['version'], 20)}")
+    for dataset, change in (changes.get("schema") or {}).items():
+        detail = ", ".join(
+            [f"+{c}" for c in change["added"]]
+            + [f"-{c}" for c in change["removed"]]
+            + [f"~{c}" for c in change["changed"]]
+        )
+        lines.append(f"  {'schema':<13} {dataset}: {detail}")
+    for name, change in (changes.get("tasks") or {}).items():
+        lines.append(
+            f"  {'task':<13} {name}: job version {_short(change['jobVersion'][0], 12)} → {_short(change['jobVersion'][1], 12)}, "
+            f"state {change['state'][0]} → {change['state'][1]}"
+        )
+    if "state" in changes:
+        pair("state", changes["state"])
+    if "errorMessage" in changes:
+        x, y = changes["errorMessage"]
+        pair("error", ((x or "—").splitlines()[0][:120], (y or "—").splitlines()[0][:120]))
+    return "\n".join(lines)
+
+
+def render_columns(result: dict) -> str:
+    datasets = result["datasets"]
+
+    def label(key):
+        return f"{datasets[key[0]][2]}.{key[1]}"
+
+    parents: dict = {}
+    for source, target, transformations in result["edges"]:
+        kinds = (
+            ",".join(sorted({"/".join(x for x in (t.get("type"), t.get("subtype")) if x) for t in transformations}))
+            or "?"
+        )
+        parents.setdefault(target, []).append((source, kinds))
+    lines = [f"{label(result['focus'])}   (↑ column upstream: {len(result['levels']) - 1} columns)"]
+    expanded = {result["focus"]}
+
+    def walk(key, prefix):
+        kids = sorted(set(parents.get(key, [])), key=lambda item: label(item[0]))
+        for index, (kid, kinds) in enumerate(kids):
+            last = index == len(kids) - 1
+            seen = kid in expanded
+            lines.append(
+                f"{prefix}{'└── ' if last else '├── '}{label(kid)}  ({kinds}){'  (see above)' if seen else ''}"
+            )
+            if not seen:
+                expanded.add(kid)
+                walk(kid, prefix + ("    " if last else "│   "))
+
+    walk(result["focus"], "")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- JSON forms
+def impact_json(queries: LineageQueries, result: dict) -> dict:
+    return {**queries.marquez_graph(result["subgraph"]), "runs": result["runs"]}
+
+
+def run_impact_json(queries: LineageQueries, result: dict) -> dict:
+    return {
+        **queries.marquez_graph(result["subgraph"]),
+        "run": result["run"],
+        "runs": result["runs"],
+        "datasetVersions": result["datasetVersions"],
+    }
+
+
+def runs_json(result: dict) -> dict:
+    return {"node": result["node"].key, "runs": result["runs"]}
+
+
+# ----------------------------------------------------------------------------- make demo's ending
+def demo_summary(paths: settings.Paths | None = None, out: Callable[[str], None] = print) -> None:
+    """Ingest the demo's events into the store and print two example queries with their answers."""
+    paths = paths or settings.Paths.current()
+    store = LineageStore(default_store_url(paths))
+    try:
+        files = discover_event_files(paths)
+        result = store.ingest_files(files)
+        out(f"demo: lineage ingest: {result.read} events from {len(files)} files, {result.new} new, into {store.url}")
+        queries = LineageQueries(store)
+        out("demo: $ lineage upstream nyc_taxi.yellow_rides_hourly_forecast   # where does the forecast come from?")
+        upstream = queries.upstream("nyc_taxi.yellow_rides_hourly_forecast")
+        out(f"{len(upstream.datasets())} datasets and {len(upstream.jobs())} jobs upstream; its origins:")
+        for node in origins(upstream):
+            out(f"  {upstream.depths[node.id]:>3} hops  {node.label}")
+        out("demo: $ lineage impact nyc_taxi.yellow_taxi_raw   # what must be recomputed if raw taxi data was wrong?")
+        out(render_impact(queries.impact("nyc_taxi.yellow_taxi_raw")))
+    finally:
+        store.close()

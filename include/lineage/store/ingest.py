@@ -1,0 +1,524 @@
+"""Ingesting one OpenLineage event into the store's tables: runs, jobs and versions, datasets and versions, edges,
+columns and the closure, all in the caller's transaction; the statements are built once per dialect."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from sqlalchemy import (
+    bindparam,
+    case,
+    func,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.engine import Connection
+
+from include.lineage.events import dataset_aliases, dataset_label, digest, event_dedup_key, utc_time
+from include.lineage.store.schema import (
+    aliases_table,
+    closure_table,
+    column_edges_table,
+    dataset_versions_table,
+    datasets_table,
+    edges_table,
+    events_table,
+    job_versions_table,
+    jobs_table,
+    nodes_table,
+    run_datasets_table,
+    runs_table,
+)
+
+
+class StoreWriter(Protocol):
+    """What ingesting an event needs of the store (``store.LineageStore``), named here so this module does not
+    import the store that calls it."""
+
+    statements: dict
+    _ids: dict
+
+    def _node_id(self, conn: Connection, kind: str, namespace: str, name: str, label: str) -> int: ...
+
+    def add_aliases(self, conn: Connection, node_id: int, aliases: set[str]) -> bool: ...
+
+    def add_edge(self, conn: Connection, source: int, target: int) -> bool: ...
+
+
+RUN_STATES = {
+    "START": ("RUNNING", 1),
+    "RUNNING": ("RUNNING", 2),
+    "COMPLETE": ("COMPLETED", 3),
+    "FAIL": ("FAILED", 3),
+    "ABORT": ("ABORTED", 3),
+}
+
+
+def _merge_facets(stored: str | None, stored_time: str | None, new: dict, new_time: str) -> tuple[str, str]:
+    """Facets of several events: the later event's facets win, an earlier one only fills in what is missing."""
+    facets = json.loads(stored) if stored else {}
+    if stored_time is None or new_time >= stored_time:
+        facets.update(new)
+        stored_time = new_time
+    else:
+        for key, value in new.items():
+            facets.setdefault(key, value)
+    return json.dumps(facets, sort_keys=True), stored_time
+
+
+@dataclass
+class IngestResult:
+    read: int = 0
+    new: int = 0
+    new_run_ids: set[str] = field(default_factory=set)
+
+    @property
+    def duplicates(self) -> int:
+        return self.read - self.new
+
+    def __iadd__(self, other: IngestResult) -> IngestResult:
+        self.read += other.read
+        self.new += other.new
+        self.new_run_ids |= other.new_run_ids
+        return self
+
+
+def _p(name: str):
+    return bindparam(name)
+
+
+# Statements of the ingest path, built once: an event costs a handful of executions of already-compiled SQL.
+_SELECT_NODE = select(nodes_table.c.id).where(nodes_table.c.key == _p("p_key"))
+_SELECT_ALIASES = select(aliases_table.c.alias).where(aliases_table.c.node_id == _p("p_node"))
+_SELECT_EDGE = select(edges_table.c.source).where(
+    edges_table.c.source == _p("p_source"), edges_table.c.target == _p("p_target")
+)
+_SELECT_JOB = select(jobs_table.c.id, jobs_table.c.facets, jobs_table.c.updated_at).where(
+    jobs_table.c.namespace == _p("p_ns"), jobs_table.c.name == _p("p_name")
+)
+_UPDATE_JOB_FACETS = (
+    update(jobs_table).where(jobs_table.c.id == _p("p_id")).values(facets=_p("p_facets"), updated_at=_p("p_time"))
+)
+_UPDATE_JOB_LATEST = (
+    update(jobs_table)
+    .where(
+        jobs_table.c.id == _p("p_id"),
+        or_(
+            jobs_table.c.latest_run_time.is_(None),
+            jobs_table.c.latest_run_time <= _p("p_time"),
+            jobs_table.c.latest_run_id == _p("p_run"),
+        ),
+    )
+    .values(latest_run_id=_p("p_run"), latest_run_time=_p("p_time"), current_version_id=_p("p_version"))
+)
+_SELECT_DATASET = select(datasets_table.c.id, datasets_table.c.facets, datasets_table.c.updated_at).where(
+    datasets_table.c.namespace == _p("p_ns"), datasets_table.c.name == _p("p_name")
+)
+_UPDATE_DATASET_FACETS = (
+    update(datasets_table)
+    .where(datasets_table.c.id == _p("p_id"))
+    .values(facets=_p("p_facets"), updated_at=_p("p_time"))
+)
+_UPDATE_NODE_LABEL = update(nodes_table).where(nodes_table.c.id == _p("p_id")).values(label=_p("p_label"))
+_SELECT_VERSION = select(
+    dataset_versions_table.c.id, dataset_versions_table.c.schema, dataset_versions_table.c.created_by_run_id
+).where(dataset_versions_table.c.dataset_id == _p("p_dataset"), dataset_versions_table.c.version == _p("p_version"))
+_UPDATE_VERSION = (
+    update(dataset_versions_table)
+    .where(dataset_versions_table.c.id == _p("p_id"))
+    .values(
+        schema=func.coalesce(dataset_versions_table.c.schema, _p("p_schema")),
+        schema_producer=case(
+            (dataset_versions_table.c.schema.is_(None), _p("p_producer")),
+            else_=dataset_versions_table.c.schema_producer,
+        ),
+        created_by_run_id=func.coalesce(dataset_versions_table.c.created_by_run_id, _p("p_run")),
+    )
+)
+_UPDATE_CURRENT_VERSION = (
+    update(datasets_table)
+    .where(
+        datasets_table.c.id == _p("p_id"),
+        or_(datasets_table.c.current_version_time.is_(None), datasets_table.c.current_version_time <= _p("p_time")),
+    )
+    .values(current_version_id=_p("p_version"), current_version_time=_p("p_time"))
+)
+_UPDATE_FIRST_VERSION = (
+    update(datasets_table)
+    .where(datasets_table.c.id == _p("p_id"), datasets_table.c.current_version_id.is_(None))
+    .values(current_version_id=_p("p_version"))
+)
+_SELECT_RUN = select(runs_table).where(runs_table.c.id == _p("p_run"))
+_SELECT_RUN_IO = (
+    select(run_datasets_table.c.direction, datasets_table.c.namespace, datasets_table.c.name)
+    .join(datasets_table, datasets_table.c.id == run_datasets_table.c.dataset_id)
+    .where(run_datasets_table.c.run_id == _p("p_run"))
+)
+_SELECT_JOB_VERSION = select(job_versions_table.c.id).where(
+    job_versions_table.c.job_id == _p("p_job"), job_versions_table.c.version == _p("p_version")
+)
+_UPDATE_RUN_VERSION = update(runs_table).where(runs_table.c.id == _p("p_run")).values(job_version_id=_p("p_version"))
+_RUN_USING_VERSION = select(runs_table.c.id).where(runs_table.c.job_version_id == _p("p_version")).limit(1)
+_DELETE_JOB_VERSION = job_versions_table.delete().where(job_versions_table.c.id == _p("p_version"))
+_SELECT_COLUMN_EDGE = select(column_edges_table.c.transformations).where(
+    column_edges_table.c.dataset_id == _p("p_dataset"),
+    column_edges_table.c.field == _p("p_field"),
+    column_edges_table.c.input_dataset_id == _p("p_input"),
+    column_edges_table.c.input_field == _p("p_input_field"),
+)
+_UPDATE_COLUMN_EDGE = (
+    update(column_edges_table)
+    .where(
+        column_edges_table.c.dataset_id == _p("p_dataset"),
+        column_edges_table.c.field == _p("p_field"),
+        column_edges_table.c.input_dataset_id == _p("p_input"),
+        column_edges_table.c.input_field == _p("p_input_field"),
+    )
+    .values(transformations=_p("p_transformations"))
+)
+
+
+def _dialect_statements(dialect: str) -> dict:
+    """The statements that need an upsert, in the dialect's own form (SQLite and PostgreSQL share the syntax)."""
+    if dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert as dialect_insert
+    else:
+        from sqlalchemy.dialects.postgresql import insert as dialect_insert
+    up, down = closure_table.alias("up"), closure_table.alias("down")
+    # Every ancestor of the source (itself included) now reaches every descendant of the target (itself included),
+    # at distance d(x, source) + 1 + d(target, y); an existing pair keeps the shorter distance.
+    pairs = (
+        select(up.c.ancestor, down.c.descendant, (up.c.depth + 1 + down.c.depth).label("depth"))
+        .select_from(up)
+        .join(down, down.c.ancestor == _p("p_target"))
+        .where(up.c.descendant == _p("p_source"))
+    )
+    extend = dialect_insert(closure_table).from_select(["ancestor", "descendant", "depth"], pairs)
+    extend = extend.on_conflict_do_update(
+        index_elements=["ancestor", "descendant"],
+        set_={"depth": extend.excluded.depth},
+        where=extend.excluded.depth < closure_table.c.depth,
+    )
+    raw = dialect_insert(events_table).on_conflict_do_nothing(index_elements=["dedup_key"])
+    run_dataset = dialect_insert(run_datasets_table)
+    run_dataset = run_dataset.on_conflict_do_update(
+        index_elements=["run_id", "dataset_id", "direction"],
+        set_={
+            "dataset_version_id": func.coalesce(
+                run_dataset.excluded.dataset_version_id, run_datasets_table.c.dataset_version_id
+            )
+        },
+    )
+    return {"extend_closure": extend, "insert_event": raw, "upsert_run_dataset": run_dataset}
+
+
+class _Ingest:
+    """Ingest of one event inside the batch's transaction."""
+
+    def __init__(self, store: StoreWriter, conn: Connection, lineage_event: dict, source: str):
+        self.store, self.conn, self.event, self.source = store, conn, lineage_event, source
+        self.time = utc_time(lineage_event["eventTime"])
+        self.run_id: str | None = (lineage_event.get("run") or {}).get("runId")
+
+    def run(self) -> bool:
+        if not self._store_raw():
+            return False
+        job = self.event.get("job")
+        job_row = self._job(job) if job else None
+        inputs = [self._dataset(d, "input") for d in self.event.get("inputs") or []]
+        outputs = [self._dataset(d, "output") for d in self.event.get("outputs") or []]
+        if isinstance(self.event.get("dataset"), dict):  # a DatasetEvent
+            self._dataset(self.event["dataset"], None)
+        if job_row is not None:
+            job_id, job_node = job_row
+            for _, dataset_node in inputs:
+                self.store.add_edge(self.conn, dataset_node, job_node)
+            for _, dataset_node in outputs:
+                self.store.add_edge(self.conn, job_node, dataset_node)
+            if self.run_id:
+                self._run(job_id, bool(inputs or outputs))
+        for dataset, (dataset_id, _) in zip(self.event.get("outputs") or [], outputs, strict=True):
+            self._column_lineage(dataset, dataset_id)
+        return True
+
+    def _store_raw(self) -> bool:
+        job = self.event.get("job") or {}
+        inserted = self.conn.execute(
+            self.store.statements["insert_event"],
+            {
+                "dedup_key": event_dedup_key(self.event),
+                "run_id": self.run_id,
+                "event_type": self.event.get("eventType"),
+                "event_time": self.time,
+                "job_namespace": job.get("namespace"),
+                "job_name": job.get("name"),
+                "source": self.source[:1024],
+                "payload": json.dumps(self.event, sort_keys=True),
+            },
+        )
+        return inserted.rowcount == 1
+
+    def _job(self, job: dict) -> tuple[int, int]:
+        namespace, name = job["namespace"], job["name"]
+        conn, store = self.conn, self.store
+        node_id = store._node_id(conn, "job", namespace, name, name)
+        facets = job.get("facets") or {}
+        job_id = store._ids.get(("job", namespace, name))
+        if job_id is not None and not facets:
+            return job_id, node_id
+        row = conn.execute(_SELECT_JOB, {"p_ns": namespace, "p_name": name}).first()
+        if row is None:
+            job_id = conn.execute(
+                jobs_table.insert(),
+                {
+                    "node_id": node_id,
+                    "namespace": namespace,
+                    "name": name,
+                    "created_at": self.time,
+                    "updated_at": self.time,
+                    "facets": json.dumps(facets, sort_keys=True),
+                },
+            ).inserted_primary_key[0]
+        else:
+            job_id = row.id
+            if facets:
+                merged, updated = _merge_facets(row.facets, row.updated_at, facets, self.time)
+                conn.execute(_UPDATE_JOB_FACETS, {"p_id": job_id, "p_facets": merged, "p_time": updated})
+        store._ids[("job", namespace, name)] = job_id
+        return job_id, node_id
+
+    def _dataset(self, dataset: dict, direction: str | None) -> tuple[int, int]:
+        namespace, name = dataset["namespace"], dataset["name"]
+        facets = dataset.get("facets") or {}
+        conn, store = self.conn, self.store
+        node_id = store._node_id(conn, "dataset", namespace, name, dataset_label(namespace, name, facets))
+        if store.add_aliases(conn, node_id, dataset_aliases(namespace, name, facets)) and facets.get("symlinks"):
+            conn.execute(_UPDATE_NODE_LABEL, {"p_id": node_id, "p_label": dataset_label(namespace, name, facets)})
+        dataset_id = store._ids.get(("dataset", namespace, name))
+        if dataset_id is None or facets:
+            row = conn.execute(_SELECT_DATASET, {"p_ns": namespace, "p_name": name}).first()
+            if row is None:
+                dataset_id = conn.execute(
+                    datasets_table.insert(),
+                    {
+                        "node_id": node_id,
+                        "namespace": namespace,
+                        "name": name,
+                        "created_at": self.time,
+                        "updated_at": self.time,
+                        "facets": json.dumps(facets, sort_keys=True),
+                    },
+                ).inserted_primary_key[0]
+            else:
+                dataset_id = row.id
+                if facets:
+                    merged, updated = _merge_facets(row.facets, row.updated_at, facets, self.time)
+                    conn.execute(_UPDATE_DATASET_FACETS, {"p_id": dataset_id, "p_facets": merged, "p_time": updated})
+            store._ids[("dataset", namespace, name)] = dataset_id
+        version_id = self._dataset_version(dataset_id, facets, direction)
+        if direction and self.run_id:
+            conn.execute(
+                store.statements["upsert_run_dataset"],
+                {
+                    "run_id": self.run_id,
+                    "dataset_id": dataset_id,
+                    "direction": direction,
+                    "dataset_version_id": version_id,
+                },
+            )
+        return dataset_id, node_id
+
+    def _dataset_version(self, dataset_id: int, facets: dict, direction: str | None) -> int | None:
+        version = (facets.get("version") or {}).get("datasetVersion")
+        if version is None:
+            return None
+        version = str(version)
+        conn, store = self.conn, self.store
+        fields = (facets.get("schema") or {}).get("fields") or []
+        schema = json.dumps([[f.get("name"), f.get("type")] for f in fields]) if fields else None
+        creator = self.run_id if direction == "output" else None
+        cache_key = ("version", dataset_id, version)
+        version_id = store._ids.get(cache_key)
+        if version_id is None:
+            version_id = conn.execute(_SELECT_VERSION, {"p_dataset": dataset_id, "p_version": version}).scalar()
+        if version_id is None:
+            version_id = conn.execute(
+                dataset_versions_table.insert(),
+                {
+                    "dataset_id": dataset_id,
+                    "version": version,
+                    "schema": schema,
+                    "schema_producer": self.event.get("producer") if schema else None,
+                    "created_by_run_id": creator,
+                    "created_at": self.time,
+                },
+            ).inserted_primary_key[0]
+        elif (schema and ("version_schema", version_id) not in store._ids) or (
+            creator and ("version_creator", version_id) not in store._ids
+        ):
+            conn.execute(
+                _UPDATE_VERSION,
+                {
+                    "p_id": version_id,
+                    "p_schema": schema,
+                    "p_producer": self.event.get("producer") if schema else None,
+                    "p_run": creator,
+                },
+            )
+        store._ids[cache_key] = version_id
+        if schema:
+            store._ids[("version_schema", version_id)] = 1
+        if creator:
+            store._ids[("version_creator", version_id)] = 1
+        if direction == "output":
+            conn.execute(_UPDATE_CURRENT_VERSION, {"p_id": dataset_id, "p_version": version_id, "p_time": self.time})
+            store._ids[("has_version", dataset_id)] = 1
+        elif ("has_version", dataset_id) not in store._ids:
+            conn.execute(_UPDATE_FIRST_VERSION, {"p_id": dataset_id, "p_version": version_id})
+            store._ids[("has_version", dataset_id)] = 1
+        return version_id
+
+    def _run(self, job_id: int, has_datasets: bool) -> None:
+        conn = self.conn
+        run_facets = (self.event.get("run") or {}).get("facets") or {}
+        job_facets = (self.event.get("job") or {}).get("facets") or {}
+        state, rank = RUN_STATES.get(self.event.get("eventType") or "", (None, 0))
+        row = conn.execute(_SELECT_RUN, {"p_run": self.run_id}).first()
+        values: dict = {}
+        if row is None:
+            current = {
+                "state_rank": 0,
+                "state_time": None,
+                "started_at": None,
+                "ended_at": None,
+                "facets": None,
+                "facets_time": None,
+                "parent_run_id": None,
+                "nominal_start": None,
+                "code_hash": None,
+                "code_version": None,
+                "job_version_id": None,
+            }
+            values.update(id=self.run_id, job_id=job_id, state="NEW", state_rank=0)
+        else:
+            current = row._mapping
+        if state and (rank, self.time) >= (current["state_rank"], current["state_time"] or ""):
+            values.update(state=state, state_rank=rank, state_time=self.time)
+        if self.event.get("eventType") == "START" and (
+            current["started_at"] is None or self.time < current["started_at"]
+        ):
+            values["started_at"] = self.time
+        if rank == 3 and (current["ended_at"] is None or self.time > current["ended_at"]):
+            values["ended_at"] = self.time
+        if run_facets:
+            values["facets"], values["facets_time"] = _merge_facets(
+                current["facets"], current["facets_time"], run_facets, self.time
+            )
+        parent = run_facets.get("parent") or {}
+        if parent.get("run", {}).get("runId") and not current["parent_run_id"]:
+            values["parent_run_id"] = parent["run"]["runId"]
+            values["root_run_id"] = (parent.get("root") or {}).get("run", {}).get("runId") or parent["run"]["runId"]
+        error = (run_facets.get("errorMessage") or {}).get("message")
+        if error:
+            values["error_message"] = error
+        nominal = run_facets.get("nominalTime") or {}
+        if nominal.get("nominalStartTime") and not current["nominal_start"]:
+            values["nominal_start"], values["nominal_end"] = (
+                nominal.get("nominalStartTime"),
+                nominal.get("nominalEndTime"),
+            )
+        code = (job_facets.get("sourceCode") or {}).get("sourceCode")
+        code_hash = hashlib.sha256(code.encode()).hexdigest() if code else None
+        if code_hash and code_hash != current["code_hash"]:
+            values["code_hash"] = code_hash
+        location_version = (job_facets.get("sourceCodeLocation") or {}).get("version")
+        if location_version and location_version != current["code_version"]:
+            values["code_version"] = location_version
+        if row is None:
+            conn.execute(runs_table.insert(), values)
+        elif values:
+            conn.execute(update(runs_table).where(runs_table.c.id == self.run_id).values(**values))
+        if row is None or has_datasets or "code_hash" in values or "code_version" in values:
+            self._job_version(
+                job_id,
+                values.get("code_hash") or current["code_hash"],
+                values.get("code_version") or current["code_version"],
+                current["job_version_id"],
+                current["started_at"] or values.get("started_at") or self.time,
+            )
+
+    def _job_version(
+        self, job_id: int, code_hash: str | None, code_version: str | None, previous: int | None, run_time: str
+    ) -> None:
+        """The run's job version: its inputs and outputs (all events of the run so far) and its source code."""
+        conn, store = self.conn, self.store
+        io = conn.execute(_SELECT_RUN_IO, {"p_run": self.run_id}).all()
+        inputs = sorted(f"{ns}:{name}" for direction, ns, name in io if direction == "input")
+        outputs = sorted(f"{ns}:{name}" for direction, ns, name in io if direction == "output")
+        version = digest({"inputs": inputs, "outputs": outputs, "code": code_hash or code_version})
+        version_id = store._ids.get(("job_version", job_id, version))
+        if version_id is None:
+            version_id = conn.execute(_SELECT_JOB_VERSION, {"p_job": job_id, "p_version": version}).scalar()
+        if version_id is None:
+            version_id = conn.execute(
+                job_versions_table.insert(),
+                {
+                    "job_id": job_id,
+                    "version": version,
+                    "inputs": json.dumps(inputs),
+                    "outputs": json.dumps(outputs),
+                    "code_hash": code_hash,
+                    "code_version": code_version,
+                    "created_at": self.time,
+                },
+            ).inserted_primary_key[0]
+        store._ids[("job_version", job_id, version)] = version_id
+        if previous != version_id:
+            conn.execute(_UPDATE_RUN_VERSION, {"p_run": self.run_id, "p_version": version_id})
+            if previous is not None and conn.execute(_RUN_USING_VERSION, {"p_version": previous}).first() is None:
+                conn.execute(
+                    _DELETE_JOB_VERSION, {"p_version": previous}
+                )  # a version only a partial event of this run had
+                store._ids = {k: v for k, v in store._ids.items() if not (k[0] == "job_version" and v == previous)}
+        conn.execute(
+            _UPDATE_JOB_LATEST, {"p_id": job_id, "p_run": self.run_id, "p_time": run_time, "p_version": version_id}
+        )
+
+    def _column_lineage(self, dataset: dict, dataset_id: int) -> None:
+        fields = ((dataset.get("facets") or {}).get("columnLineage") or {}).get("fields") or {}
+        conn, store = self.conn, self.store
+        for field_name, spec in fields.items():
+            for input_field in (spec or {}).get("inputFields") or []:
+                if not (input_field.get("namespace") and input_field.get("name") and input_field.get("field")):
+                    continue
+                namespace, name = input_field["namespace"], input_field["name"]
+                input_id = (
+                    self._dataset(input_field | {"facets": {}}, None)[0]
+                    if ("dataset", namespace, name) not in store._ids
+                    else store._ids[("dataset", namespace, name)]
+                )
+                transformations = json.dumps(input_field.get("transformations") or [], sort_keys=True)
+                keys = {
+                    "p_dataset": dataset_id,
+                    "p_field": field_name,
+                    "p_input": input_id,
+                    "p_input_field": input_field["field"],
+                }
+                existing = conn.execute(_SELECT_COLUMN_EDGE, keys).first()
+                if existing is None:
+                    conn.execute(
+                        column_edges_table.insert(),
+                        {
+                            "dataset_id": dataset_id,
+                            "field": field_name,
+                            "input_dataset_id": input_id,
+                            "input_field": input_field["field"],
+                            "transformations": transformations,
+                        },
+                    )
+                elif existing.transformations != transformations:
+                    conn.execute(_UPDATE_COLUMN_EDGE, {**keys, "p_transformations": transformations})

@@ -1,0 +1,178 @@
+"""The lineage store's tables (SQLAlchemy Core). Their history is the Alembic revisions under
+``include/lineage/store/migrations/``: a change here needs a new revision there."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Column,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+metadata = MetaData()
+
+events_table = Table(
+    "lineage_events",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("dedup_key", String(255), nullable=False, unique=True),
+    Column("run_id", String(64), index=True),
+    Column("event_type", String(16)),
+    Column("event_time", String(32)),
+    Column("job_namespace", String(255)),
+    Column("job_name", String(1024)),
+    Column("source", String(1024)),
+    Column("payload", Text, nullable=False),
+)
+
+nodes_table = Table(
+    "lineage_nodes",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("key", String(2048), nullable=False, unique=True),  # Marquez node id: dataset:<ns>:<name> | job:<ns>:<name>
+    Column("kind", String(8), nullable=False),
+    Column("namespace", String(1024), nullable=False),
+    Column("name", String(2048), nullable=False),
+    Column("label", String(2048), nullable=False),
+)
+
+aliases_table = Table(
+    "lineage_node_aliases",
+    metadata,
+    Column("alias", String(2048), nullable=False),
+    Column("node_id", Integer, nullable=False),
+    PrimaryKeyConstraint("alias", "node_id"),
+)
+
+edges_table = Table(
+    "lineage_edges",
+    metadata,
+    Column("source", Integer, nullable=False),
+    Column("target", Integer, nullable=False),
+    PrimaryKeyConstraint("source", "target"),
+    Index("ix_lineage_edges_target", "target", "source"),
+)
+
+closure_table = Table(
+    "lineage_closure",
+    metadata,
+    Column("ancestor", Integer, nullable=False),
+    Column("descendant", Integer, nullable=False),
+    Column("depth", Integer, nullable=False),
+    PrimaryKeyConstraint("ancestor", "descendant"),
+    Index("ix_lineage_closure_upstream", "descendant", "depth", "ancestor"),
+    Index("ix_lineage_closure_downstream", "ancestor", "depth", "descendant"),
+)
+
+jobs_table = Table(
+    "lineage_jobs",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("node_id", Integer, nullable=False, unique=True),
+    Column("namespace", String(1024), nullable=False),
+    Column("name", String(1024), nullable=False),
+    Column("created_at", String(32)),
+    Column("updated_at", String(32)),
+    Column("facets", Text),
+    Column("current_version_id", Integer),
+    Column("latest_run_id", String(64)),
+    Column("latest_run_time", String(32)),
+    UniqueConstraint("namespace", "name"),
+)
+
+job_versions_table = Table(
+    "lineage_job_versions",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("job_id", Integer, nullable=False),
+    Column("version", String(64), nullable=False),
+    Column("inputs", Text),
+    Column("outputs", Text),
+    Column("code_hash", String(64)),
+    Column("code_version", String(255)),
+    Column("created_at", String(32)),
+    UniqueConstraint("job_id", "version"),
+)
+
+datasets_table = Table(
+    "lineage_datasets",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("node_id", Integer, nullable=False, unique=True),
+    Column("namespace", String(1024), nullable=False),
+    Column("name", String(2048), nullable=False),
+    Column("created_at", String(32)),
+    Column("updated_at", String(32)),
+    Column("facets", Text),
+    Column("current_version_id", Integer),
+    Column("current_version_time", String(32)),
+    UniqueConstraint("namespace", "name"),
+)
+
+dataset_versions_table = Table(
+    "lineage_dataset_versions",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("dataset_id", Integer, nullable=False),
+    Column("version", String(255), nullable=False),
+    Column("schema", Text),
+    Column("schema_producer", String(1024)),  # schemas are compared only between the same producer's reports
+    Column("created_by_run_id", String(64)),
+    Column("created_at", String(32)),
+    UniqueConstraint("dataset_id", "version"),
+)
+
+runs_table = Table(
+    "lineage_runs",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("job_id", Integer, nullable=False, index=True),
+    Column("job_version_id", Integer),
+    Column("state", String(16)),
+    Column("state_rank", Integer, nullable=False, default=0),
+    Column("state_time", String(32)),
+    Column("started_at", String(32)),
+    Column("ended_at", String(32)),
+    Column("nominal_start", String(64)),
+    Column("nominal_end", String(64)),
+    Column("parent_run_id", String(64), index=True),
+    Column("root_run_id", String(64)),
+    Column("error_message", Text),
+    Column("code_hash", String(64)),
+    Column("code_version", String(255)),
+    Column("facets", Text),
+    Column("facets_time", String(32)),
+)
+
+run_datasets_table = Table(
+    "lineage_run_datasets",
+    metadata,
+    Column("run_id", String(64), nullable=False),
+    Column("dataset_id", Integer, nullable=False),
+    Column("direction", String(6), nullable=False),  # input | output
+    Column("dataset_version_id", Integer),
+    PrimaryKeyConstraint("run_id", "dataset_id", "direction"),
+    Index("ix_lineage_run_datasets_dataset", "dataset_id", "direction"),
+    Index("ix_lineage_run_datasets_version", "dataset_version_id"),
+)
+
+column_edges_table = Table(
+    "lineage_column_edges",
+    metadata,
+    Column("dataset_id", Integer, nullable=False),
+    Column("field", String(512), nullable=False),
+    Column("input_dataset_id", Integer, nullable=False),
+    Column("input_field", String(512), nullable=False),
+    Column("transformations", Text),
+    PrimaryKeyConstraint("dataset_id", "field", "input_dataset_id", "input_field"),
+    Index("ix_lineage_column_edges_input", "input_dataset_id", "input_field"),
+)
+
+# OpenLineage event type -> (run state as Marquez names it, rank). A state is replaced only by one of higher rank, or
+# of equal rank and a later event time: a COMPLETE that arrives before its START is never undone by the START.

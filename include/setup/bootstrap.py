@@ -1,0 +1,173 @@
+"""Idempotent set-up after the venv exists: jars, the ``var/`` layout and the generated Airflow home."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import json
+import os
+import secrets
+import subprocess
+import sys
+from string import Template
+
+from include.core import jars, settings
+from include.spark import submit
+
+TEMPLATE = settings.TEMPLATES_DIR / "airflow.cfg.template"
+EXTRACTORS = "lakehouse_extractor.LakehouseSparkExtractor"
+
+
+SECRET_NAMES = ("jwt_secret", "fernet_key", "api_secret_key")
+
+
+def airflow_secrets(paths: settings.Paths) -> dict[str, str]:
+    """The secrets every Airflow component must share, made once per ``var/`` and kept (mode 600) while it exists.
+
+    Without one ``[api_auth] jwt_secret`` each component signs task tokens with a key of its own and every task
+    fails under the scheduler (DESIGN trap 10); ``[core] fernet_key`` encrypts connection passwords in the metadata
+    DB, and ``[api] secret_key`` signs the UI's sessions.
+    """
+    secrets_file = paths.secrets / "airflow.json"
+    try:
+        stored = json.loads(secrets_file.read_text())
+    except (OSError, ValueError):
+        stored = {}
+    generated = {
+        "jwt_secret": secrets.token_urlsafe(48),
+        "fernet_key": base64.urlsafe_b64encode(secrets.token_bytes(32)).decode(),
+        "api_secret_key": secrets.token_urlsafe(32),
+    }
+    merged = {name: stored.get(name) or generated[name] for name in SECRET_NAMES}
+    if merged != stored:
+        paths.secrets.mkdir(parents=True, exist_ok=True)
+        os.chmod(paths.secrets, 0o700)
+        _write_private(secrets_file, json.dumps(merged, indent=2))
+    return merged
+
+
+def _write_private(path, text: str) -> None:
+    partial = path.with_name(path.name + ".tmp")
+    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as stream:
+        stream.write(text)
+    os.replace(partial, path)
+
+
+def render_airflow_cfg(paths: settings.Paths) -> str:
+    return Template(TEMPLATE.read_text()).substitute(
+        **airflow_secrets(paths),
+        dags_folder=settings.DAGS_DIR,
+        plugins_folder=settings.PLUGINS_DIR,
+        airflow_home=paths.airflow_home,
+        openlineage_namespace=settings.OPENLINEAGE_NAMESPACE,
+        lineage_events=paths.lineage_events,
+        extractors=EXTRACTORS,
+    )
+
+
+def write_airflow_cfg(paths: settings.Paths) -> bool:
+    """Write airflow.cfg from the template unless the user has edited the generated file.
+
+    The digest of the last generated file is kept beside it: a file that still matches it is ours to refresh; a
+    file that does not is the user's (e.g. a lineage transport pasted from the README) and is left alone.
+    """
+    target = paths.airflow_home / "airflow.cfg"
+    digest_file = paths.airflow_home / ".airflow.cfg.generated.sha256"
+    rendered = render_airflow_cfg(paths)
+    if target.exists():
+        current = target.read_text()
+        if current == rendered:
+            return False
+        if not digest_file.exists() or digest_file.read_text().strip() != _sha256(current):
+            if _sha256(rendered) != _sha256(current):
+                print(f"setup: keeping your edited {target}; the template has changes you may want to merge")
+            return False
+    _write_private(target, rendered)
+    digest_file.write_text(_sha256(rendered))
+    return True
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def migrate_airflow_db(paths: settings.Paths) -> None:
+    env = {**os.environ, **settings.airflow_env(paths)}
+    subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=env, check=True, stdout=subprocess.DEVNULL)
+    db_file = paths.airflow_home / "airflow.db"
+    if db_file.exists():
+        import sqlite3
+
+        # WAL is a property of the file: readers (UI, scheduler loops) never block a writer (include/metadata_db.py).
+        with sqlite3.connect(db_file) as connection:
+            connection.execute("PRAGMA journal_mode=WAL")
+
+
+def ensure_spark_connection(paths: settings.Paths) -> None:
+    """``spark_default`` as a default in the metadata DB: created when missing, never overwritten, so a connection
+    edited in the UI, or a user's own ``AIRFLOW_CONN_SPARK_DEFAULT``, wins."""
+    env = {**os.environ, **settings.airflow_env(paths)}
+    env.pop("AIRFLOW_CONN_SPARK_DEFAULT", None)
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "airflow",
+            "connections",
+            "add",
+            "spark_default",
+            "--conn-type",
+            "spark",
+            "--conn-host",
+            submit.DEFAULT_SPARK_MASTER,
+            "--conn-description",
+            "Set by `make setup`; edit freely",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if completed.returncode != 0 and "already exist" not in completed.stdout + completed.stderr:
+        raise RuntimeError(f"setup: could not create the spark_default connection:\n{completed.stderr[-2000:]}")
+
+
+def setup(paths: settings.Paths | None = None, with_db: bool = True) -> settings.Paths:
+    paths = (paths or settings.Paths.current()).ensure()
+    jars.ensure_jars()
+    from include.lineage.api import assets
+    from include.services import catalog_server
+
+    assets.ensure_assets()  # the lineage page's JS, pinned and verified like the jars
+
+    catalog_server.launcher_jar()
+    from include.spark import codeship
+
+    codeship.ensure_built(paths)  # the --py-files zip every Spark job ships (rebuilt by a task when code changed)
+    changed = write_airflow_cfg(paths)
+    db_file = paths.airflow_home / "airflow.db"
+    marker = paths.airflow_home / ".spark_default.created"
+    if with_db and (changed or not db_file.exists()):
+        migrate_airflow_db(paths)
+    if with_db and not marker.exists():
+        ensure_spark_connection(paths)
+        marker.touch()
+    return paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--no-db", action="store_true", help="skip `airflow db migrate`")
+    args = parser.parse_args(argv)
+    try:
+        paths = setup(with_db=not args.no_db)
+    except jars.JarProvisioningError as error:
+        print(error, file=sys.stderr)
+        return 1
+    print(f"setup: ready (AIRFLOW_HOME={paths.airflow_home})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

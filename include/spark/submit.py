@@ -1,0 +1,158 @@
+"""The Spark launch of every job: Spark properties, ``spark-submit`` arguments and environment.
+
+Built from the settings (``include/core/settings.py``), the jars (``include/core/jars.py``), dataset naming and the
+code zip (``include/spark/codeship.py``); nothing in the project's library imports this module back, which is what
+keeps settings free of the launch (the cycle the flat layout had).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from include.core import jars, naming, settings
+from include.core.settings import (
+    LOG4J2_PROPERTIES,
+    OPENLINEAGE_NAMESPACE,
+    PROJECT_ROOT,
+    CatalogSettings,
+    Paths,
+    SettingError,
+)
+from include.spark import codeship
+
+DEFAULT_SPARK_MASTER = "local[*]"
+
+
+def spark_connection_outside_airflow() -> dict[str, str]:
+    """``spark_default`` for a SparkSubmitHook in a plain process (bench, tests): outside a task Airflow 3's SDK reads
+    connections from the environment only, so the user's ``AIRFLOW_CONN_SPARK_DEFAULT`` or local mode."""
+    if settings.SPARK_CONNECTION.raw():
+        return {}
+    return {"AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": DEFAULT_SPARK_MASTER})}
+
+
+def jar_paths() -> list[Path]:
+    """The jars on every Spark job's class path."""
+    return jars.jar_paths(jars.SPARK)
+
+
+def spark_conf(
+    paths: Paths | None = None, catalog: CatalogSettings | None = None, lineage: bool = True
+) -> dict[str, str]:
+    """Spark properties for every job: Iceberg extensions and catalog, the OpenLineage listener, local tuning.
+
+    The jars go on the driver's and executors' class path as well as ``--jars``: the OpenLineage listener must
+    see Iceberg's classes from the same class loader, or it drops every Iceberg input and output.
+    """
+    paths = paths or Paths.current()
+    catalog = catalog or CatalogSettings.current(paths)
+    conf = {
+        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        "spark.sql.defaultCatalog": catalog.name,
+        **catalog.spark_properties(),
+        "spark.driver.extraClassPath": os.pathsep.join(str(path) for path in jar_paths()),
+        "spark.executor.extraClassPath": os.pathsep.join(str(path) for path in jar_paths()),
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG4J2_PROPERTIES.as_uri()}",
+        "spark.driver.memory": settings.SPARK_DRIVER_MEMORY.get(),
+        "spark.sql.shuffle.partitions": settings.SPARK_SHUFFLE_PARTITIONS.get(),
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.local.dir": str(paths.spark_local_dir),
+        "spark.pyspark.python": settings.SPARK_PYSPARK_PYTHON.text(sys.executable),
+        "spark.pyspark.driver.python": sys.executable,
+        "spark.executorEnv.PIPELINE_VAR_DIR": str(paths.var),
+    }
+    if lineage:
+        conf.update(
+            {
+                "spark.extraListeners": "io.openlineage.spark.agent.OpenLineageSparkListener",
+                "spark.openlineage.namespace": OPENLINEAGE_NAMESPACE,
+                "spark.openlineage.transport.type": "file",
+                "spark.openlineage.transport.location": str(paths.spark_lineage_events),
+                "spark.openlineage.dataset.removePath.pattern": naming.SPARK_LISTENER_REMOVE_PATH_PATTERN,
+            }
+        )
+        kafka = spark_listener_kafka_conf(paths)
+        if kafka:
+            del conf["spark.openlineage.transport.location"]
+            conf.update(kafka)
+    extra = settings.SPARK_CONF_EXTRA.raw()
+    if extra:
+        try:
+            conf.update({str(k): str(v) for k, v in json.loads(extra).items()})
+        except (ValueError, AttributeError) as error:
+            raise SettingError(f"SPARK_CONF_EXTRA must be a JSON object of Spark properties: {error}") from error
+    return conf
+
+
+def spark_listener_kafka_conf(paths: Paths) -> dict[str, str]:
+    """With ``SPARK_LINEAGE_KAFKA_BOOTSTRAP_SERVERS`` set, the Spark listener sends to Kafka instead of its file (topic
+    ``SPARK_LINEAGE_KAFKA_TOPIC``, default ``openlineage.events``): openlineage-java's Kafka transport, kafka-clients
+    on the driver's class path. Not both: openlineage-spark 1.53 cannot configure a composite holding a Kafka transport
+    from Spark properties (its dotted producer properties are split into nested keys: "No content to map due to
+    end-of-input"). The Java producer has no spool: it gives the broker at most 1 s per event (``max.block.ms``) and
+    drops the event when the broker is down. Unset (the default): the file."""
+    bootstrap = settings.SPARK_LINEAGE_KAFKA.raw()
+    if not bootstrap:
+        return {}
+    kafka_clients = jars.jar_paths("spark-kafka")
+    transport = "spark.openlineage.transport."
+    serializer = "org.apache.kafka.common.serialization.StringSerializer"
+    return {
+        "spark.driver.extraClassPath": os.pathsep.join(str(path) for path in [*jar_paths(), *kafka_clients]),
+        transport + "type": "kafka",
+        transport + "topicName": settings.SPARK_LINEAGE_KAFKA_TOPIC.get(),
+        transport + "properties.bootstrap.servers": bootstrap,
+        transport + "properties.acks": "all",
+        transport + "properties.key.serializer": serializer,
+        transport + "properties.value.serializer": serializer,
+        transport + "properties.max.block.ms": "1000",
+        transport + "properties.request.timeout.ms": "2000",
+        transport + "properties.delivery.timeout.ms": "3000",
+        transport + "properties.linger.ms": "0",
+    }
+
+
+def spark_submit_jars() -> str:
+    return ",".join(str(path) for path in jar_paths())
+
+
+PASSED_TO_JOBS = (
+    settings.CATALOG_NAME,
+    settings.CATALOG_TYPE,
+    settings.CATALOG_URI,
+    settings.WAREHOUSE,
+    settings.S3_ENDPOINT,
+)
+
+
+def spark_submit_env(paths: Paths | None = None) -> dict[str, str]:
+    """Environment for spark-submit, so the job sees the same ``var/`` and catalog as the DAG that started it (the
+    local server's port too, resolved here once, so a job never chooses one of its own)."""
+    paths = paths or Paths.current()
+    env = {"PIPELINE_VAR_DIR": str(paths.var), "PYTHONPATH": str(PROJECT_ROOT)}
+    for setting in PASSED_TO_JOBS:
+        if setting.raw():
+            env[setting.name] = setting.raw()
+    catalog = CatalogSettings.current(paths)
+    if catalog.is_local_rest_server:
+        env[settings.REST_PORT.name] = str(catalog.rest_port)
+    return env
+
+
+def spark_submit_kwargs(paths: Paths | None = None, lineage: bool = True) -> dict:
+    """Arguments shared by every SparkSubmitOperator (and SparkSubmitHook) of the project: the jars and the
+    project's code (``include/spark/codeship.py``) are shipped with every job, so it runs on a cluster as it does locally."""
+    paths = paths or Paths.current()
+    return {
+        "conn_id": "spark_default",
+        "conf": spark_conf(paths, lineage=lineage),
+        "jars": spark_submit_jars(),
+        "py_files": str(codeship.ensure_built(paths)),
+        "env_vars": spark_submit_env(paths),
+        "verbose": False,
+    }

@@ -1,0 +1,135 @@
+"""One settings module: every environment variable the project reads is declared there once, read nowhere else, and
+documented in docs/configuration.md exactly as declared."""
+
+from __future__ import annotations
+
+import ast
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+
+from include.core import settings
+
+CODE_TREES = ("include", "plugins", "dags", "spark_jobs", "bench")
+
+
+def environment_reads(path: Path) -> list[str]:
+    """Reads of the environment in ``path``: ``os.environ.get``, ``os.getenv``, ``os.environ[...]`` loads,
+    ``... in os.environ`` and ``os.environ.setdefault``. Passing the whole environment on (``{**os.environ}``) or
+    setting a variable for a child process is not a read."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Call):
+            function = ast.unparse(node.func)
+            if function in ("os.environ.get", "os.getenv", "os.environ.setdefault", "environ.get", "getenv"):
+                found.append(f"{path}:{node.lineno} {function}")
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            if ast.unparse(node.value) in ("os.environ", "environ"):
+                found.append(f"{path}:{node.lineno} os.environ[...]")
+        elif isinstance(node, ast.Compare) and any(
+            ast.unparse(c) in ("os.environ", "environ") for c in node.comparators
+        ):
+            found.append(f"{path}:{node.lineno} in os.environ")
+    return found
+
+
+def test_no_module_but_settings_reads_the_environment():
+    reads = [
+        read
+        for tree in CODE_TREES
+        for path in sorted((settings.PROJECT_ROOT / tree).rglob("*.py"))
+        if path != Path(settings.__file__)
+        for read in environment_reads(path)
+    ]
+    assert reads == []
+
+
+def test_the_walk_finds_every_way_of_reading_the_environment(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text(
+        "import os\n"
+        "a = os.environ.get('A')\n"
+        "b = os.getenv('B')\n"
+        "c = os.environ['C']\n"
+        "d = 'D' in os.environ\n"
+        "os.environ.setdefault('E', '1')\n"
+        "env = {**os.environ}\n"  # passing on, not reading
+        "os.environ['F'] = '1'\n"  # setting, not reading
+    )
+    assert [read.split(" ", 1)[1] for read in environment_reads(module)] == [
+        "os.environ.get",
+        "os.getenv",
+        "os.environ[...]",
+        "in os.environ",
+        "os.environ.setdefault",
+    ]
+
+
+def test_every_setting_is_declared_once_with_a_description():
+    assert len(settings.SETTINGS) >= 30
+    for name, setting in settings.SETTINGS.items():
+        assert setting.name == name and setting.description.strip(), name
+    with pytest.raises(RuntimeError, match="defined twice"):
+        settings._define("PIPELINE_VAR_DIR", None, "again", "paths")
+
+
+def test_the_configuration_page_holds_the_generated_table():
+    page = (settings.PROJECT_ROOT / "docs" / "configuration.md").read_text()
+    assert settings.configuration_table() in page, "run `python -m include.core.settings` and paste its table"
+
+
+@pytest.mark.parametrize(
+    "name, value, message",
+    [
+        ("ICEBERG_REST_PORT", "http", "ICEBERG_REST_PORT='http' is not a TCP port"),
+        ("ICEBERG_REST_PORT", "70000", "ICEBERG_REST_PORT='70000' is not a TCP port"),
+        ("ICEBERG_CATALOG_TYPE", "hive", "ICEBERG_CATALOG_TYPE='hive' is not supported"),
+        ("DEMO_ROWS_PER_MONTH", "many", "DEMO_ROWS_PER_MONTH='many' is not an integer"),
+        ("KAFKA_PORT", "-1", "KAFKA_PORT='-1' is not a TCP port"),
+    ],
+)
+def test_a_bad_value_is_refused_naming_the_variable(monkeypatch, tmp_path, name, value, message):
+    monkeypatch.setenv("PIPELINE_VAR_DIR", str(tmp_path / "var"))
+    monkeypatch.setenv(name, value)
+    with pytest.raises(settings.SettingError, match=message):
+        if name.startswith("ICEBERG"):
+            settings.CatalogSettings.current()
+        elif name == "KAFKA_PORT":
+            settings.kafka_port()
+        else:
+            settings.DEMO_ROWS_PER_MONTH.integer()
+
+
+def test_a_var_without_icebergs_port_set_gets_a_free_port_of_its_own_and_keeps_it(monkeypatch, tmp_path):
+    monkeypatch.delenv("ICEBERG_REST_PORT", raising=False)
+    first, second = settings.Paths(tmp_path / "a"), settings.Paths(tmp_path / "b")
+    port_a = settings.CatalogSettings.current(first).rest_port
+    port_b = settings.CatalogSettings.current(second).rest_port
+    assert port_a != port_b, "two var/s side by side get two ports"
+    assert (first.catalog_dir / "port").read_text().strip() == str(port_a), "recorded in the var/'s state"
+    assert settings.CatalogSettings.current(first).uri == f"http://127.0.0.1:{port_a}", "and read back, unchanged"
+    with socket.socket() as probe:  # the port was free when chosen
+        probe.bind(("127.0.0.1", port_b))
+
+
+def test_concurrent_first_reads_of_a_var_agree_on_one_port(monkeypatch, tmp_path):
+    monkeypatch.delenv("ICEBERG_REST_PORT", raising=False)
+    paths = settings.Paths(tmp_path / "var")
+    seen: list[int] = []
+    threads = [threading.Thread(target=lambda: seen.append(settings.rest_port(paths))) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(set(seen)) == 1 and len(seen) == 8
+    assert sorted(p.name for p in paths.catalog_dir.iterdir()) == ["port"], "no candidate file is left behind"
+
+
+def test_an_explicit_port_wins_over_the_recorded_one(monkeypatch, tmp_path):
+    monkeypatch.delenv("ICEBERG_REST_PORT", raising=False)
+    paths = settings.Paths(tmp_path / "var")
+    settings.rest_port(paths)
+    monkeypatch.setenv("ICEBERG_REST_PORT", "18999")
+    assert settings.CatalogSettings.current(paths).rest_port == 18999

@@ -135,3 +135,35 @@ def test_concurrent_spark_writers_all_commit_through_the_server(paths, catalog):
     assert counts == {"left": 1500, "right": 1500}
     appends = [s for s in shared_table.snapshots() if s.summary and s.summary.operation.value == "append"]
     assert len(appends) == 6, "each of the six commits on the shared table is its own snapshot"
+
+
+def test_two_vars_run_their_catalogs_side_by_side_with_nothing_set_by_hand(tmp_path, monkeypatch):
+    """No ICEBERG_REST_PORT: each var/ gets a free port of its own at its first start, keeps it in var/catalog/port,
+    and every later command of that var/ (the CLI here) reaches the same server."""
+    pipeline = str(Path(sys.executable).parent / "pipeline")
+    envs = {}
+    for name in ("first", "second"):
+        env = {k: v for k, v in os.environ.items() if k not in ("ICEBERG_REST_PORT", "PIPELINE_VAR_DIR")}
+        envs[name] = {**env, "PIPELINE_VAR_DIR": str(tmp_path / name)}
+    try:
+        for env in envs.values():
+            started = subprocess.run(
+                [pipeline, "catalog", "start"], env=env, capture_output=True, text=True, timeout=180
+            )
+            assert started.returncode == 0, started.stdout + started.stderr
+        ports = {name: int((tmp_path / name / "catalog" / "port").read_text()) for name in envs}
+        assert ports["first"] != ports["second"]
+        for name, env in envs.items():
+            status = subprocess.run(
+                [pipeline, "catalog", "status"], env=env, capture_output=True, text=True, timeout=60
+            )
+            assert status.returncode == 0 and f"127.0.0.1:{ports[name]}" in status.stdout, status.stdout
+            assert catalog_server.is_healthy(f"http://127.0.0.1:{ports[name]}", timeout=5)
+        monkeypatch.delenv("ICEBERG_REST_PORT")  # this process too reads each var/'s recorded port
+        first = settings.pyiceberg_catalog(settings.CatalogSettings.current(settings.Paths(tmp_path / "first")))
+        first.create_namespace("only_in_first")
+        second = settings.pyiceberg_catalog(settings.CatalogSettings.current(settings.Paths(tmp_path / "second")))
+        assert ("only_in_first",) not in second.list_namespaces(), "two var/s, two catalogs"
+    finally:
+        for env in envs.values():
+            subprocess.run([pipeline, "catalog", "stop"], env=env, capture_output=True, timeout=60)

@@ -33,6 +33,7 @@ from tests.support import free_port
 pytestmark = pytest.mark.integration
 
 LINEAGE = str(Path(sys.executable).parent / "lineage")
+CONSUME_THEN_CRASH = settings.PROJECT_ROOT / "tests" / "jobs" / "consume_then_crash.py"
 MONTH = (2025, 1)
 ROWS = 2_000
 # The broker comes back once the DAG run's START and the download task's START and COMPLETE wait in the spool.
@@ -193,14 +194,12 @@ def test_a_consumer_killed_between_the_store_and_the_offset_commit_stores_nothin
     produce(broker.bootstrap, topic, [json.dumps(e) for e in events])
     store = f"sqlite:///{tmp_path / 'store.db'}"
 
-    killed = consume(
-        broker.bootstrap,
-        store,
-        "--topic",
-        topic,
-        "--dead-letter-topic",
-        dead,
-        env={"LINEAGE_CONSUME_CRASH_AFTER_STORE": "1"},
+    killed = subprocess.run(
+        [sys.executable, str(CONSUME_THEN_CRASH), broker.bootstrap, store, topic, dead],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(settings.PROJECT_ROOT)},
+        timeout=300,
     )
     assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
     after_crash = stored_keys(store)

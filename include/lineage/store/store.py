@@ -34,6 +34,7 @@ from sqlalchemy.engine import Connection, Engine
 from include.core import settings
 from include.lineage.errors import LineageError
 from include.lineage.events import SourcedEvent, check_event, dataset_key, job_key, read_event_file
+from include.lineage.store import migrate
 from include.lineage.store.ingest import (
     _SELECT_ALIASES,
     _SELECT_EDGE,
@@ -42,7 +43,7 @@ from include.lineage.store.ingest import (
     _dialect_statements,
     _Ingest,
 )
-from include.lineage.store.schema import aliases_table, closure_table, edges_table, events_table, metadata, nodes_table
+from include.lineage.store.schema import aliases_table, closure_table, edges_table, events_table, nodes_table
 
 
 def default_store_url(paths: settings.Paths | None = None) -> str:
@@ -68,7 +69,11 @@ class LineageStore:
             _sqlite_pragmas(self.engine)
         elif self.dialect != "postgresql":
             raise LineageError(f"lineage store {self.url!r}: only SQLite and PostgreSQL are supported")
-        metadata.create_all(self.engine)
+        try:
+            migrate.open_at_head(self.engine)  # the tables at the code's revision: one query when they already are
+        except BaseException:
+            self.engine.dispose()
+            raise
         self.statements = _dialect_statements(self.dialect)
         self._lock = threading.Lock()
         self._ids: dict[tuple, int] = {}  # ids of rows that never change once written: nodes, jobs, datasets, versions

@@ -1,0 +1,253 @@
+"""The lineage store's migrations (``include/lineage/store/migrate.py``, ``include/lineage/store/migrations/``): a
+store of the previous release opens and answers like a new one; a new store has exactly ``schema.py``'s tables; a
+store of a newer release is refused; two processes creating one store create it once; an up-to-date store opens with
+one query; every revision goes down and up again."""
+
+from __future__ import annotations
+
+import ast
+import multiprocessing
+import shutil
+from unittest import mock
+
+import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Column, Integer, MetaData, create_engine, event, select, text
+from sqlalchemy import inspect as inspect_database
+from sqlalchemy.engine import Connection, Engine
+
+from include.core import settings
+from include.lineage.errors import LineageError
+from include.lineage.queries import LineageQueries
+from include.lineage.store import LineageStore, migrate, schema
+from include.lineage.store.schema import metadata, runs_table
+
+OLD_STORE = settings.PROJECT_ROOT / "tests" / "fixtures" / "lineage-store-bdbe81a.db"
+OLD_EVENTS = "tests/fixtures/lineage-store-bdbe81a.events.jsonl"  # relative to the project, as the store has it
+RUN = {  # the run ids of the fixture's events
+    "dag": "01937a3c-0000-7000-8000-000000000001",
+    "actuals": "01937a3c-0000-7000-8000-000000000002",
+    "spark": "01937a3c-0000-7000-8000-000000000003",
+    "forecast": "01937a3c-0000-7000-8000-000000000004",
+}
+
+
+def _url(path) -> str:
+    return f"sqlite:///{path}"
+
+
+def _version(engine: Engine) -> tuple[str, ...]:
+    with engine.connect() as conn:
+        return tuple(conn.execute(text(f"SELECT version_num FROM {migrate.VERSION_TABLE}")).scalars())
+
+
+def _shape(conn: Connection) -> dict:
+    """Every lineage table as the database describes it: columns (type, nullable, primary key), indexes, unique
+    constraints."""
+    inspector = inspect_database(conn)
+    return {
+        table: {
+            "columns": [
+                (c["name"], str(c["type"]), c["nullable"], c.get("primary_key", 0))
+                for c in inspector.get_columns(table)
+            ],
+            "primary key": inspector.get_pk_constraint(table)["constrained_columns"],
+            "indexes": sorted((i["name"], tuple(i["column_names"]), i["unique"]) for i in inspector.get_indexes(table)),
+            "unique": sorted(tuple(u["column_names"]) for u in inspector.get_unique_constraints(table)),
+        }
+        for table in sorted(migrate.lineage_tables(conn))
+    }
+
+
+def _contents(store: LineageStore) -> dict:
+    with store.engine.connect() as conn:
+        return {table.name: [tuple(row) for row in conn.execute(select(table))] for table in metadata.sorted_tables}
+
+
+def _answers(store: LineageStore) -> dict:
+    """Today's questions, asked of the fixture's graph: lineage both ways, runs, a run's details, columns, impact."""
+    queries = LineageQueries(store)
+    answers = {}
+    for ref in ("nyc_taxi.yellow_rides_raw", "nyc_taxi.yellow_rides_hourly_actuals", "taxi_pipeline.forecast"):
+        answers[f"upstream {ref}"] = queries.marquez_graph(queries.upstream(ref))
+        answers[f"downstream {ref}"] = queries.marquez_graph(queries.downstream(ref))
+    for ref in ("taxi_pipeline", "taxi_pipeline.build_actuals", "build_actuals.append_data", "taxi_pipeline.forecast"):
+        answers[f"runs {ref}"] = queries.runs(ref)
+    answers["runs of a dataset"] = queries.runs("nyc_taxi.yellow_rides_hourly_actuals")
+    answers["spark run"] = queries.run_details(RUN["spark"])
+    answers["failed run"] = queries.run_details(RUN["forecast"])
+    answers["columns"] = queries.columns("nyc_taxi.yellow_rides_hourly_forecast.predicted_rides")
+    answers["impact of the task run"] = queries.impact_of_run(RUN["actuals"])
+    return answers
+
+
+# ----------------------------------------------------------------------------- a store of the previous release
+def test_a_store_of_the_previous_release_is_stamped_upgraded_and_answers_like_a_new_one(tmp_path, monkeypatch):
+    monkeypatch.chdir(settings.PROJECT_ROOT)  # the events' sources are the file's relative path, as in the fixture
+    old = tmp_path / "old.db"
+    shutil.copy(OLD_STORE, old)
+    with LineageStore(_url(old)) as upgraded, LineageStore(_url(tmp_path / "new.db")) as new:
+        assert new.ingest_files([OLD_EVENTS]).new == 8
+        assert _version(upgraded.engine) == (migrate.HEAD,)
+        answers = _answers(upgraded)
+        assert answers == _answers(new)
+        assert _contents(upgraded) == _contents(new)
+        # the answers are not empty ones: the fixture holds the graph, the Spark child run, the column lineage
+        assert answers["spark run"]["parentRunId"] == RUN["actuals"]
+        assert answers["failed run"]["errorMessage"] == "model did not converge"
+        assert [output["schema"][0] for output in answers["spark run"]["outputs"]] == [["hour", "timestamp"]]
+        assert len(answers["columns"]["edges"]) == 2
+        assert upgraded.ingest_files([OLD_EVENTS]).new == 0  # the same events again: all known
+    assert OLD_STORE.stat().st_size < 200_000
+
+
+def test_a_store_made_before_migrations_whose_tables_are_not_the_first_revisions_is_refused(tmp_path):
+    url = _url(tmp_path / "odd.db")
+    with create_engine(url).begin() as conn:
+        conn.execute(text("CREATE TABLE lineage_events (id INTEGER PRIMARY KEY, payload TEXT)"))
+    with pytest.raises(LineageError) as refused:
+        LineageStore(url)
+    message = str(refused.value)
+    assert url in message and "no lineage_alembic_version table" in message
+    assert "no table lineage_nodes" in message and "no column lineage_events.dedup_key" in message
+
+
+# ----------------------------------------------------------------------------- a new store
+def test_a_new_store_is_created_at_head_with_exactly_the_tables_of_schema_py(tmp_path):
+    """Fails when schema.py changed without a revision: ``python -m include.lineage.store.migrations revision "..."``."""
+    reference = create_engine(_url(tmp_path / "create_all.db"))
+    metadata.create_all(reference)
+    with LineageStore(_url(tmp_path / "new.db")) as store, store.engine.connect() as migrated:
+        assert _version(store.engine) == (migrate.HEAD,)
+        with reference.connect() as made:
+            assert _shape(migrated) == _shape(made), (
+                'schema.py and the revisions differ: python -m include.lineage.store.migrations revision "what changed"'
+            )
+        context = MigrationContext.configure(migrated, opts={"version_table": migrate.VERSION_TABLE})
+        assert compare_metadata(context, metadata) == []
+        assert sorted(_shape(migrated)) == sorted(metadata.tables)
+
+
+def test_an_in_memory_store_is_created_too():
+    with LineageStore("sqlite://") as store:
+        assert _version(store.engine) == (migrate.HEAD,)
+        store.ingest_files([settings.PROJECT_ROOT / OLD_EVENTS])
+        assert store.count(runs_table) == 4
+
+
+def test_head_is_alembics_head_and_no_revision_imports_the_live_schema():
+    script = ScriptDirectory(str(migrate.MIGRATIONS))
+    assert script.get_heads() == [migrate.HEAD], "a new revision: set HEAD in include/lineage/store/migrate.py"
+    assert migrate.FIRST in {revision.revision for revision in script.walk_revisions()}
+    for path in (migrate.MIGRATIONS / "versions").glob("*.py"):
+        tree = ast.parse(path.read_text())
+        imported = [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+        imported += [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
+        assert not [module for module in imported if module and module.startswith("include")], path
+
+
+# ----------------------------------------------------------------------------- a newer store
+def test_a_store_of_a_newer_release_is_refused_naming_the_store_and_both_revisions(tmp_path):
+    url = _url(tmp_path / "newer.db")
+    LineageStore(url).close()
+    with create_engine(url).begin() as conn:
+        conn.execute(text(f"UPDATE {migrate.VERSION_TABLE} SET version_num = '9999'"))
+    with pytest.raises(LineageError) as refused:
+        LineageStore(url)
+    message = str(refused.value)
+    assert url in message and "9999" in message and migrate.HEAD in message and "newer release" in message
+
+
+# ----------------------------------------------------------------------------- opening: cheap, and once
+def _open_at_the_same_moment(url, barrier, results) -> None:
+    """In a spawned process: wait for the other one, open the store, report what the slow path did."""
+    real = migrate.upgrade_to_head
+    done = ["fast path"]
+
+    def recorded(engine):
+        done[0] = real(engine) or "waited for the lock: already at head"
+        return done[0]
+
+    migrate.upgrade_to_head = recorded
+    barrier.wait(timeout=60)
+    with LineageStore(url) as store:
+        results.put((done[0], store.count(runs_table)))
+
+
+def test_two_processes_opening_one_new_store_at_once_both_succeed_and_create_it_once(tmp_path):
+    url = _url(tmp_path / "shared.db")
+    spawn = multiprocessing.get_context("spawn")
+    barrier, results = spawn.Barrier(2), spawn.Queue()
+    processes = [spawn.Process(target=_open_at_the_same_moment, args=(url, barrier, results)) for _ in range(2)]
+    for process in processes:
+        process.start()
+    reports = [results.get(timeout=120) for _ in processes]
+    for process in processes:
+        process.join(timeout=60)
+    assert [process.exitcode for process in processes] == [0, 0]
+    assert [done for done, _ in reports].count(f"created at {migrate.HEAD}") == 1, reports
+    assert [count for _, count in reports] == [0, 0]
+    with LineageStore(url) as store:
+        assert _version(store.engine) == (migrate.HEAD,)
+    assert (tmp_path / "shared.db.migrate.lock").exists()
+
+
+def test_an_up_to_date_store_opens_with_one_query_and_without_alembic(tmp_path):
+    url = _url(tmp_path / "store.db")
+    LineageStore(url).close()
+    statements = []
+
+    def record(conn, cursor, statement, *args):
+        statements.append(statement)
+
+    event.listen(Engine, "before_cursor_execute", record)
+    try:
+        with mock.patch.object(migrate, "upgrade_to_head", side_effect=AssertionError("Alembic ran")) as slow:
+            LineageStore(url).close()
+    finally:
+        event.remove(Engine, "before_cursor_execute", record)
+    slow.assert_not_called()
+    assert statements == [f"SELECT version_num FROM {migrate.VERSION_TABLE}"]
+
+
+# ----------------------------------------------------------------------------- the revisions themselves
+def test_every_revision_downgrades_and_upgrades_again_on_sqlite(tmp_path):
+    engine = create_engine(_url(tmp_path / "roundtrip.db"))
+    revisions = list(reversed(list(ScriptDirectory(str(migrate.MIGRATIONS)).walk_revisions())))
+    with migrate.migration_lock(engine) as conn:
+        config = migrate.alembic_config(conn)
+        for revision in revisions:
+            before = _shape(conn)
+            command.upgrade(config, revision.revision)
+            after = _shape(conn)
+            assert after != before, revision.revision
+            command.downgrade(config, revision.down_revision or "base")
+            assert _shape(conn) == before, f"{revision.revision}'s downgrade does not undo its upgrade"
+            command.upgrade(config, revision.revision)
+            assert _shape(conn) == after, f"{revision.revision} upgrades differently the second time"
+        assert revision.revision == migrate.HEAD and migrate.lineage_tables(conn).keys() == metadata.tables.keys()
+        command.downgrade(config, "base")
+        assert migrate.lineage_tables(conn) == {}
+        command.upgrade(config, "head")
+        assert migrate.lineage_tables(conn).keys() == metadata.tables.keys()
+
+
+def test_a_new_revision_is_written_from_what_schema_py_has_that_the_revisions_do_not(tmp_path, monkeypatch):
+    migrations = tmp_path / "migrations"
+    shutil.copytree(migrate.MIGRATIONS, migrations, ignore=shutil.ignore_patterns("__pycache__"))
+    changed = MetaData()
+    for table in metadata.tables.values():
+        table.to_metadata(changed)
+    changed.tables["lineage_runs"].append_column(Column("priority", Integer))
+    monkeypatch.setattr(schema, "metadata", changed)  # what env.py gives autogenerate
+
+    written = migrate.new_revision("runs have a priority", migrations)
+    assert written.name == f"{int(migrate.HEAD) + 1:04d}_runs_have_a_priority.py"
+    source = written.read_text()
+    assert f"down_revision = {migrate.HEAD!r}" in source and "batch_op.add_column" in source and "priority" in source
+    with create_engine("sqlite://").connect() as conn, conn.begin():
+        command.upgrade(migrate.alembic_config(conn, migrations), "head")
+        assert "priority" in migrate.lineage_tables(conn)["lineage_runs"]

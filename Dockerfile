@@ -1,6 +1,6 @@
 # The project's one image, for every service of docker-compose.yml that runs the project's code:
 # - Airflow 3.3.2 (api-server, scheduler, dag-processor, triggerer), the versions apache-airflow is pinned to;
-# - Spark 4.1.3 from the pinned pyspark (pyspark-client pinned to the same version: README, trap 1; its spark-class
+# - Spark 4.1.3 from the pinned pyspark (pyspark-client pinned to the same version: docs/versions-and-traps.md, Trap 1; its spark-class
 #   runs the standalone master and workers, its spark-submit the jobs), so the driver, the executors and the cluster
 #   share one Spark, one Python (3.11) and one set of packages;
 # - Java 17 (a JDK: set-up compiles the REST catalog launcher), the checksummed jars, the compiled launcher.

@@ -34,7 +34,7 @@ demo: setup
 	$(PIPELINE) demo
 
 # make airflow SAMPLE_DATA=1: generated TLC/NOAA files served on loopback (offline); trigger logical date 2025-02-01.
-# SAMPLE_MONTHS=2024-01..2024-12 serves a year instead (for `airflow backfill create`, README "Backfilling history").
+# SAMPLE_MONTHS=2024-01..2024-12 serves a year instead (for `airflow backfill create`, docs/pipeline.md "Backfilling history").
 airflow: setup
 	$(PIPELINE) ui $(if $(SAMPLE_DATA),--sample-data,) $(if $(SAMPLE_MONTHS),--sample-months $(SAMPLE_MONTHS),)
 

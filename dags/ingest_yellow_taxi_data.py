@@ -9,7 +9,7 @@ with their reason), then MERGE it into
 `nyc_taxi.yellow_taxi_raw` on `unique_row_id`, so re-running a month changes nothing.
 
 Months from 2011-01 are ingested; a run of an earlier month fails at once saying why (TLC's 2009-2010 files have no
-pickup zone). Pickup and dropoff times are New York wall-clock times, as TLC publishes them (README "Time zone").
+pickup zone). Pickup and dropoff times are New York wall-clock times, as TLC publishes them (docs/pipeline.md "Time zone").
 
 The raw table's Asset schedules `forecast_yellow_rides`.
 """

@@ -152,7 +152,7 @@ def test_environment_matches_what_include_config_reads(compose, monkeypatch):
             continue
         for key in service.get("environment") or {}:
             if key.startswith(PROJECT_PREFIXES):
-                assert key in read, f"{name}: {key} is not read by include/settings.py"
+                assert key in read, f"{name}: {key} is not read by include/core/settings.py"
         for volume in service.get("volumes", []):
             if volume.startswith("project-var:"):
                 image_default = re.search(r"PIPELINE_VAR_DIR=(\S+)", (settings.PROJECT_ROOT / "Dockerfile").read_text())

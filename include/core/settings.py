@@ -229,7 +229,7 @@ DEFAULT_SPARK_MASTER = "local[*]"
 
 # The Spark line of pyspark and of the Spark-side jars (iceberg-spark-runtime-4.1_2.13, openlineage-spark_2.13):
 # tests/integration/test_stack.py checks all three agree. Spark 4 runs with ANSI mode on (its default,
-# spark.sql.ansi.enabled=true); the transforms use try_cast & co. where a bad value must become null (README).
+# spark.sql.ansi.enabled=true); the transforms use try_cast & co. where a bad value must become null (docs/reliability.md; Trap 8).
 SPARK_VERSION = "4.1"
 SCALA_VERSION = "2.13"
 

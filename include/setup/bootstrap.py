@@ -26,7 +26,7 @@ def airflow_secrets(paths: settings.Paths) -> dict[str, str]:
     """The secrets every Airflow component must share, made once per ``var/`` and kept (mode 600) while it exists.
 
     Without one ``[api_auth] jwt_secret`` each component signs task tokens with a key of its own and every task
-    fails under the scheduler (DESIGN trap 10); ``[core] fernet_key`` encrypts connection passwords in the metadata
+    fails under the scheduler (Trap 10 in docs/versions-and-traps.md); ``[core] fernet_key`` encrypts connection passwords in the metadata
     DB, and ``[api] secret_key`` signs the UI's sessions.
     """
     secrets_file = paths.secrets / "airflow.json"
@@ -100,7 +100,7 @@ def migrate_airflow_db(paths: settings.Paths) -> None:
     if db_file.exists():
         import sqlite3
 
-        # WAL is a property of the file: readers (UI, scheduler loops) never block a writer (include/metadata_db.py).
+        # WAL is a property of the file: readers (UI, scheduler loops) never block a writer (include/airflow/metadata_db.py).
         with sqlite3.connect(db_file) as connection:
             connection.execute("PRAGMA journal_mode=WAL")
 

@@ -157,7 +157,7 @@ _TPEP_2023_02 = tuple(
     ("Airport_fee" if name == "airport_fee" else name, dtype)
     for name, dtype in _replace_types(_TPEP_2011, VendorID=pa.int32(), PULocationID=pa.int32(), DOLocationID=pa.int32())
 )
-# The eras of the yellow-taxi files TLC publishes, from the files' own footers (README "TLC schema eras").
+# The eras of the yellow-taxi files TLC publishes, from the files' own footers (docs/pipeline.md "TLC schema eras").
 TAXI_ERAS: tuple[TaxiEra, ...] = (
     TaxiEra(
         "2009",

@@ -1,4 +1,4 @@
-"""The SparkSession every job and test uses, built from include/settings.py."""
+"""The SparkSession every job and test uses, built from include/core/settings.py and include/spark/submit.py."""
 
 from __future__ import annotations
 

@@ -42,7 +42,7 @@ ROW_ID_PROPERTY = "pipeline.unique-row-id"
 _SECOND_CHAIN_SEED = "unique_row_id:second-64-bits"
 TIMESTAMP_COLUMNS = [name for name, dtype in CANONICAL_COLUMNS if isinstance(dtype, T.TimestampType)]
 # TLC's times are New York wall-clock times. The tables hold that wall-clock time in `timestamp` columns read with
-# the session time zone UTC (include/settings.py): `2025-01-05 08:00:00` is 8 a.m. in New York.
+# the session time zone UTC (include/spark/submit.py): `2025-01-05 08:00:00` is 8 a.m. in New York.
 SOURCE_TIME_ZONE = "America/New_York"
 STORAGE_SESSION_TIME_ZONE = "UTC"
 FIRST_SUPPORTED_MONTH = "2011-01"

@@ -150,7 +150,7 @@ class RunningAirflow:
                 method,
                 f"{self.base_url}/api/v2/{path.lstrip('/')}",
                 headers={"Authorization": f"Bearer {self.token()}"},
-                timeout=180,  # a write may wait up to 60 s for SQLite's lock (include/metadata_db.py), twice
+                timeout=180,  # a write may wait up to 60 s for SQLite's lock (include/airflow/metadata_db.py), twice
                 **kwargs,
             )
             if response.status_code < 500 or attempt == attempts:

@@ -41,7 +41,7 @@ def test_openlineage_spark_jar_is_on_the_release_line_of_openlineage_python():
 
 
 def test_pyspark_client_is_exactly_pyspark_and_classic_pyspark_imports_in_process(tmp_path):
-    """Trap 1 (README): the Spark provider 6.x depends on pyspark-client, which ships part of the same ``pyspark``
+    """Trap 1 (docs/versions-and-traps.md): the Spark provider 6.x depends on pyspark-client, which ships part of the same ``pyspark``
     package. Any other version than pyspark's breaks every in-process ``import pyspark`` (the tests' session, a
     ``python job.py``) while spark-submit, which imports pyspark from its own zip, still works."""
     import subprocess
@@ -116,7 +116,7 @@ def test_table_created_by_pyiceberg_is_read_and_merged_by_spark(spark, catalog):
 
     qualified = settings.CatalogSettings.current().table("from_pyiceberg")
     # A new session has its own catalog connection: with SQLite, a session that already used the catalog keeps
-    # reading the catalog as of its first read (see README, "Traps"), and would not see this table.
+    # reading the catalog as of its first read (Trap 16 in docs/versions-and-traps.md), and would not see this table.
     spark = spark.newSession()
     assert sorted(spark.table(qualified).collect()) == sorted(
         spark.createDataFrame([(1, "x"), (2, "y")], "id long, name string").collect()

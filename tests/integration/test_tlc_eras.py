@@ -146,8 +146,8 @@ def _wait_until_backfills_complete(airflow, dag_id: str, timeout: float = 300) -
 
 
 def _create_backfill(command_env: dict, start: str, end: str, attempts: int = 3) -> subprocess.CompletedProcess:
-    """`airflow backfill create`, run again as a user would when SQLite refused it with `database is locked` (README
-    trap: it creates its runs inside a savepoint, which SQLite may refuse at once while the scheduler writes; the
+    """`airflow backfill create`, run again as a user would when SQLite refused it with `database is locked` (Trap 14
+    in docs/versions-and-traps.md: it creates its runs inside a savepoint, which SQLite may refuse at once while the scheduler writes; the
     whole command is rolled back, nothing is created)."""
     for _ in range(attempts):
         created = subprocess.run(

@@ -1,6 +1,6 @@
 """Bad values under Spark 4's ANSI mode (``spark.sql.ansi.enabled=true``, the default, kept on).
 
-One test per case the Spark 4 move probed (README, trap 8). Under ANSI mode a plain ``cast``, ``make_date`` or
+One test per case the Spark 4 move probed (docs/versions-and-traps.md, Trap 8). Under ANSI mode a plain ``cast``, ``make_date`` or
 ``make_timestamp`` fails the whole job on one bad value (CAST_INVALID_INPUT, CAST_OVERFLOW,
 DATETIME_FIELD_OUT_OF_BOUNDS); the transforms use ``try_cast``/``try_make_timestamp*`` instead, so each bad value
 keeps its Spark 3.5 outcome: null, then a bad row, a quarantined row or a dropped day. Where Spark 3.5 silently

@@ -69,7 +69,7 @@ class IsolatedVar:
         with self.activated():
             return settings.pyiceberg_catalog()
 
-    def settings(self) -> settings.CatalogSettings:
+    def catalog_settings(self) -> settings.CatalogSettings:
         with self.activated():
             return settings.CatalogSettings.current(self.paths)
 

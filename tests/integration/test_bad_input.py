@@ -120,13 +120,13 @@ def _next_month_start(month: str) -> str:
 @pytest.fixture(scope="session")
 def bad_input_runs(pipeline_run, catalog):
     root = pipeline_run.paths.var / "bad-input-source"
-    runs = {}
+    cases = {}
     for name, (dag_id, month, publish) in CASES.items():
         publish(root)
-        runs[name] = Case(dag_id, _next_month_start(month), month)
+        cases[name] = Case(dag_id, _next_month_start(month), month)
     raw_table = {"ingest_yellow_taxi_data": naming.TAXI_RAW, "ingest_weather_data": naming.WEATHER_RAW}
     with sample_server.serve(root) as env:
-        for name, case in runs.items():
+        for name, case in cases.items():
             table = catalog.load_table(f"{settings.ICEBERG_NAMESPACE}.{raw_table[case.dag_id]}")
             case.raw_snapshot_before = table.current_snapshot().snapshot_id
             case.result = runs.dags_test(
@@ -141,7 +141,7 @@ def bad_input_runs(pipeline_run, catalog):
                 .current_snapshot()
                 .snapshot_id
             )
-    return runs
+    return cases
 
 
 def _fail_event(pipeline_run, dag_id: str, task: str, month: str) -> dict:

@@ -108,8 +108,8 @@ def test_impact_of_raw_taxi_includes_actuals_both_models_and_the_forecast(ingest
 
 
 def _train_runs(store: str) -> dict[str, dict]:
-    runs = json.loads(_ok("runs", "forecast_yellow_rides.train_model", "--json", "--store", store))["runs"]
-    return {Path(run["outputs"][0]["name"]).name: run for run in runs}
+    train_runs = json.loads(_ok("runs", "forecast_yellow_rides.train_model", "--json", "--store", store))["runs"]
+    return {Path(run["outputs"][0]["name"]).name: run for run in train_runs}
 
 
 def test_diff_of_the_seasonal_naive_and_weather_runs_names_weather_raw_and_the_code_change(ingested):

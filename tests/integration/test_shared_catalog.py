@@ -174,7 +174,7 @@ def _rows(table) -> int:
 
 
 def test_jdbc_catalog_on_postgres_holds_the_tables_pyiceberg_reads(jdbc_run, postgres):
-    jdbc_settings = jdbc_run.settings()
+    jdbc_settings = jdbc_run.catalog_settings()
     assert jdbc_settings.type == "jdbc" and jdbc_settings.uri.startswith("jdbc:postgresql://127.0.0.1:")
     assert {row for row in postgres.iceberg_tables("iceberg_jdbc")} >= {
         ("lakehouse", "nyc_taxi", table) for table in TAXI_TABLES

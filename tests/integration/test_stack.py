@@ -62,7 +62,7 @@ def test_pyspark_client_is_exactly_pyspark_and_classic_pyspark_imports_in_proces
     assert plain.returncode == 0, plain.stderr[-2000:]
     assert f"classic {version('pyspark')} 3 true" in plain.stdout
     # spark-submit of the same venv runs the same file.
-    submit = subprocess.run(
+    submitted = subprocess.run(
         [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[1]", str(job)],
         capture_output=True,
         text=True,
@@ -70,8 +70,8 @@ def test_pyspark_client_is_exactly_pyspark_and_classic_pyspark_imports_in_proces
         check=False,
         env={**os.environ, "PYSPARK_PYTHON": sys.executable},
     )
-    assert submit.returncode == 0, submit.stderr[-2000:]
-    assert f"classic {version('pyspark')} 3 true" in submit.stdout
+    assert submitted.returncode == 0, submitted.stderr[-2000:]
+    assert f"classic {version('pyspark')} 3 true" in submitted.stdout
 
 
 def test_spark_submit_job_creates_appends_and_merges_and_pyiceberg_reads_it(paths, catalog, monkeypatch):

@@ -194,40 +194,40 @@ def backfilled(tmp_path_factory):
             assert created.returncode == 0, created.stdout + created.stderr
             deadline = time.monotonic() + 1500
             while time.monotonic() < deadline:
-                runs = [
+                backfill_runs = [
                     r
                     for r in _backfill_runs(airflow, "ingest_yellow_taxi_data")
                     if start <= r["logical_date"][:10] <= end
                 ]
-                if len(runs) == 2 and all(r["state"] in ("success", "failed") for r in runs):
+                if len(backfill_runs) == 2 and all(r["state"] in ("success", "failed") for r in backfill_runs):
                     break
                 time.sleep(10)
             else:
                 raise TimeoutError(f"backfill {start}..{end} did not finish; log {airflow.log_path}")
             _wait_until_backfills_complete(airflow, "ingest_yellow_taxi_data")
-        runs = {r["logical_date"][:7]: r for r in _backfill_runs(airflow, "ingest_yellow_taxi_data")}
+        backfill_runs = {r["logical_date"][:7]: r for r in _backfill_runs(airflow, "ingest_yellow_taxi_data")}
         with pytest.MonkeyPatch.context() as env:
             env.setenv("PIPELINE_VAR_DIR", str(airflow.paths.var))
             env.setenv("ICEBERG_REST_PORT", airflow.env["ICEBERG_REST_PORT"])
             raw = settings.pyiceberg_catalog().load_table(f"{settings.ICEBERG_NAMESPACE}.{naming.TAXI_RAW}")
             months_of_rows = raw.scan(selected_fields=("source_month",)).to_arrow()["source_month"]
         counts = {row["values"]: row["counts"] for row in pc.value_counts(months_of_rows).to_pylist()}
-        refused = airflow.task_instances("ingest_yellow_taxi_data", runs["2010-12"]["dag_run_id"])
-        yield runs, counts, refused
+        refused = airflow.task_instances("ingest_yellow_taxi_data", backfill_runs["2010-12"]["dag_run_id"])
+        yield backfill_runs, counts, refused
     finally:
         airflow.stop()
 
 
 def test_backfill_over_every_era_ingests_each_file_exactly(backfilled):
-    runs, counts, _ = backfilled
+    backfill_runs, counts, _ = backfilled
     ingested = ["2011-01", "2023-01", "2023-02", "2024-12", "2025-01"]
-    assert {month: runs[month]["state"] for month in ingested} == dict.fromkeys(ingested, "success")
+    assert {month: backfill_runs[month]["state"] for month in ingested} == dict.fromkeys(ingested, "success")
     assert counts == dict.fromkeys(ingested, BACKFILL_ROWS), "per-month raw rows equal each file's good rows"
 
 
 def test_backfill_of_a_2010_month_fails_with_its_reason(backfilled):
-    runs, counts, task_instances = backfilled
-    assert runs["2010-12"]["state"] == "failed"
+    backfill_runs, counts, task_instances = backfilled
+    assert backfill_runs["2010-12"]["state"] == "failed"
     states = {ti["task_id"]: ti["state"] for ti in task_instances}
     assert states["download_tlc_month"] == "failed" and states["stage_yellow_taxi"] in ("upstream_failed", None)
     assert "2010-12" not in counts

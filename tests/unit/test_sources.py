@@ -149,9 +149,9 @@ def test_fetching_a_noaa_month_downloads_one_file_per_weather_element(server, tm
 def test_retries_wait_exponentially_longer(server, tmp_path, caplog):
     behaviour, url = server
     behaviour.mode = "truncated"
-    settings = downloads.DownloadPolicy(connect_timeout=2, read_timeout=2, attempts=4, backoff=0.05)
+    policy = downloads.DownloadPolicy(connect_timeout=2, read_timeout=2, attempts=4, backoff=0.05)
     with caplog.at_level("WARNING", logger=downloads.log.name), pytest.raises(downloads.DownloadError):
-        downloads.download(url, tmp_path / "f.parquet", settings)
+        downloads.download(url, tmp_path / "f.parquet", policy)
     waits = [float(re.search(r"in ([0-9.]+) seconds", r.getMessage()).group(1)) for r in caplog.records]
     assert waits == [0.05, 0.1, 0.2]
 

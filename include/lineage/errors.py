@@ -41,9 +41,9 @@ class EmptyStoreError(LineageError):
 
 
 class RollbackRefusedError(LineageError):
-    """A table moved on since the plan, or cannot be rolled back: nothing (more) is changed."""
+    """A table moved on since the plan, or cannot be rolled back: nothing (more) is changed. Exit 2: the user can
+    fix it (plan again)."""
 
-    exit_code = 1
     http_status = 409
 
 

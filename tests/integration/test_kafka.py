@@ -26,7 +26,6 @@ from include.lineage.store import LineageStore
 from include.lineage.store.schema import events_table
 from include.services import kafka_broker
 from include.sources import downloads, sample_server
-from include.spark import submit
 from tests.integration.isolated_var import IsolatedVar
 from tests.support import free_port
 
@@ -286,7 +285,7 @@ def taxi_through_kafka(broker, paths):
         env = {
             **source_env,
             "AIRFLOW__OPENLINEAGE__TRANSPORT": transport,
-            submit.SPARK_LINEAGE_KAFKA: broker.bootstrap,
+            settings.SPARK_LINEAGE_KAFKA.name: broker.bootstrap,
         }
         try:
             result = run.dags_test("taxi", "ingest_yellow_taxi_data", "2025-02-01", env=env)

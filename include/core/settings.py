@@ -188,6 +188,21 @@ OPENLINEAGE_SPEC_DIR = _define(
     "the OpenLineage JSON schemas events are validated against; unset: the vendored ones",
     "lineage",
 )
+LINEAGE_MAX_BODY_BYTES = _define(
+    "LINEAGE_MAX_BODY_BYTES", "5242880", "largest request body `lineage serve` accepts, as sent (413 beyond)", "lineage"
+)
+LINEAGE_MAX_DECOMPRESSED_BYTES = _define(
+    "LINEAGE_MAX_DECOMPRESSED_BYTES",
+    "20971520",
+    "largest body `lineage serve` accepts once decompressed (413 beyond)",
+    "lineage",
+)
+LINEAGE_MAX_JSON_DEPTH = _define(
+    "LINEAGE_MAX_JSON_DEPTH", "64", "deepest JSON nesting `lineage serve` accepts (400 beyond)", "lineage"
+)
+LINEAGE_MAX_BATCH_EVENTS = _define(
+    "LINEAGE_MAX_BATCH_EVENTS", "1000", "most events in one `POST /api/v1/lineage/batch` (413 beyond)", "lineage"
+)
 KAFKA_BOOTSTRAP_SERVERS = _define(
     "KAFKA_BOOTSTRAP_SERVERS", None, "Kafka that `lineage consume` reads; unset: this `var/`'s local broker", "lineage"
 )

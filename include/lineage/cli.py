@@ -1,12 +1,16 @@
 """``lineage``: the lineage command, installed into the project's venv.
 
     lineage ingest [FILES...|-]        store events (default: every event file under var/lineage/); report how many were new
-    lineage serve --port N             OpenLineage endpoint POST /api/v1/lineage and Marquez's GET /api/v1/lineage
+    lineage serve --port N             OpenLineage endpoint POST /api/v1/lineage; Marquez's GET /api/v1/lineage
+                                       (and ?asOf=, ?history=all) and GET /api/v1/runlineage/upstream
     lineage upstream NODE              everything a dataset or job comes from
+    lineage upstream --run RUN         a run's provenance: dataset versions it read, the runs that wrote them, ...
     lineage downstream NODE            everything that depends on it
     lineage impact NODE | --run RUN    every dataset, job and run downstream: what to recompute, re-run, roll back
+      (upstream, downstream, impact NODE: --as-of TIME the graph as it was then; --all-history every edge ever seen)
     lineage runs JOB                   runs of a job, newest first, with their dataset versions
     lineage diff RUN_A RUN_B           what changed between two runs: versions, code, parameters, schema, state
+                                       (--upstream: and in their provenance: upstream runs, versions, job versions)
     lineage columns DATASET.COLUMN     column-level upstream
     lineage replay                     send spooled events through the configured transport; report sent/remaining
     lineage consume [--forever]        Kafka topic -> store (consumer group; offsets committed after the store has
@@ -168,14 +172,41 @@ def _emit(options, as_json, as_text) -> None:
     print(json.dumps(as_json(), indent=2, default=str) if options.json else as_text())
 
 
-def upstream(options) -> int:
-    from include.lineage.queries import LineageQueries
-    from include.lineage.render import render_tree
+def _when(options) -> dict:
+    """The graph asked for: ``--as-of`` (checked here, so a bad time is exit 2 before the store opens) and
+    ``--all-history``."""
+    from include.lineage.queries import parse_instant
 
+    as_of = parse_instant(options.as_of, "--as-of") if options.as_of is not None else None
+    return {"as_of": as_of, "all_history": options.all_history}
+
+
+def _usage_error(options, message: str) -> int:
+    print(f"lineage {options.command}: {message}", file=sys.stderr)
+    return 2
+
+
+def upstream(options) -> int:
+    from include.lineage import render
+    from include.lineage.queries import LineageQueries
+
+    if bool(options.node) == bool(options.run):
+        return _usage_error(options, "give a NODE or --run RUN_ID (one of them)")
+    if options.run and (options.as_of is not None or options.all_history):
+        return _usage_error(options, "--as-of and --all-history are for a NODE's graph, not a run's provenance")
+    when = _when(options)
     with _store(options) as store:
         queries = LineageQueries(store)
-        sub = queries.upstream(options.node, options.depth)
-        _emit(options, lambda: queries.marquez_graph(sub), lambda: render_tree(sub))
+        if options.run:
+            result = queries.run_lineage(options.run, options.depth)
+            _emit(
+                options,
+                lambda: render.run_lineage_json(result),
+                lambda: render.render_run_lineage(result, options.depth),
+            )
+            return 0
+        sub = queries.upstream(options.node, options.depth, **when)
+        _emit(options, lambda: queries.marquez_graph(sub), lambda: render.render_tree(sub))
     return 0
 
 
@@ -183,9 +214,10 @@ def downstream(options) -> int:
     from include.lineage.queries import LineageQueries
     from include.lineage.render import render_tree
 
+    when = _when(options)
     with _store(options) as store:
         queries = LineageQueries(store)
-        sub = queries.downstream(options.node, options.depth)
+        sub = queries.downstream(options.node, options.depth, **when)
         _emit(options, lambda: queries.marquez_graph(sub), lambda: render_tree(sub))
     return 0
 
@@ -195,14 +227,17 @@ def impact(options) -> int:
     from include.lineage.queries import LineageQueries
 
     if bool(options.node) == bool(options.run):
-        raise SystemExit("lineage impact: give a NODE or --run RUN_ID (one of them)")
+        return _usage_error(options, "give a NODE or --run RUN_ID (one of them)")
+    if options.run and (options.as_of is not None or options.all_history):
+        return _usage_error(options, "--as-of and --all-history are for a NODE's impact, not a run's")
+    when = _when(options)
     with _store(options) as store:
         queries = LineageQueries(store)
         if options.run:
             result = queries.impact_of_run(options.run)
             _emit(options, lambda: render.run_impact_json(queries, result), lambda: render.render_run_impact(result))
         else:
-            result = queries.impact(options.node, options.depth)
+            result = queries.impact(options.node, options.depth, **when)
             _emit(options, lambda: render.impact_json(queries, result), lambda: render.render_impact(result))
     return 0
 
@@ -222,7 +257,7 @@ def diff(options) -> int:
     from include.lineage.render import render_diff
 
     with _store(options) as store:
-        result = LineageQueries(store).diff(options.run_a, options.run_b)
+        result = LineageQueries(store).diff(options.run_a, options.run_b, upstream=options.upstream)
         _emit(options, lambda: result, lambda: render_diff(result))
     return 0
 
@@ -253,6 +288,19 @@ def build_parser() -> argparse.ArgumentParser:
     walk.add_argument(
         "--depth", type=int, default=DEFAULT_DEPTH, help=f"at most this many edges away (default {DEFAULT_DEPTH})"
     )
+    when = argparse.ArgumentParser(add_help=False)
+    when.add_argument(
+        "--as-of",
+        metavar="TIME",
+        default=None,
+        help="the graph as it was at TIME, an ISO-8601 time with its UTC offset (2025-02-01T10:00:00+01:00, ...Z): "
+        "each job as the version of its latest run started by then, datasets first seen by then",
+    )
+    when.add_argument(
+        "--all-history",
+        action="store_true",
+        help="every edge ever seen (not only the current graph), each with when it was first and last seen",
+    )
 
     def add(name, handler, help_text, parents=()):
         sub = commands.add_parser(name, help=help_text, description=help_text, parents=list(parents))
@@ -274,16 +322,28 @@ def build_parser() -> argparse.ArgumentParser:
     sub = add(
         "serve",
         serve,
-        "serve POST /api/v1/lineage (OpenLineage http transport) and GET /api/v1/lineage (Marquez)",
+        "serve POST /api/v1/lineage (OpenLineage http transport), GET /api/v1/lineage and "
+        "GET /api/v1/runlineage/upstream (Marquez's)",
         [store],
     )
     sub.add_argument("--port", type=int, default=5000, help="port (default 5000, Marquez's)")
     sub.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    sub = add("upstream", upstream, "every dataset and job a node comes from, as a tree", [walk])
+    sub = add(
+        "upstream",
+        upstream,
+        "every dataset and job a node comes from, as a tree (--run: a run's provenance, run by run)",
+        [walk, when],
+    )
+    sub.add_argument("node", metavar="NODE", nargs="?")
+    sub.add_argument(
+        "--run",
+        metavar="RUN_ID",
+        help="the dataset versions this run read, the runs that wrote them, what those read, ... "
+        "(--depth: levels of runs; --json: Marquez's GET /api/v1/runlineage/upstream)",
+    )
+    sub = add("downstream", downstream, "every dataset and job that depends on a node, as a tree", [walk, when])
     sub.add_argument("node", metavar="NODE")
-    sub = add("downstream", downstream, "every dataset and job that depends on a node, as a tree", [walk])
-    sub.add_argument("node", metavar="NODE")
-    sub = add("impact", impact, "every dataset, job and run downstream of a node (or of a run: --run)", [walk])
+    sub = add("impact", impact, "every dataset, job and run downstream of a node (or of a run: --run)", [walk, when])
     sub.add_argument("node", metavar="NODE", nargs="?")
     sub.add_argument(
         "--run", metavar="RUN_ID", help="what this run (and its child runs) wrote, and every run that read it"
@@ -299,6 +359,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub.add_argument("run_a", metavar="RUN_A")
     sub.add_argument("run_b", metavar="RUN_B")
+    sub.add_argument(
+        "--upstream",
+        action="store_true",
+        help="compare their provenance too: upstream runs, dataset versions read, job versions (inputs added or "
+        "removed, code changed), parameters",
+    )
     sub = add("columns", columns, "column-level upstream of DATASET.COLUMN", [walk])
     sub.add_argument("column", metavar="DATASET.COLUMN")
     add("replay", replay, "send spooled events (oldest first) through the configured transport")

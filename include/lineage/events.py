@@ -1,4 +1,5 @@
-"""OpenLineage events as the store reads them: the shape check, times, dataset and job keys, and event files.
+"""OpenLineage events as the store reads them: the shape check, times, an event's identity, node ids (Marquez's
+``dataset:<namespace>:<name>`` and their parsing), and event files.
 
 Lowest layer of the lineage package with ``errors``: the store, the HTTP API and the consumer all check events here.
 """
@@ -7,13 +8,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
 from include.core import settings
-from include.lineage.errors import InvalidEventError, UnreadableEventFileError
+from include.lineage.errors import InvalidEventError, LineageError, UnreadableEventFileError
 
 
 def utc_time(value: str) -> str:
@@ -30,11 +33,91 @@ def utc_time(value: str) -> str:
 
 
 def dataset_key(namespace: str, name: str) -> str:
+    """Marquez's node id of a dataset: for display and for Marquez clients. Two datasets may share one (``pg://h:5432``
+    + ``db.t`` and ``pg://h`` + ``5432:db.t``): the store keys nodes by ``(kind, namespace, name)``, never by this."""
     return f"dataset:{namespace}:{name}"
 
 
 def job_key(namespace: str, name: str) -> str:
     return f"job:{namespace}:{name}"
+
+
+class NodeRef(NamedTuple):
+    """A dataset or job as a node id names it; equal to the tuple ``(kind, namespace, name)``."""
+
+    kind: str  # dataset | job
+    namespace: str
+    name: str
+
+
+class FieldRef(NamedTuple):
+    """A dataset's column as a ``datasetField:<namespace>:<name>:<field>`` id names it."""
+
+    kind: str  # datasetField
+    namespace: str
+    name: str
+    field: str
+
+    @property
+    def dataset(self) -> NodeRef:
+        return NodeRef("dataset", self.namespace, self.name)
+
+
+MAX_NODE_ID_LENGTH = 4096  # longer than any id of the store's columns (namespace 1024, name 2048, field 512)
+_NODE_ID_PARTS = {"dataset": 3, "job": 3, "datasetField": 4}  # Marquez: asDatasetId, asJobId, asDatasetFieldId
+_NODE_ID_PREFIX = re.compile(r"(dataset|datasetField|job|run):")  # NodeId.ID_PATTERN
+_NODE_ID_SPLIT = re.compile(r"[:#]")  # NodeId.parts: ID_DELIM + "|" + VERSION_DELIM
+_NODE_ID_SEPARATOR = re.compile(r":(?!//|\d)")  # a colon not of a URI's "scheme://" nor of a "host:port"
+_JAVA_LINE_TERMINATORS = frozenset("\n\r\u0085\u2028\u2029")  # what Java's "." does not match
+
+
+def parse_node_id(value: str) -> NodeRef | FieldRef:
+    """``dataset:<namespace>:<name>``, ``job:<namespace>:<name>`` or ``datasetField:<namespace>:<name>:<field>``
+    split as Marquez's ``NodeId.parts()`` does (``api/src/main/java/marquez/service/models/NodeId.java``).
+
+    Split on ``:`` and ``#``; when that gives exactly the parts the kind has, they are the answer; when it gives
+    more, split instead on the colons not followed by ``//`` or a digit, left to right, the last part taking the
+    rest: ``dataset:postgres://host:5432:db.schema.table`` is (``postgres://host:5432``, ``db.schema.table``). A name
+    that starts with a digit or ``//`` after such a namespace cannot be told apart (Marquez cannot either). Anything
+    else raises LineageError saying why."""
+    if not isinstance(value, str) or not value:
+        raise LineageError("an empty node id: expected dataset:<namespace>:<name> or job:<namespace>:<name>")
+    shown = value if len(value) <= 80 else value[:77] + "..."
+    if len(value) > MAX_NODE_ID_LENGTH:
+        raise LineageError(f"node id {shown!r} is {len(value):,} characters long (at most {MAX_NODE_ID_LENGTH:,})")
+    prefix = _NODE_ID_PREFIX.match(value)
+    if prefix is None or _JAVA_LINE_TERMINATORS.intersection(value):
+        raise LineageError(
+            f"node id {shown!r} is not dataset:<namespace>:<name>, job:<namespace>:<name> or "
+            "datasetField:<namespace>:<name>:<field>"
+        )
+    kind = prefix.group(1)
+    if kind == "run":
+        raise LineageError(f"node id {shown!r} names a run: lineage is asked of a dataset, a job or a column")
+    expected = _NODE_ID_PARTS[kind]
+    parts = _NODE_ID_SPLIT.split(value)
+    while parts and not parts[-1]:
+        parts.pop()  # Java's String.split drops trailing empty strings
+    if len(parts) < expected:
+        raise LineageError(f"node id {shown!r} has fewer than the {expected} parts of a {kind} id")
+    if len(parts) > expected:
+        parts, start = [], 0
+        separators = _NODE_ID_SEPARATOR.finditer(value)
+        for _ in range(expected - 1):
+            separator = next(separators, None)
+            if separator is None:
+                raise LineageError(
+                    f"node id {shown!r} cannot be split into {expected} parts: after the namespace's scheme:// and "
+                    "port, a colon must separate it from the name (does the name start with a digit?)"
+                )
+            parts.append(value[start : separator.start()])
+            start = separator.end()
+        parts.append(value[start:])
+    if parts[0] != kind:  # Marquez would take "dataset:5ns" for the prefix and go on with the wrong parts
+        raise LineageError(f"node id {shown!r}: a namespace that starts with a digit or // cannot be told apart")
+    if not all(parts[1:]):
+        raise LineageError(f"node id {shown!r}: its namespace, name and field cannot be empty")
+    return FieldRef(*parts) if kind == "datasetField" else NodeRef(*parts)
 
 
 def dataset_aliases(namespace: str, name: str, facets: dict) -> set[str]:
@@ -63,15 +146,44 @@ def digest(value) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def canonical_json(lineage_event: dict) -> str:
+    """The event's one spelling: keys sorted, no spaces, non-ASCII kept."""
+    return json.dumps(lineage_event, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def event_dedup_key(lineage_event: dict) -> str:
-    run_id = (lineage_event.get("run") or {}).get("runId")
-    if run_id:
-        return f"{run_id}|{lineage_event.get('eventType', '')}|{utc_time(lineage_event['eventTime'])}"
-    return "sha256:" + digest(lineage_event)
+    """An event's identity: the SHA-256 of its canonical JSON. Only the same event again is a duplicate; two events
+    of one run with the same type and time that differ in anything (a dataset, a facet, how the time is written)
+    are both kept and merged into their run."""
+    return "sha256:" + hashlib.sha256(canonical_json(lineage_event).encode()).hexdigest()
+
+
+EVENT_TYPES = frozenset({"START", "RUNNING", "COMPLETE", "ABORT", "FAIL", "OTHER"})  # OpenLineage.json, RunEvent
+FACET_KEYS = {"run": ("facets",), "job": ("facets",), "dataset": ("facets", "inputFacets", "outputFacets")}
+
+
+def _check_facets(owner: dict, keys: tuple[str, ...], where: str) -> None:
+    """Facets are a JSON object of JSON objects (OpenLineage.json: ``additionalProperties`` of each ``*Facets``)."""
+    for key in keys:
+        facets = owner.get(key)
+        if facets is None:
+            continue
+        if not isinstance(facets, dict):
+            raise InvalidEventError(f"{where}.{key} is a {type(facets).__name__}, not an object of facets")
+        for name, facet in facets.items():
+            if not isinstance(facet, dict):
+                raise InvalidEventError(f"{where}.{key}.{name} is a {type(facet).__name__}, not a facet object")
+
+
+def _check_name(value, what: str) -> None:
+    if not isinstance(value, str) or not value:
+        raise InvalidEventError(f"{what} must be a non-empty string")
 
 
 def check_event(lineage_event) -> None:
-    """Raise InvalidEventError unless this looks like an OpenLineage run, job or dataset event."""
+    """Raise InvalidEventError unless this is shaped like an OpenLineage run, job or dataset event: the fields the
+    store reads have the types OpenLineage.json gives them (strings, lists, objects of facet objects), so no stored
+    event can make a later read fail."""
     if not isinstance(lineage_event, dict):
         raise InvalidEventError(f"an OpenLineage event is a JSON object, not {type(lineage_event).__name__}")
     if not isinstance(lineage_event.get("eventTime"), str):
@@ -80,24 +192,37 @@ def check_event(lineage_event) -> None:
         utc_time(lineage_event["eventTime"])
     except ValueError:
         raise InvalidEventError(f"eventTime {lineage_event['eventTime']!r} is not an ISO-8601 time") from None
+    event_type = lineage_event.get("eventType")
+    if event_type is not None and (not isinstance(event_type, str) or event_type not in EVENT_TYPES):
+        raise InvalidEventError(f"eventType {event_type!r} is not one of {', '.join(sorted(EVENT_TYPES))}")
     if "run" in lineage_event:
         run = lineage_event.get("run")
         if not isinstance(run, dict) or not isinstance(run.get("runId"), str) or not run["runId"]:
             raise InvalidEventError("run without a runId")
         if not isinstance(lineage_event.get("job"), dict):
             raise InvalidEventError("run event without a job")
+        _check_facets(run, FACET_KEYS["run"], "run")
     if "job" not in lineage_event and "dataset" not in lineage_event:
         raise InvalidEventError("neither a run, a job nor a dataset: not an OpenLineage event")
     job = lineage_event.get("job")
-    if job is not None and not (isinstance(job, dict) and job.get("namespace") and job.get("name")):
-        raise InvalidEventError("job without a namespace and name")
+    if job is not None:
+        if not isinstance(job, dict):
+            raise InvalidEventError("job is not an object")
+        _check_name(job.get("namespace"), "job.namespace")
+        _check_name(job.get("name"), "job.name")
+        _check_facets(job, FACET_KEYS["job"], "job")
+    if isinstance(lineage_event.get("dataset"), dict):
+        _check_facets(lineage_event["dataset"], FACET_KEYS["dataset"], "dataset")
     for side in ("inputs", "outputs"):
         datasets = lineage_event.get(side) or []
         if not isinstance(datasets, list):
             raise InvalidEventError(f"{side} is not a list")
-        for dataset in datasets:
-            if not (isinstance(dataset, dict) and dataset.get("namespace") and dataset.get("name")):
-                raise InvalidEventError(f"an entry of {side} has no namespace and name")
+        for index, dataset in enumerate(datasets):
+            if not isinstance(dataset, dict):
+                raise InvalidEventError(f"{side}[{index}] is not an object")
+            _check_name(dataset.get("namespace"), f"{side}[{index}].namespace")
+            _check_name(dataset.get("name"), f"{side}[{index}].name")
+            _check_facets(dataset, FACET_KEYS["dataset"], f"{side}[{index}]")
 
 
 @dataclass(frozen=True)

@@ -1,22 +1,36 @@
 """Questions asked of the lineage store: where did this come from, who is affected, what changed between two runs.
 
 Every query resolves a node the way a user names it (``namespace:name``, a dataset's table name such as
-``nyc_taxi.yellow_rides_hourly_forecast``, a URL, a job name, or Marquez's ``dataset:<ns>:<name>``), answers from
-the closure table (one indexed query for all ancestors or descendants) and renders as a readable tree or, for
-``--json``, in Marquez's lineage response shape (``{"graph": [{"id", "type", "data", "inEdges", "outEdges"}]}``).
+``nyc_taxi.yellow_rides_hourly_forecast``, a URL, a job name, or Marquez's ``dataset:<ns>:<name>``). Three graphs:
+
+- ``upstream``/``downstream``/``impact`` walk the current graph through the closure table (one indexed query for all
+  ancestors or descendants); with ``as_of`` the graph as it was at an instant (each job as the version of its latest
+  run started by then, datasets first seen by then), with ``all_history`` every edge ever seen, with when;
+- ``marquez_lineage`` answers ``GET /api/v1/lineage`` the way Marquez 0.51 does (``LineageService.lineage``): the
+  start job of the node, then every job whose *current version* shares a dataset with the jobs reached so far, from
+  a replay of the stored events in Marquez's terms (``MarquezModel``), whatever the closure table holds;
+- ``run_lineage`` answers ``GET /api/v1/runlineage/upstream`` (``LineageDao.getUpstreamRuns``): run -> dataset
+  version read -> run that wrote it -> ..., the provenance that ``diff --upstream`` compares.
+
+Graphs render as a readable tree or, for ``--json``, in Marquez's lineage response shape (``{"graph": [{"id",
+"type", "data", "inEdges", "outEdges"}]}``).
 """
 
 from __future__ import annotations
 
 import difflib
 import json
+import re
+import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from sqlalchemy import func, or_, select, text
+from sqlalchemy import func, inspect, or_, select, text
 from sqlalchemy.engine import Connection
 
 from include.lineage.errors import EmptyStoreError, LineageError, UnknownNodeError
+from include.lineage.events import parse_node_id as parse_event_node_id
+from include.lineage.events import utc_time
 from include.lineage.store import LineageStore
 from include.lineage.store.schema import (
     aliases_table,
@@ -25,6 +39,7 @@ from include.lineage.store.schema import (
     dataset_versions_table,
     datasets_table,
     edges_table,
+    events_table,
     job_versions_table,
     jobs_table,
     nodes_table,
@@ -53,6 +68,9 @@ class Subgraph:
     nodes: dict[int, Node]
     depths: dict[int, int]
     edges: list[tuple[int, int]]
+    as_of: str | None = None  # the graph as it was at this instant (UTC), not the current one
+    # every edge ever seen: (source, target) -> (first seen, last seen); None for the current graph
+    edge_times: dict[tuple[int, int], tuple[str | None, str | None]] | None = None
 
     def datasets(self) -> list[Node]:
         return sorted(
@@ -110,21 +128,299 @@ def _short(value: str | None, width: int = 12) -> str:
     return "—" if value is None else (value if len(value) <= width else value[:width] + "…")
 
 
+# ------------------------------------------------------------------------- instants and Marquez node ids
+_OFFSET = re.compile(r"(?:[Zz]|[+-]\d\d(?::?\d\d)?)$")
+_SPACE_FOR_PLUS = re.compile(r"^(.*T\d\d:\d\d(?::\d\d(?:\.\d+)?)?) (\d\d(?::?\d\d)?)$")
+
+
+def parse_instant(value: str, what: str = "asOf") -> str:
+    """An ISO-8601 instant *with* its UTC offset as the store's fixed-width UTC text; LineageError (CLI exit 2, HTTP
+    400) for anything else: a time without an offset names no instant (whose midnight?)."""
+    text_value = (value or "").strip()
+    spaced = _SPACE_FOR_PLUS.match(text_value)
+    if spaced:  # a "+" in a URL's query string arrives as a space: 2025-02-01T10:00:00 01:00
+        text_value = f"{spaced.group(1)}+{spaced.group(2)}"
+    example = "e.g. 2025-02-01T10:00:00+00:00 or 2025-02-01T10:00:00Z"
+    if "T" not in text_value or not _OFFSET.search(text_value):
+        raise LineageError(f"{what} {value!r} is not an ISO-8601 time with a UTC offset ({example})")
+    try:
+        return utc_time(text_value)
+    except ValueError:
+        raise LineageError(f"{what} {value!r} is not an ISO-8601 time with a UTC offset ({example})") from None
+
+
+def parse_node_id(value: str) -> tuple[str, str, str] | None:
+    """(kind, namespace, name) of a Marquez dataset or job id, split as Marquez's ``NodeId.parts`` does
+    (``events.parse_node_id``: ``dataset:postgres://host:5432:db.schema.table`` -> ``("dataset",
+    "postgres://host:5432", "db.schema.table")``); None if ``value`` is not one, so it may be another kind of name."""
+    try:
+        parsed = parse_event_node_id(value)
+    except (ValueError, LineageError):
+        return None
+    if not parsed or parsed[0] not in ("dataset", "job") or not parsed[1] or not parsed[2]:
+        return None  # not an id, or a datasetField's
+    return parsed[0], parsed[1], parsed[2]
+
+
+def node_id(kind: str, namespace: str, name: str) -> str:
+    return f"{kind}:{namespace}:{name}"
+
+
+def _run_start():
+    """When a run started: its START event, else its earliest event (``first_event_time``, where the store keeps
+    it), else its latest state change."""
+    r = runs_table
+    first = r.c.get("first_event_time")
+    return (
+        func.coalesce(r.c.started_at, first, r.c.state_time)
+        if first is not None
+        else func.coalesce(r.c.started_at, r.c.state_time)
+    )
+
+
+def _node_of(row) -> Node:
+    return Node(**{name: row._mapping[name] for name in ("id", "key", "kind", "namespace", "name", "label")})
+
+
+# ------------------------------------------------------------------------- Marquez's model of the events
+Ref = tuple[str, str]  # (namespace, name) of a dataset or a job
+
+_DONE = frozenset({"COMPLETE", "FAIL", "ABORT"})  # OpenLineageDao.getRunState(...).isDone()
+_TERMINAL = frozenset({"COMPLETE", "FAIL"})  # LineageEvent.isTerminalEvent()
+
+
+@dataclass(frozen=True)
+class _CompactEvent:
+    """What Marquez's model keeps of one event: the job, run, type, datasets (with their symlinks)."""
+
+    time: str
+    id: int
+    job: Ref | None
+    run: str | None
+    event_type: str
+    streaming: bool
+    location: str | None
+    inputs: tuple[tuple[str, str, tuple[Ref, ...]], ...]
+    outputs: tuple[tuple[str, str, tuple[Ref, ...]], ...]
+    dataset: tuple[str, str, tuple[Ref, ...]] | None
+
+    @classmethod
+    def of(cls, event_id: int, time: str, payload: str) -> _CompactEvent:
+        event = json.loads(payload)
+
+        def dataset(item) -> tuple[str, str, tuple[Ref, ...]]:
+            identifiers = ((item.get("facets") or {}).get("symlinks") or {}).get("identifiers") or []
+            links = tuple(
+                (i["namespace"], i["name"])
+                for i in identifiers
+                if isinstance(i, dict) and i.get("namespace") and i.get("name")
+            )
+            return item["namespace"], item["name"], links
+
+        job = event.get("job") if isinstance(event.get("job"), dict) else None
+        facets = (job or {}).get("facets") or {}
+        run = event.get("run") if isinstance(event.get("run"), dict) else None
+        return cls(
+            time=time,
+            id=event_id,
+            job=(job["namespace"], job["name"]) if job else None,
+            run=run.get("runId") if run else None,
+            event_type=(event.get("eventType") or "").upper(),
+            streaming=((facets.get("jobType") or {}).get("processingType") or "").upper() == "STREAMING",
+            location=(facets.get("sourceCodeLocation") or {}).get("url"),
+            inputs=tuple(dataset(d) for d in event.get("inputs") or []),
+            outputs=tuple(dataset(d) for d in event.get("outputs") or []),
+            dataset=dataset(event["dataset"]) if isinstance(event.get("dataset"), dict) else None,
+        )
+
+
+@dataclass
+class MarquezModel:
+    """The part of Marquez's database its lineage graph reads, rebuilt by replaying the stored events in event-time
+    order the way ``OpenLineageDao.updateMarquezModel`` processes them (Marquez 0.51):
+
+    - datasets: a dataset's own name is registered first-come (``dataset_symlinks`` is_primary), then the names of
+      its ``symlinks`` facet point to the same dataset unless already taken (``ON CONFLICT DO NOTHING``): a later
+      event that names a symlink lands on that dataset (``upsertLineageDataset``, ``DatasetSymlinkDao``);
+    - job versions exist only once a run is done (COMPLETE, FAIL, ABORT; ``updateMarquezOnComplete``), from the
+      run's inputs and outputs over all its events; a streaming job's at each event with a new version;
+    - current inputs/outputs (``job_versions_io_mapping.is_current_job_version``): a new version's inputs replace
+      the job's current inputs if it has any, likewise outputs (``upsertInputDatasetFor``); any event of the job
+      without inputs (without outputs) clears them (``markInputOrOutputDatasetAsPreviousFor`` in
+      ``updateBaseMarquezModel``), except a streaming job's terminal event with no datasets at all.
+    """
+
+    registry: dict[Ref, Ref] = field(default_factory=dict)  # any name of a dataset -> its primary name
+    inputs: dict[Ref, frozenset[Ref]] = field(default_factory=dict)  # job -> current INPUT datasets
+    outputs: dict[Ref, frozenset[Ref]] = field(default_factory=dict)
+    # dataset -> (created_at, order, job) of the newest job version having it as OUTPUT (INPUT)
+    writer: dict[Ref, tuple[str, int, Ref]] = field(default_factory=dict)
+    reader: dict[Ref, tuple[str, int, Ref]] = field(default_factory=dict)
+    jobs: set[Ref] = field(default_factory=set)
+
+    @classmethod
+    def replay(cls, compact_events: Iterable[_CompactEvent]) -> MarquezModel:
+        model = cls()
+        run_io: dict[str, tuple[set[Ref], set[Ref]]] = {}
+        versions: dict[tuple, tuple[str, int]] = {}
+
+        def register(namespace: str, name: str, links: tuple[Ref, ...]) -> Ref:
+            primary = model.registry.setdefault((namespace, name), (namespace, name))
+            for link in links:
+                model.registry.setdefault(link, primary)
+            return primary
+
+        def new_version(job: Ref, ins: set[Ref], outs: set[Ref], location, time: str, order: int) -> None:
+            key = (job, frozenset(ins), frozenset(outs), location)
+            created = versions.setdefault(key, (time, order))  # upsertJobVersion: ON CONFLICT keeps created_at
+            for dataset in ins:
+                if dataset not in model.reader or created > model.reader[dataset][:2]:
+                    model.reader[dataset] = (*created, job)
+            for dataset in outs:
+                if dataset not in model.writer or created > model.writer[dataset][:2]:
+                    model.writer[dataset] = (*created, job)
+            if ins:
+                model.inputs[job] = frozenset(ins)
+            if outs:
+                model.outputs[job] = frozenset(outs)
+
+        for order, event in enumerate(compact_events):
+            ins = {register(*d) for d in event.inputs}
+            outs = {register(*d) for d in event.outputs}
+            if event.dataset:
+                register(*event.dataset)
+            job = event.job
+            if job is None:
+                continue
+            model.jobs.add(job)
+            if event.run is None:  # a JobEvent: upsertRunlessJobVersion
+                new_version(job, ins, outs, event.location, event.time, order)
+                continue
+            io = run_io.setdefault(event.run, (set(), set()))
+            io[0].update(ins)
+            io[1].update(outs)
+            quiet = event.streaming and event.event_type in _TERMINAL and not ins and not outs
+            if not ins and not quiet:
+                model.inputs.pop(job, None)
+            if not outs and not quiet:
+                model.outputs.pop(job, None)
+            if event.streaming:
+                key = (job, frozenset(io[0]), frozenset(io[1]), event.location)
+                if not quiet and key not in versions:
+                    new_version(job, io[0], io[1], event.location, event.time, order)
+            elif event.event_type in _DONE:
+                new_version(job, io[0], io[1], event.location, event.time, order)
+        return model
+
+    def job_io(self) -> dict[Ref, tuple[frozenset[Ref], frozenset[Ref]]]:
+        """Jobs with current inputs or outputs (``job_io`` of ``LineageDao.getLineage``) and those datasets."""
+        return {
+            job: (self.inputs.get(job, frozenset()), self.outputs.get(job, frozenset()))
+            for job in set(self.inputs) | set(self.outputs)
+        }
+
+    def start_job(self, dataset: Ref) -> Ref | None:
+        """``LineageDao.getJobFromInputOrOutput``: of every job version ever (current or not), the newest that
+        writes the dataset, else the newest that reads it (``ORDER BY io_type DESC, jv.created_at DESC``)."""
+        found = self.writer.get(dataset) or self.reader.get(dataset)
+        return found[2] if found else None
+
+
+def marquez_walk(job_io: dict[Ref, tuple[frozenset[Ref], frozenset[Ref]]], start: Ref, depth: int) -> set[Ref]:
+    """``LineageDao.getLineage``: the start job, then level by level every job with inputs or outputs sharing any
+    dataset (in either role) with a job of the level before, ``depth`` levels; a start job with no datasets is
+    returned alone (``lineage_outside_job_io``)."""
+    if start not in job_io:
+        return {start}
+    by_dataset: dict[Ref, set[Ref]] = {}
+    for job, (ins, outs) in job_io.items():
+        for dataset in ins | outs:
+            by_dataset.setdefault(dataset, set()).add(job)
+    reached, frontier = {start}, {start}
+    for _ in range(depth):
+        following = set()
+        for job in frontier:
+            ins, outs = job_io[job]
+            for dataset in ins | outs:
+                following |= by_dataset[dataset]
+        frontier = following - reached
+        if not frontier:
+            break
+        reached |= frontier
+    return reached
+
+
+def _earliest(a: str | None, b: str | None) -> str | None:
+    return min(x for x in (a, b) if x is not None) if a is not None or b is not None else None
+
+
+def _latest(a: str | None, b: str | None) -> str | None:
+    return max(x for x in (a, b) if x is not None) if a is not None or b is not None else None
+
+
+def _directed_depths(edges: Iterable[tuple[int, int]], start: int, forward: bool, depth: int) -> dict[int, int]:
+    """Shortest distance in edges from ``start`` along (forward) or against the edges, at most ``depth``."""
+    adjacent: dict[int, list[int]] = {}
+    for source, target in edges:
+        if forward:
+            adjacent.setdefault(source, []).append(target)
+        else:
+            adjacent.setdefault(target, []).append(source)
+    depths = {start: 0}
+    frontier = [start]
+    for distance in range(1, depth + 1):
+        following = []
+        for node in frontier:
+            for other in adjacent.get(node, ()):
+                if other not in depths:
+                    depths[other] = distance
+                    following.append(other)
+        frontier = following
+        if not frontier:
+            break
+    return depths
+
+
+class NotYetSeenError(UnknownNodeError):
+    """The node exists, but was first seen after the instant asked about: not in that graph (exit 2, HTTP 404)."""
+
+    def __init__(self, ref: str, as_of: str, first_seen: str):
+        LineageError.__init__(
+            self, f"{ref!r} was first seen at {first_seen}, after {as_of}: it is not in the graph as of then"
+        )
+        self.ref, self.suggestions = ref, []
+
+
 class LineageQueries:
     def __init__(self, store: LineageStore):
         self.store = store
+        self._model_lock = threading.Lock()
+        self._model_key: tuple | None = None
+        self._model: MarquezModel | None = None
+        self._compact: dict[int, _CompactEvent] = {}
 
     # ------------------------------------------------------------------------- names
     def resolve(self, ref: str, conn: Connection | None = None) -> Node:
-        """The node a user means by ``ref``; UnknownNodeError with close names, or EmptyStoreError."""
+        """The node a user means by ``ref``; UnknownNodeError with close names, or EmptyStoreError.
+
+        A Marquez id (``dataset:<ns>:<name>``, ``job:<ns>:<name>``) is parsed into (kind, namespace, name) and looked
+        up by those three: the namespace may itself hold colons (``postgres://host:5432``)."""
         with self.store.engine.connect() as own:
             conn = conn or own
             n, a = nodes_table, aliases_table
-            rows = conn.execute(select(n).where(n.c.key == ref)).all()
+            rows = []
+            parsed = parse_node_id(ref)
+            if parsed:
+                kind, namespace, name = parsed
+                rows = conn.execute(
+                    select(n).where(n.c.kind == kind, n.c.namespace == namespace, n.c.name == name)
+                ).all()
+            if not rows:
+                rows = conn.execute(select(n).where(n.c.key == ref)).all()
             if not rows:
                 rows = conn.execute(select(n).join(a, a.c.node_id == n.c.id).where(a.c.alias == ref).distinct()).all()
             if len(rows) == 1:
-                return Node(**rows[0]._mapping)
+                return _node_of(rows[0])
             if len(rows) > 1:
                 raise LineageError(
                     f"{ref!r} names {len(rows)} nodes; use one of: " + ", ".join(sorted(r.key for r in rows))
@@ -160,7 +456,7 @@ class LineageQueries:
         out = {}
         for chunk in _chunks(ids):
             for row in conn.execute(select(nodes_table).where(nodes_table.c.id.in_(chunk))):
-                out[row.id] = Node(**row._mapping)
+                out[row.id] = _node_of(row)
         return out
 
     def _edges_among(self, conn: Connection, ids: set[int]) -> list[tuple[int, int]]:
@@ -174,39 +470,348 @@ class LineageQueries:
         return sorted(edges)
 
     # ------------------------------------------------------------------------- graph queries
-    def upstream(self, ref: str, depth: int = DEFAULT_DEPTH) -> Subgraph:
-        return self._walk(ref, "upstream", depth)
+    def upstream(
+        self, ref: str, depth: int = DEFAULT_DEPTH, *, as_of: str | None = None, all_history: bool = False
+    ) -> Subgraph:
+        return self._walk(ref, "upstream", depth, as_of, all_history)
 
-    def downstream(self, ref: str, depth: int = DEFAULT_DEPTH) -> Subgraph:
-        return self._walk(ref, "downstream", depth)
+    def downstream(
+        self, ref: str, depth: int = DEFAULT_DEPTH, *, as_of: str | None = None, all_history: bool = False
+    ) -> Subgraph:
+        return self._walk(ref, "downstream", depth, as_of, all_history)
 
-    def neighbourhood(self, ref: str, depth: int = DEFAULT_DEPTH) -> Subgraph:
-        """Upstream and downstream together, as Marquez's ``GET /api/v1/lineage`` returns them."""
-        return self._walk(ref, "both", depth)
+    def neighbourhood(
+        self, ref: str, depth: int = DEFAULT_DEPTH, *, as_of: str | None = None, all_history: bool = False
+    ) -> Subgraph:
+        """Upstream and downstream together (the CLI's directed walks; Marquez's own graph is ``marquez_lineage``)."""
+        return self._walk(ref, "both", depth, as_of, all_history)
 
-    def _walk(self, ref: str, direction: str, depth: int) -> Subgraph:
+    def _walk(self, ref: str, direction: str, depth: int, as_of: str | None = None, all_history: bool = False):
+        as_of = parse_instant(as_of) if as_of is not None else None
         with self.store.engine.connect() as conn:
             focus = self.resolve(ref, conn)
-            depths: dict[int, int] = {}
+            if as_of is None and not all_history:
+                depths: dict[int, int] = {}
+                if direction in ("upstream", "both"):
+                    depths.update(closure_upstream(conn, focus.id, depth))
+                if direction in ("downstream", "both"):
+                    for node, distance in closure_downstream(conn, focus.id, depth):
+                        depths[node] = min(distance, depths.get(node, distance))
+                depths[focus.id] = 0
+                nodes = self._nodes(conn, depths)
+                return Subgraph(focus, direction, nodes, depths, self._edges_among(conn, set(depths)))
+            if as_of is not None:
+                self._check_existed(conn, focus, as_of)
+            edges = self._history_edges(conn, as_of) if all_history else self._as_of_edges(conn, as_of)[0]
+            depths = {}
             if direction in ("upstream", "both"):
-                depths.update(closure_upstream(conn, focus.id, depth))
+                depths.update(_directed_depths(edges, focus.id, False, depth))
             if direction in ("downstream", "both"):
-                for node_id, distance in closure_downstream(conn, focus.id, depth):
-                    depths[node_id] = min(distance, depths.get(node_id, distance))
-            depths[focus.id] = 0
+                for node, distance in _directed_depths(edges, focus.id, True, depth).items():
+                    depths[node] = min(distance, depths.get(node, distance))
             nodes = self._nodes(conn, depths)
-            return Subgraph(focus, direction, nodes, depths, self._edges_among(conn, set(depths)))
+            among = sorted(edge for edge in edges if edge[0] in depths and edge[1] in depths)
+            times = {edge: edges[edge] for edge in among} if all_history else None
+            return Subgraph(focus, direction, nodes, depths, among, as_of=as_of, edge_times=times)
 
+    def _check_existed(self, conn: Connection, node: Node, as_of: str) -> None:
+        table = datasets_table if node.kind == "dataset" else jobs_table
+        first_seen = conn.execute(select(table.c.created_at).where(table.c.node_id == node.id)).scalar()
+        if first_seen is not None and first_seen > as_of:
+            raise NotYetSeenError(node.label, as_of, first_seen)
+
+    # ------------------------------------------------------------------------- the graph at an instant, and ever
+    def _as_of_edges(self, conn: Connection, as_of: str) -> tuple[dict[tuple[int, int], None], dict[int, tuple]]:
+        """The graph at ``as_of``: each job as the version of its latest run started at or before it (the run's inputs
+        and outputs, which are what its job version records), datasets first seen at or before it. Also returns,
+        per job node, (start, run id) of that run."""
+        r, rd, d, j = runs_table, run_datasets_table, datasets_table, jobs_table
+        started = _run_start()
+        latest: dict[int, tuple[str, str]] = {}
+        for run_id, job_id, time in conn.execute(select(r.c.id, r.c.job_id, started).where(started <= as_of)):
+            if job_id not in latest or (time, run_id) > latest[job_id]:
+                latest[job_id] = (time, run_id)
+        job_nodes = dict(conn.execute(select(j.c.id, j.c.node_id)).all())
+        run_job = {run_id: job_nodes[job_id] for job_id, (_, run_id) in latest.items()}
+        edges: dict[tuple[int, int], None] = {}
+        for chunk in _chunks(run_job):
+            for run_id, direction, dataset_node, created in conn.execute(
+                select(rd.c.run_id, rd.c.direction, d.c.node_id, d.c.created_at)
+                .join(d, d.c.id == rd.c.dataset_id)
+                .where(rd.c.run_id.in_(chunk))
+            ):
+                if created is not None and created > as_of:
+                    continue
+                job_node = run_job[run_id]
+                edges[(dataset_node, job_node) if direction == "input" else (job_node, dataset_node)] = None
+        return edges, {job_nodes[job_id]: value for job_id, value in latest.items()}
+
+    def _history_edges(self, conn: Connection, as_of: str | None = None) -> dict[tuple[int, int], tuple]:
+        """Every edge ever seen, (source, target) -> (first seen, last seen): the store's ``lineage_edge_history``
+        when it has one, else derived from runs x their datasets x the runs' times (plus the current edges)."""
+        if inspect(conn).has_table("lineage_edge_history"):
+            rows = conn.execute(text("SELECT source, target, first_seen, last_seen FROM lineage_edge_history")).all()
+            found = {(source, target): (first, last) for source, target, first, last in rows}
+        else:
+            r, rd, d, j = runs_table, run_datasets_table, datasets_table, jobs_table
+            started = _run_start()
+            ended = func.coalesce(r.c.ended_at, r.c.state_time, r.c.started_at)
+            found = {}
+            for direction, dataset_node, job_node, first, last in conn.execute(
+                select(rd.c.direction, d.c.node_id, j.c.node_id, func.min(started), func.max(ended))
+                .select_from(rd)
+                .join(r, r.c.id == rd.c.run_id)
+                .join(j, j.c.id == r.c.job_id)
+                .join(d, d.c.id == rd.c.dataset_id)
+                .group_by(rd.c.direction, d.c.node_id, j.c.node_id)
+            ):
+                found[(dataset_node, job_node) if direction == "input" else (job_node, dataset_node)] = (first, last)
+            for source, target in conn.execute(select(edges_table.c.source, edges_table.c.target)):
+                found.setdefault((source, target), (None, None))
+        if as_of is not None:
+            found = {edge: when for edge, when in found.items() if when[0] is None or when[0] <= as_of}
+        return found
+
+    # ------------------------------------------------------------------------- Marquez's GET /api/v1/lineage
+    def marquez_model(self) -> MarquezModel:
+        with self.store.engine.connect() as conn:
+            return self._marquez_model(conn)
+
+    def _marquez_model(self, conn: Connection) -> MarquezModel:
+        """The events replayed into ``MarquezModel``; kept until the store has other events."""
+        e = events_table
+        key = tuple(conn.execute(select(func.count(), func.max(e.c.id))).one())
+        with self._model_lock:
+            if self._model is not None and self._model_key == key:
+                return self._model
+            known = self._compact
+            query = select(e.c.id, e.c.event_time, e.c.payload)
+            since = max(known) if known else 0
+            for row in conn.execute(query.where(e.c.id > since)):
+                known[row.id] = _CompactEvent.of(row.id, row.event_time or "", row.payload)
+            if len(known) != key[0]:  # not only new rows: read them all again
+                known.clear()
+                for row in conn.execute(query):
+                    known[row.id] = _CompactEvent.of(row.id, row.event_time or "", row.payload)
+            self._model = MarquezModel.replay(sorted(known.values(), key=lambda c: (c.time, c.id)))
+            self._model_key = key
+            return self._model
+
+    def marquez_lineage(
+        self, ref: str, depth: int = DEFAULT_DEPTH, *, as_of: str | None = None, history: str | None = None
+    ) -> dict:
+        """``GET /api/v1/lineage?nodeId=&depth=`` as Marquez 0.51 answers it (``LineageService.lineage``): the start
+        job of the node (a job itself; for a dataset ``getJobFromInputOrOutput``), the jobs ``getLineage`` reaches
+        from it through the datasets of their current versions, and those datasets, with Marquez's edges.
+
+        Beyond Marquez: ``as_of`` (the graph at that instant: each job as the version of its latest run started by
+        then, datasets first seen by then) and ``history="all"`` (every edge ever seen, each with ``firstSeen`` and
+        ``lastSeen``)."""
+        as_of = parse_instant(as_of) if as_of is not None else None
+        if history not in (None, "", "current", "all"):
+            raise LineageError(f"history={history!r}: use history=all (every edge ever seen) or leave it out")
+        all_history = history == "all"
+        with self.store.engine.connect() as conn:
+            model = self._marquez_model(conn)
+            kind, focus = self._marquez_focus(conn, ref, model)
+            times = None
+            if as_of is None and not all_history:
+                job_io = model.job_io()
+                start = model.start_job(focus) if kind == "dataset" else focus
+            else:
+                job_io, start_of, times = self._marquez_io(conn, model, as_of, all_history)
+                focus_node = self._nodes_by_ref(conn, {(kind, *focus)}).get((kind, *focus))
+                if as_of is not None and focus_node is not None:
+                    self._check_existed(conn, focus_node, as_of)
+                start = start_of(focus) if kind == "dataset" else focus
+            if start is None:  # a dataset no job version reads or writes: the dataset alone
+                return self._marquez_orphan(conn, focus)
+            jobs = marquez_walk(job_io, start, depth)
+            return self._marquez_graph_of(conn, jobs, job_io, focus if kind == "dataset" else None, times)
+
+    def _marquez_focus(self, conn: Connection, ref: str, model: MarquezModel) -> tuple[str, Ref]:
+        """(kind, (namespace, name)) of the node: a dataset by its primary name, whichever of its names ``ref`` used
+        (Marquez finds a dataset by any of its symlinks: ``datasets_view.dataset_symlinks``)."""
+        parsed = parse_node_id(ref)
+        if parsed:
+            kind, namespace, name = parsed
+            if kind == "dataset" and (namespace, name) in model.registry:
+                return kind, model.registry[(namespace, name)]
+            if kind == "job" and (namespace, name) in model.jobs:
+                return kind, (namespace, name)
+        node = self.resolve(ref, conn)
+        if node.kind == "dataset":
+            return "dataset", model.registry.get((node.namespace, node.name), (node.namespace, node.name))
+        return "job", (node.namespace, node.name)
+
+    def _marquez_io(self, conn: Connection, model: MarquezModel, as_of: str | None, all_history: bool):
+        """Job -> (inputs, outputs) of the graph at ``as_of`` or of every edge ever seen, in Marquez's terms (datasets by
+        primary name), the start-job rule of that graph and, for history, the edges' times by node id."""
+        if all_history:
+            edges = self._history_edges(conn, as_of)
+            rank: dict[int, tuple] = {}
+        else:
+            edges, rank = self._as_of_edges(conn, as_of)
+        refs = self._refs(conn, {node for edge in edges for node in edge})
+        inputs: dict[Ref, set[Ref]] = {}
+        outputs: dict[Ref, set[Ref]] = {}
+        best: dict[tuple[str, Ref], tuple] = {}  # (direction, dataset) -> (rank, job)
+        times: dict[tuple[str, str], tuple] = {}
+        for (source, target), when in edges.items():
+            if source not in refs or target not in refs:
+                continue
+            source_ref, target_ref = refs[source], refs[target]
+            if source_ref[0] == "dataset":
+                direction, dataset, job, job_node = "input", source_ref[1:], target_ref[1:], target
+            else:
+                direction, dataset, job, job_node = "output", target_ref[1:], source_ref[1:], source
+            dataset = model.registry.get(dataset, dataset)
+            (inputs if direction == "input" else outputs).setdefault(job, set()).add(dataset)
+            order = (when[1] or "", when[0] or "") if all_history else rank.get(job_node, ("", ""))
+            if (direction, dataset) not in best or (order, job) > best[(direction, dataset)]:
+                best[(direction, dataset)] = (order, job)
+            if all_history:
+                job_id, dataset_id = node_id("job", *job), node_id("dataset", *dataset)
+                pair = (dataset_id, job_id) if direction == "input" else (job_id, dataset_id)
+                first, last = times.get(pair, (None, None))
+                times[pair] = (_earliest(first, when[0]), _latest(last, when[1]))
+        job_io = {
+            job: (frozenset(inputs.get(job, ())), frozenset(outputs.get(job, ()))) for job in set(inputs) | set(outputs)
+        }
+
+        def start_of(dataset: Ref) -> Ref | None:
+            found = best.get(("output", dataset)) or best.get(("input", dataset))
+            return found[1] if found else None
+
+        return job_io, start_of, (times if all_history else None)
+
+    def _refs(self, conn: Connection, ids: Iterable[int]) -> dict[int, tuple[str, str, str]]:
+        out = {}
+        for chunk in _chunks(ids):
+            for row in conn.execute(
+                select(nodes_table.c.id, nodes_table.c.kind, nodes_table.c.namespace, nodes_table.c.name).where(
+                    nodes_table.c.id.in_(chunk)
+                )
+            ):
+                out[row.id] = (row.kind, row.namespace, row.name)
+        return out
+
+    def _nodes_by_ref(self, conn: Connection, refs: set[tuple[str, str, str]]) -> dict[tuple[str, str, str], Node]:
+        out = {}
+        for chunk in _chunks({ref[2] for ref in refs}):
+            for row in conn.execute(select(nodes_table).where(nodes_table.c.name.in_(chunk))):
+                ref = (row.kind, row.namespace, row.name)
+                if ref in refs:
+                    out[ref] = _node_of(row)
+        return out
+
+    def _marquez_orphan(self, conn: Connection, dataset: Ref) -> dict:
+        """``LineageService.toLineageWithOrphanDataset``: the dataset alone, no edges."""
+        node = self._nodes_by_ref(conn, {("dataset", *dataset)}).get(("dataset", *dataset))
+        data = self._node_data(conn, [node]).get(node.id) if node else None
+        return {
+            "graph": [
+                {"id": node_id("dataset", *dataset), "type": "DATASET", "data": data, "inEdges": [], "outEdges": []}
+            ]
+        }
+
+    def _marquez_graph_of(
+        self,
+        conn: Connection,
+        jobs: set[Ref],
+        job_io: dict[Ref, tuple[frozenset[Ref], frozenset[Ref]]],
+        focus_dataset: Ref | None,
+        times: dict[tuple[str, str], tuple] | None = None,
+    ) -> dict:
+        """``LineageService.toLineage``: a node per job reached (in-edges from its current inputs, out-edges to its
+        current outputs) and per dataset of theirs (in-edges from the reached jobs writing it, out-edges to those
+        reading it); nodes sorted by id, edges by (origin, destination). A dataset node no reached job touches any
+        more gives the dataset alone ("no longer share lineage")."""
+        empty: tuple[frozenset[Ref], frozenset[Ref]] = (frozenset(), frozenset())
+        io = {job: job_io.get(job, empty) for job in jobs}
+        writers: dict[Ref, set[Ref]] = {}
+        readers: dict[Ref, set[Ref]] = {}
+        for job, (ins, outs) in io.items():
+            for dataset in ins:
+                readers.setdefault(dataset, set()).add(job)
+            for dataset in outs:
+                writers.setdefault(dataset, set()).add(job)
+        datasets = set(readers) | set(writers)
+        if focus_dataset is not None and focus_dataset not in datasets:
+            return self._marquez_orphan(conn, focus_dataset)
+        refs = {("job", *job) for job in jobs} | {("dataset", *dataset) for dataset in datasets}
+        nodes = self._nodes_by_ref(conn, refs)
+        data = self._node_data(conn, list(nodes.values()))
+
+        def edge(origin: str, destination: str) -> dict:
+            item = {"origin": origin, "destination": destination}
+            if times is not None:
+                item["firstSeen"], item["lastSeen"] = times.get((origin, destination), (None, None))
+            return item
+
+        def ids(kind: str, refs_: Iterable[Ref]) -> list[str]:
+            return sorted(node_id(kind, *ref) for ref in refs_)
+
+        graph = []
+        for job in jobs:
+            this = node_id("job", *job)
+            ins, outs = io[job]
+            node = nodes.get(("job", *job))
+            item = dict(data.get(node.id) or {}) if node else {}
+            if item:
+                item["inputs"] = [{"namespace": ns, "name": name} for ns, name in sorted(ins)]
+                item["outputs"] = [{"namespace": ns, "name": name} for ns, name in sorted(outs)]
+            graph.append(
+                {
+                    "id": this,
+                    "type": "JOB",
+                    "data": item or None,
+                    "inEdges": [edge(origin, this) for origin in ids("dataset", ins)],
+                    "outEdges": [edge(this, destination) for destination in ids("dataset", outs)],
+                }
+            )
+        for dataset in datasets:
+            this = node_id("dataset", *dataset)
+            node = nodes.get(("dataset", *dataset))
+            graph.append(
+                {
+                    "id": this,
+                    "type": "DATASET",
+                    "data": data.get(node.id) if node else None,
+                    "inEdges": [edge(origin, this) for origin in ids("job", writers.get(dataset, ()))],
+                    "outEdges": [edge(this, destination) for destination in ids("job", readers.get(dataset, ()))],
+                }
+            )
+        graph.sort(key=lambda n: n["id"])
+        return {"graph": graph}
+
+    # ------------------------------------------------------------------------- the CLI's graphs in Marquez's shape
     def marquez_graph(self, subgraph: Subgraph) -> dict:
-        """Marquez's lineage response: ``{"graph": [{"id", "type", "data", "inEdges", "outEdges"}]}``."""
+        """A subgraph in Marquez's lineage response shape: ``{"graph": [{"id", "type", "data", "inEdges",
+        "outEdges"}]}``; edges of a history subgraph carry ``firstSeen``/``lastSeen``."""
         in_edges: dict[int, list] = {}
         out_edges: dict[int, list] = {}
         for source, target in subgraph.edges:
             edge = {"origin": subgraph.nodes[source].key, "destination": subgraph.nodes[target].key}
+            if subgraph.edge_times is not None:
+                edge["firstSeen"], edge["lastSeen"] = subgraph.edge_times.get((source, target), (None, None))
             out_edges.setdefault(source, []).append(edge)
             in_edges.setdefault(target, []).append(edge)
+        io = None
+        if subgraph.as_of is not None or subgraph.edge_times is not None:  # the jobs' datasets of *that* graph
+            io = {}
+            for source, target in subgraph.edges:
+                a, b = subgraph.nodes[source], subgraph.nodes[target]
+                if b.kind == "job":
+                    io.setdefault(b.id, {"inputs": [], "outputs": []})["inputs"].append(
+                        {"namespace": a.namespace, "name": a.name}
+                    )
+                else:
+                    io.setdefault(a.id, {"inputs": [], "outputs": []})["outputs"].append(
+                        {"namespace": b.namespace, "name": b.name}
+                    )
         with self.store.engine.connect() as conn:
-            data = self._node_data(conn, list(subgraph.nodes.values()))
+            data = self._node_data(conn, list(subgraph.nodes.values()), io)
         graph = []
         for node in sorted(subgraph.nodes.values(), key=lambda n: n.key):
             graph.append(
@@ -220,7 +825,9 @@ class LineageQueries:
             )
         return {"graph": graph}
 
-    def _node_data(self, conn: Connection, nodes: list[Node]) -> dict[int, dict]:
+    def _node_data(self, conn: Connection, nodes: list[Node], io: dict[int, dict] | None = None) -> dict[int, dict]:
+        """Marquez's ``DatasetData`` and ``JobData`` of each node (plus ``currentVersion``, and a dataset's
+        ``symlinks``); a job's inputs and outputs are those of the current graph unless ``io`` gives them."""
         data: dict[int, dict] = {}
         dataset_ids = [n.id for n in nodes if n.kind == "dataset"]
         job_ids = [n.id for n in nodes if n.kind == "job"]
@@ -264,54 +871,66 @@ class LineageQueries:
             latest = (
                 {run.id: run for run in conn.execute(select(r).where(r.c.id.in_(latest_ids)))} if latest_ids else {}
             )
-            io: dict[int, dict[str, list]] = {}
-            for source, target, ns, name in conn.execute(
-                select(edges_table.c.source, edges_table.c.target, nodes_table.c.namespace, nodes_table.c.name)
-                .join(
-                    nodes_table, or_(nodes_table.c.id == edges_table.c.source, nodes_table.c.id == edges_table.c.target)
-                )
-                .where(
-                    or_(edges_table.c.source.in_(chunk), edges_table.c.target.in_(chunk)),
-                    nodes_table.c.kind == "dataset",
+            current: dict[int, dict[str, list]] = {}
+            for source, target, ns, name in (
+                []
+                if io is not None
+                else conn.execute(
+                    select(edges_table.c.source, edges_table.c.target, nodes_table.c.namespace, nodes_table.c.name)
+                    .join(
+                        nodes_table,
+                        or_(nodes_table.c.id == edges_table.c.source, nodes_table.c.id == edges_table.c.target),
+                    )
+                    .where(
+                        or_(edges_table.c.source.in_(chunk), edges_table.c.target.in_(chunk)),
+                        nodes_table.c.kind == "dataset",
+                    )
                 )
             ):
                 if target in chunk:
-                    io.setdefault(target, {"inputs": [], "outputs": []})["inputs"].append(
+                    current.setdefault(target, {"inputs": [], "outputs": []})["inputs"].append(
                         {"namespace": ns, "name": name}
                     )
                 if source in chunk:
-                    io.setdefault(source, {"inputs": [], "outputs": []})["outputs"].append(
+                    current.setdefault(source, {"inputs": [], "outputs": []})["outputs"].append(
                         {"namespace": ns, "name": name}
                     )
+            job_io = io if io is not None else current
             for row in rows:
                 facets = json.loads(row.facets or "{}")
                 run = latest.get(row.latest_run_id)
+                processing = ((facets.get("jobType") or {}).get("processingType") or "").upper()
                 data[row.node_id] = {
                     "id": {"namespace": row.namespace, "name": row.name},
-                    "type": "BATCH",
+                    "type": "STREAM" if processing == "STREAMING" else "BATCH",
                     "name": row.name,
                     "simpleName": row.name.rsplit(".", 1)[-1],
                     "parentJobName": row.name.rsplit(".", 1)[0] if "." in row.name else None,
+                    "parentJobUuid": None,  # Marquez's job UUIDs: the store has none
+                    "currentRunUuid": row.latest_run_id,
                     "createdAt": row.created_at,
                     "updatedAt": row.updated_at,
                     "namespace": row.namespace,
                     "inputs": sorted(
-                        io.get(row.node_id, {}).get("inputs", []), key=lambda x: (x["namespace"], x["name"])
+                        job_io.get(row.node_id, {}).get("inputs", []), key=lambda x: (x["namespace"], x["name"])
                     ),
                     "outputs": sorted(
-                        io.get(row.node_id, {}).get("outputs", []), key=lambda x: (x["namespace"], x["name"])
+                        job_io.get(row.node_id, {}).get("outputs", []), key=lambda x: (x["namespace"], x["name"])
                     ),
                     "location": (facets.get("sourceCodeLocation") or {}).get("url"),
                     "description": (facets.get("documentation") or {}).get("description"),
-                    "currentVersion": row.version,
                     "latestRun": _marquez_run(run) if run is not None else None,
+                    "currentVersion": row.version,
                 }
         return data
 
     # ------------------------------------------------------------------------- impact
-    def impact(self, ref: str, depth: int = DEFAULT_DEPTH) -> dict:
-        """Every dataset, job and run downstream of a node: what to recompute, re-run or roll back."""
-        sub = self.downstream(ref, depth)
+    def impact(
+        self, ref: str, depth: int = DEFAULT_DEPTH, *, as_of: str | None = None, all_history: bool = False
+    ) -> dict:
+        """Every dataset, job and run downstream of a node: what to recompute, re-run or roll back. ``as_of``: in the
+        graph of that instant, and only runs started by then; ``all_history``: along every edge ever seen."""
+        sub = self.downstream(ref, depth, as_of=as_of, all_history=all_history)
         dataset_node_ids = [n.id for n in sub.nodes.values() if n.kind == "dataset"]
         job_node_ids = [n.id for n in sub.jobs()]
         runs: list[dict] = []
@@ -333,6 +952,8 @@ class LineageQueries:
                             j.c.node_id.in_(chunk), rd.c.direction == "input", rd.c.dataset_id.in_(dataset_ids or [-1])
                         )
                     )
+                    if sub.as_of is not None:
+                        query = query.where(_run_start() <= sub.as_of)
                     for row in conn.execute(query):
                         if row.id not in seen:
                             seen.add(row.id)
@@ -526,12 +1147,242 @@ class LineageQueries:
             "childRuns": children,
         }
 
+    # ------------------------------------------------------------------------- run provenance
+    def run_lineage(self, run_ref: str, depth: int = DEFAULT_DEPTH) -> dict:
+        """``GET /api/v1/runlineage/upstream`` (Marquez's ``LineageDao.getUpstreamRuns``): the run, the dataset
+        versions it read and the run that wrote each (``producedByRunId``), those runs' inputs and writers, and so on,
+        ``depth`` levels (the run itself is level 0; a level-``depth`` run is listed, its writers are not). Runs come
+        by level, then job name (``ORDER BY depth ASC, job_name ASC``), each once at its first level.
+
+        A version comes from the input's ``version`` facet (the Iceberg snapshot id) and was written by the run that
+        reported it as an output; an input without one is the latest write of that dataset before the reading run
+        (whose version, if the writer reported one). Entries carry, besides Marquez's fields, ``depth``, the job
+        version's row id and the run's parameters, and each input its ``label`` (``run_lineage_json`` drops them)."""
+        with self.store.engine.connect() as conn:
+            root = self._resolve_run(conn, run_ref)
+            return {"runs": self._run_lineage(conn, root.id, depth)}
+
+    def _run_lineage(self, conn: Connection, root_id: str, depth: int) -> list[dict]:
+        r, j, jv = runs_table, jobs_table, job_versions_table
+        entries: list[dict] = []
+        seen = {root_id}
+        frontier = [root_id]
+        level = 0
+        while frontier:
+            rows = []
+            for chunk in _chunks(frontier):
+                rows += conn.execute(
+                    select(r, j.c.namespace.label("job_namespace"), j.c.name.label("job_name"), jv.c.version)
+                    .join(j, j.c.id == r.c.job_id)
+                    .outerjoin(jv, jv.c.id == r.c.job_version_id)
+                    .where(r.c.id.in_(chunk))
+                ).all()
+            following = []
+            for row in sorted(rows, key=lambda x: (x.job_name, x.started_at or x.state_time or "", x.id)):
+                inputs = self._inputs_read(conn, row)
+                entries.append(
+                    {
+                        "job": {"namespace": row.job_namespace, "name": row.job_name, "version": row.version},
+                        "run": {"id": row.id, "start": row.started_at, "end": row.ended_at, "status": row.state},
+                        "inputs": inputs,
+                        "depth": level,
+                        "jobVersionId": row.job_version_id,
+                        "parameters": _parameters(json.loads(row.facets or "{}")),
+                    }
+                )
+                if level < depth:  # getUpstreamRuns: WHERE ... AND depth < :depth
+                    for item in inputs:
+                        writer = item["producedByRunId"]
+                        if writer and writer != row.id and writer not in seen:  # u_r_uuid <> r_uuid: no self loop
+                            seen.add(writer)
+                            following.append(writer)
+            frontier = following
+            level += 1
+        return entries
+
+    def _inputs_read(self, conn: Connection, run) -> list[dict]:
+        """The dataset versions a run read and who wrote each (see ``run_lineage``)."""
+        rd, d, dv, n, r = run_datasets_table, datasets_table, dataset_versions_table, nodes_table, runs_table
+        rows = conn.execute(
+            select(rd.c.dataset_id, rd.c.dataset_version_id, d.c.namespace, d.c.name, n.c.label, dv.c.version)
+            .add_columns(dv.c.created_by_run_id)
+            .select_from(rd)
+            .join(d, d.c.id == rd.c.dataset_id)
+            .join(n, n.c.id == d.c.node_id)
+            .outerjoin(dv, dv.c.id == rd.c.dataset_version_id)
+            .where(rd.c.run_id == run.id, rd.c.direction == "input")
+        ).all()
+        read_at = run.started_at or getattr(run, "first_event_time", None) or run.state_time or ""
+        written_at = func.coalesce(r.c.ended_at, r.c.state_time, r.c.started_at)
+        out = []
+        for row in rows:
+            if row.dataset_version_id is not None:
+                version, writer, how = row.version, row.created_by_run_id, "version facet"
+            else:
+                latest = conn.execute(
+                    select(rd.c.run_id, dv.c.version)
+                    .select_from(rd)
+                    .join(r, r.c.id == rd.c.run_id)
+                    .outerjoin(dv, dv.c.id == rd.c.dataset_version_id)
+                    .where(
+                        rd.c.dataset_id == row.dataset_id,
+                        rd.c.direction == "output",
+                        rd.c.run_id != run.id,
+                        written_at <= read_at,
+                    )
+                    .order_by(written_at.desc(), rd.c.run_id.desc())
+                    .limit(1)
+                ).first()
+                version, writer = (latest.version, latest.run_id) if latest else (None, None)
+                how = "latest write before the run" if latest else None
+            out.append(
+                {
+                    "namespace": row.namespace,
+                    "name": row.name,
+                    "version": version,
+                    "producedByRunId": writer,
+                    "label": row.label,
+                    "resolvedBy": how,
+                }
+            )
+        return sorted(out, key=lambda item: (item["namespace"], item["name"]))
+
+    def _version_change(self, conn: Connection, version_a: int | None, version_b: int | None) -> dict | None:
+        """How two job versions differ: inputs and outputs added or removed, source code changed; None if the same."""
+        if version_a == version_b:
+            return None
+        jv = job_versions_table
+        rows = {
+            row.id: row
+            for row in conn.execute(select(jv).where(jv.c.id.in_([v for v in (version_a, version_b) if v is not None])))
+        }
+        a, b = rows.get(version_a), rows.get(version_b)
+
+        def names(row, column: str) -> set[str]:
+            return set(json.loads(getattr(row, column) or "[]")) if row is not None else set()
+
+        labels = self._labels_of_keys(
+            conn, names(a, "inputs") | names(b, "inputs") | names(a, "outputs") | names(b, "outputs")
+        )
+
+        def listed(values: set[str]) -> list[str]:
+            return sorted(labels.get(value, value) for value in values)
+
+        return {
+            "from": a.version if a is not None else None,
+            "to": b.version if b is not None else None,
+            "inputsAdded": listed(names(b, "inputs") - names(a, "inputs")),
+            "inputsRemoved": listed(names(a, "inputs") - names(b, "inputs")),
+            "outputsAdded": listed(names(b, "outputs") - names(a, "outputs")),
+            "outputsRemoved": listed(names(a, "outputs") - names(b, "outputs")),
+            "codeChanged": (a is not None and b is not None)
+            and ((a.code_hash, a.code_version) != (b.code_hash, b.code_version)),
+        }
+
+    def _labels_of_keys(self, conn: Connection, keys: set[str]) -> dict[str, str]:
+        """``namespace:name`` (how a job version lists its datasets) -> the dataset's label."""
+        d, n = datasets_table, nodes_table
+        out = {}
+        for chunk in _chunks(keys):
+            for namespace, name, label in conn.execute(
+                select(d.c.namespace, d.c.name, n.c.label)
+                .join(n, n.c.id == d.c.node_id)
+                .where((d.c.namespace + ":" + d.c.name).in_(chunk))
+            ):
+                out[f"{namespace}:{name}"] = label
+        return out
+
+    def _upstream_changes(self, conn: Connection, run_a, run_b) -> dict:
+        """What differs between the provenance of two runs: the upstream runs of each job (re-run, only on one side),
+        their job versions (inputs added or removed, code changed), parameters and states, the dataset versions read
+        at every level, and the two runs' own job versions."""
+        sides = [self._run_lineage(conn, row.id, DEFAULT_DEPTH) for row in (run_a, run_b)]
+        by_job: list[dict[str, list[dict]]] = []
+        reads: list[dict[tuple, set]] = []
+        for entries in sides:
+            jobs: dict[str, list[dict]] = {}
+            read: dict[tuple, set] = {}
+            for entry in entries:
+                if entry["depth"] > 0:
+                    jobs.setdefault(entry["job"]["name"], []).append(entry)
+                reader = "(the run)" if entry["depth"] == 0 else entry["job"]["name"]
+                for item in entry["inputs"]:
+                    read.setdefault((reader, item["label"], item["namespace"], item["name"]), set()).add(
+                        (item["version"], item["producedByRunId"])
+                    )
+            by_job.append(jobs)
+            reads.append(read)
+        first, second = by_job
+        level = {
+            name: min(e["depth"] for e in first.get(name, []) + second.get(name, [])) for name in {*first, *second}
+        }
+        jobs_changed = []
+        for name in sorted(level, key=lambda k: (level[k], k)):
+            a, b = first.get(name, []), second.get(name, [])
+            item: dict = {
+                "job": name,
+                "depth": level[name],
+                "runs": [[e["run"]["id"] for e in a], [e["run"]["id"] for e in b]],
+            }
+            if not a or not b:
+                item["change"] = "only in B" if not a else "only in A"
+            elif {e["run"]["id"] for e in a} == {e["run"]["id"] for e in b}:
+                item["change"] = "same runs"
+            else:
+                item["change"] = "other runs"
+                newest_a = max(a, key=lambda e: (e["run"]["start"] or "", e["run"]["id"]))
+                newest_b = max(b, key=lambda e: (e["run"]["start"] or "", e["run"]["id"]))
+                item["jobVersion"] = self._version_change(conn, newest_a["jobVersionId"], newest_b["jobVersionId"])
+                params = {
+                    k: [newest_a["parameters"].get(k), newest_b["parameters"].get(k)]
+                    for k in sorted(set(newest_a["parameters"]) | set(newest_b["parameters"]))
+                    if newest_a["parameters"].get(k) != newest_b["parameters"].get(k)
+                }
+                if params:
+                    item["parameters"] = params
+                if newest_a["run"]["status"] != newest_b["run"]["status"]:
+                    item["state"] = [newest_a["run"]["status"], newest_b["run"]["status"]]
+            jobs_changed.append(item)
+        versions_changed = []
+        for key in sorted(set(reads[0]) | set(reads[1])):
+            a, b = reads[0].get(key, set()), reads[1].get(key, set())
+            if a == b:
+                continue
+            reader, label, namespace, name = key
+
+            def listed(values):
+                return [
+                    {"version": v, "producedByRunId": w}
+                    for v, w in sorted(values, key=lambda x: (str(x[0]), str(x[1])))
+                ]
+
+            versions_changed.append(
+                {
+                    "reader": reader,
+                    "dataset": label,
+                    "namespace": namespace,
+                    "name": name,
+                    "A": listed(a),
+                    "B": listed(b),
+                }
+            )
+        return {
+            "jobVersion": self._version_change(conn, run_a.job_version_id, run_b.job_version_id),
+            "jobs": jobs_changed,
+            "datasetVersions": versions_changed,
+            "provenance": [
+                [{k: v for k, v in entry.items() if k != "jobVersionId"} for entry in entries] for entries in sides
+            ],
+        }
+
     # ------------------------------------------------------------------------- diff
-    def diff(self, run_a: str, run_b: str) -> dict:
+    def diff(self, run_a: str, run_b: str, upstream: bool = False) -> dict:
         """Two runs side by side: job and code version, parameters, state, error, input and output versions, schema
-        changes. A run without datasets of its own (a DAG run) is compared through its child runs."""
+        changes. A run without datasets of its own (a DAG run) is compared through its child runs. ``upstream``:
+        also their provenance (``run_lineage``) compared, under ``"upstream"`` (see ``_upstream_changes``)."""
         with self.store.engine.connect() as conn:
             a, b = (self._resolve_run(conn, ref) for ref in (run_a, run_b))
+            upstream_changes = self._upstream_changes(conn, a, b) if upstream else None
             details = []
             for row in (a, b):
                 job = conn.execute(
@@ -590,7 +1441,10 @@ class LineageQueries:
             changes["tasks"] = tasks
         for info in details:
             info["tasks"] = sorted(info["tasks"])
-        return {"runs": details, "changes": changes}
+        result = {"runs": details, "changes": changes}
+        if upstream_changes is not None:
+            result["upstream"] = upstream_changes
+        return result
 
     # ------------------------------------------------------------------------- columns
     def columns(self, ref: str, depth: int = DEFAULT_DEPTH) -> dict:

@@ -34,8 +34,17 @@ def render_tree(sub: Subgraph) -> str:
         for source, target in sub.edges:
             children.setdefault(target, []).append(source)
     arrow = "↓ downstream" if sub.direction == "downstream" else "↑ upstream"
-    lines = [f"{_node_line(sub.focus)}   ({arrow}: {len(sub.datasets())} datasets, {len(sub.jobs())} jobs)"]
+    when = f"; as of {sub.as_of}" if sub.as_of else ""
+    when += "; every edge ever seen" if sub.edge_times is not None else ""
+    lines = [f"{_node_line(sub.focus)}   ({arrow}: {len(sub.datasets())} datasets, {len(sub.jobs())} jobs{when})"]
     expanded = {sub.focus.id}
+
+    def seen_between(parent: int, kid: int) -> str:
+        if sub.edge_times is None:
+            return ""
+        edge = (parent, kid) if sub.direction == "downstream" else (kid, parent)
+        first, last = sub.edge_times.get(edge, (None, None))
+        return f"  [seen {first or '?'} … {last or '?'}]"
 
     def walk(node_id: int, prefix: str) -> None:
         kids = sorted(set(children.get(node_id, [])) - {node_id}, key=lambda k: (sub.nodes[k].kind, sub.nodes[k].label))
@@ -43,7 +52,8 @@ def render_tree(sub: Subgraph) -> str:
             last = index == len(kids) - 1
             seen = kid in expanded
             lines.append(
-                f"{prefix}{'└── ' if last else '├── '}{_node_line(sub.nodes[kid])}{'  (see above)' if seen else ''}"
+                f"{prefix}{'└── ' if last else '├── '}{_node_line(sub.nodes[kid])}{seen_between(node_id, kid)}"
+                f"{'  (see above)' if seen else ''}"
             )
             if not seen:
                 expanded.add(kid)
@@ -179,6 +189,120 @@ def render_diff(result: dict) -> str:
     if "errorMessage" in changes:
         x, y = changes["errorMessage"]
         pair("error", ((x or "—").splitlines()[0][:120], (y or "—").splitlines()[0][:120]))
+    if "upstream" in result:
+        lines += render_upstream_changes(result["upstream"])
+    return "\n".join(lines)
+
+
+def _version_change_text(change: dict | None) -> str:
+    """``job version 1a2b… → 3c4d…: input + nyc.zones, code changed`` (or ``same job version``)."""
+    if change is None:
+        return "same job version"
+    parts = [f"+ input {name}" for name in change["inputsAdded"]]
+    parts += [f"- input {name}" for name in change["inputsRemoved"]]
+    parts += [f"+ output {name}" for name in change["outputsAdded"]]
+    parts += [f"- output {name}" for name in change["outputsRemoved"]]
+    if change["codeChanged"]:
+        parts.append("code changed")
+    detail = ", ".join(parts) or "same inputs, outputs and code"
+    return f"job version {_short(change['from'], 12)} → {_short(change['to'], 12)}: {detail}"
+
+
+def render_upstream_changes(upstream: dict) -> list[str]:
+    """The ``--upstream`` part of ``lineage diff``: what differs in the two runs' provenance."""
+    lines = ["upstream (what A and B read, who wrote it, how those runs differ):"]
+    lines.append(f"  {'the runs':<13} {_version_change_text(upstream['jobVersion'])}")
+    for item in upstream["jobs"]:
+        runs_a, runs_b = (", ".join(_short(r, 12) for r in runs) or "—" for runs in item["runs"])
+        head = f"  {'job':<13} {item['job']}  ({item['depth']} level{'s' if item['depth'] != 1 else ''} up)"
+        if item["change"] == "same runs":
+            lines.append(f"{head}: same run {runs_a}")
+            continue
+        if item["change"] != "other runs":
+            lines.append(f"{head}: {item['change']} (A: {runs_a}; B: {runs_b})")
+            continue
+        lines.append(f"{head}: run {runs_a} → {runs_b}")
+        lines.append(f"  {'':<13}   {_version_change_text(item.get('jobVersion'))}")
+        for key, (x, y) in (item.get("parameters") or {}).items():
+            lines.append(f"  {'':<13}   param {key}: {json.dumps(x)} → {json.dumps(y)}")
+        if item.get("state"):
+            lines.append(f"  {'':<13}   state {item['state'][0]} → {item['state'][1]}")
+    for item in upstream["datasetVersions"]:
+
+        def versions(values):
+            return (
+                ", ".join(
+                    f"{v['version'] or '(unversioned)'} by run {_short(v['producedByRunId'], 12)}" for v in values
+                )
+                or "not read"
+            )
+
+        lines.append(
+            f"  {'read':<13} {item['dataset']} by {item['reader']}: {versions(item['A'])}  →  {versions(item['B'])}"
+        )
+    if not upstream["jobs"] and not upstream["datasetVersions"]:
+        lines.append("  (no upstream runs, and the same dataset versions read)")
+    return lines
+
+
+# ----------------------------------------------------------------------------- run provenance
+def run_lineage_json(result: dict) -> dict:
+    """Marquez's ``GET /api/v1/runlineage/upstream`` response: ``{"runs": [{"job", "run", "inputs"}]}``."""
+    return {
+        "runs": [
+            {
+                "job": dict(entry["job"]),
+                "run": dict(entry["run"]),
+                "inputs": [
+                    {key: item[key] for key in ("namespace", "name", "version", "producedByRunId")}
+                    for item in entry["inputs"]
+                ],
+            }
+            for entry in result["runs"]
+        ]
+    }
+
+
+def _run_line(entry: dict) -> str:
+    run, job = entry["run"], entry["job"]
+    return (
+        f"run {run['id']}  {job['name']}  {run['status'] or '—'}  {run['start'] or '—'} → {run['end'] or '—'}"
+        f"  job version {_short(job['version'])}"
+    )
+
+
+def render_run_lineage(result: dict, depth: int | None = None) -> str:
+    """The provenance of a run as a tree: run → dataset version read → run that wrote it → …"""
+    entries = {entry["run"]["id"]: entry for entry in result["runs"]}
+    root = result["runs"][0]
+    lines = [_run_line(root) + "   (↑ provenance)"]
+    expanded = {root["run"]["id"]}
+
+    def walk(entry: dict, prefix: str) -> None:
+        inputs = entry["inputs"]
+        for index, item in enumerate(inputs):
+            last = index == len(inputs) - 1
+            version = f"version {item['version']}" if item["version"] else "unversioned"
+            how = "  (latest write before the run)" if item["resolvedBy"] == "latest write before the run" else ""
+            lines.append(f"{prefix}{'└── ' if last else '├── '}read {item['label']}  {version}{how}")
+            inner = prefix + ("    " if last else "│   ")
+            writer = item["producedByRunId"]
+            if writer is None:
+                lines.append(f"{inner}└── written by: no run in the store")
+            elif writer == entry["run"]["id"]:
+                lines.append(f"{inner}└── written by this run")
+            elif writer not in entries:
+                lines.append(f"{inner}└── written by run {writer}  (beyond --depth {depth})")
+            elif writer in expanded:
+                lines.append(f"{inner}└── written by {_run_line(entries[writer])}  (see above)")
+            else:
+                expanded.add(writer)
+                lines.append(f"{inner}└── written by {_run_line(entries[writer])}")
+                walk(entries[writer], inner + "    ")
+
+    walk(root, "")
+    if not root["inputs"]:
+        lines.append("(it read no datasets)")
     return "\n".join(lines)
 
 

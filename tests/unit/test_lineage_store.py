@@ -3,6 +3,7 @@ closure table against networkx's transitive closure, idempotent re-ingest, Marqu
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import time
@@ -36,7 +37,16 @@ from include.lineage.queries import (
 )
 from include.lineage.render import render_diff, render_tree
 from include.lineage.store import LineageStore
-from include.lineage.store.schema import closure_table, events_table, jobs_table, metadata, nodes_table, runs_table
+from include.lineage.store.schema import (
+    closure_table,
+    datasets_table,
+    events_table,
+    job_versions_table,
+    jobs_table,
+    metadata,
+    nodes_table,
+    runs_table,
+)
 
 NS = "tests"
 WAREHOUSE = "file:///warehouse"
@@ -201,15 +211,21 @@ def _contents(store: LineageStore) -> dict:
         }
 
 
-def test_a_duplicate_event_is_stored_once_even_with_another_time_notation(store):
+def test_only_the_very_same_event_is_a_duplicate_another_time_notation_is_another_event(store):
+    """Was: an event of the same run id, type and time was a duplicate, whatever else it said (and the same instant
+    written another way too). Now only the same canonical JSON is; a re-spelled time is another event of the run."""
     run_id = str(uuid.uuid4())
     first = _event("START", "job", run_id, "2025-02-01T00:00:00.5+00:00")
     same_instant = {**first, "eventTime": "2025-02-01T00:00:00.500000Z"}
     later = {**first, "eventTime": "2025-02-01T00:00:01Z"}
+    reordered = dict(reversed(list(first.items())))  # the same event, its keys in another order
     assert store.ingest([first]).new == 1
-    result = store.ingest([same_instant, later])
-    assert (result.read, result.new, result.duplicates) == (2, 1, 1)
-    assert store.count(events_table) == 2
+    result = store.ingest([same_instant, later, first, reordered])
+    assert (result.read, result.new, result.duplicates) == (4, 2, 2)
+    assert store.count(events_table) == 3
+    with store.engine.connect() as conn:
+        run = conn.execute(select(runs_table).where(runs_table.c.id == run_id)).one()
+    assert (run.state, run.started_at) == ("RUNNING", "2025-02-01T00:00:00.500000Z")
 
 
 def test_complete_before_start_leaves_the_run_completed_with_both_times(store):
@@ -548,3 +564,138 @@ def test_http_transport_posts_to_the_endpoint_and_marquez_clients_read_it_back(s
         f"{served_store}/api/v1/lineage", json={"eventTime": "2025-01-01T00:00:00Z", "run": {}, "job": {}}, timeout=5
     )
     assert invalid.status_code == 400 and "runId" in invalid.json()["detail"]
+
+
+# ----------------------------------------------------------------------------- several events of one run, merged
+def _plain_event(event_type: str, run_id: str, time: str, inputs=(), outputs=(), run_facets=None, job_facets=None):
+    """An event as a dict, facets of any shape (``{"value": ...}``)."""
+    return {
+        "eventType": event_type,
+        "eventTime": time,
+        "producer": "https://example.com/tests",
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+        "run": {"runId": run_id, "facets": run_facets or {}},
+        "job": {"namespace": NS, "name": "merged", "facets": job_facets or {}},
+        "inputs": [{"namespace": "file", "name": name, "facets": {}} for name in inputs],
+        "outputs": [
+            {"namespace": "file", "name": name, "facets": facets or {}}
+            for name, facets in (outputs.items() if isinstance(outputs, dict) else ((o, None) for o in outputs))
+        ],
+    }
+
+
+def _facet(value: str) -> dict:
+    return {"_producer": "https://example.com/tests", "_schemaURL": "https://example.com/facet.json", "value": value}
+
+
+def test_events_of_one_run_with_the_same_type_and_time_are_all_kept_and_their_datasets_unioned(store):
+    run_id = str(uuid.uuid4())
+    at = "2025-02-01T00:00:05Z"
+    first = _plain_event("COMPLETE", run_id, at, inputs=["/a"], outputs=["/out"])
+    second = _plain_event("COMPLETE", run_id, at, inputs=["/b"], outputs=["/out", "/side"])
+    result = store.ingest([first, second])
+    assert (result.new, result.duplicates) == (2, 0)  # was (1, 1): /b and /side were never seen
+    assert store.ingest([second, first]).new == 0  # posted again: idempotent
+    queries = LineageQueries(store)
+    run = queries.run_details(run_id)
+    assert sorted(d["name"] for d in run["inputs"]) == ["/a", "/b"]
+    assert sorted(d["name"] for d in run["outputs"]) == ["/out", "/side"]
+    with store.engine.connect() as conn:
+        version = conn.execute(
+            select(job_versions_table.c.inputs, job_versions_table.c.outputs)
+            .join(runs_table, runs_table.c.job_version_id == job_versions_table.c.id)
+            .where(runs_table.c.id == run_id)
+        ).one()
+    assert json.loads(version.inputs) == ["file:/a", "file:/b"]
+    assert json.loads(version.outputs) == ["file:/out", "file:/side"]
+    assert {n.name for n in queries.upstream("dataset:file:/out").datasets()} == {"/a", "/b"}
+
+
+# Marquez keeps each event's facets in run_facets / job_facets / dataset_facets, keyed by the lineage event, and reads
+# them back ordered by event time, a later one replacing an earlier one of the same name, whole
+# (api/src/main/java/marquez/db/RunDao.java: JSON_AGG(rf.facet ORDER BY rf.lineage_event_time ASC) FROM
+# run_facets_view; api/src/main/java/marquez/db/mappers/MapperUtils.java toFacetsOrNull: "newer facets will be added
+# or override older facets"). Ours: per name, the latest event time wins; on a tie, the later-ingested event.
+@pytest.mark.parametrize("order", list(itertools.permutations(range(3))))
+def test_facets_merge_per_name_the_latest_event_time_winning_in_any_arrival_order(tmp_path, order):
+    run_id = str(uuid.uuid4())
+
+    def facets(time: str, names: str) -> dict:
+        return {name: _facet(f"{name}@{time[-3:-1]}") for name in names}
+
+    def event(event_type: str, time: str, names: str) -> dict:
+        return _plain_event(
+            event_type,
+            run_id,
+            time,
+            outputs={"/out": facets(time, names)},
+            run_facets=facets(time, names),
+            job_facets=facets(time, names),
+        )
+
+    events = [
+        event("START", "2025-02-01T00:00:01Z", "xy"),
+        event("COMPLETE", "2025-02-01T00:00:03Z", "x"),
+        event("RUNNING", "2025-02-01T00:00:02Z", "xyz"),
+    ]
+    with LineageStore(f"sqlite:///{tmp_path / 'facets.db'}") as store:
+        store.ingest([events[i] for i in order])
+        with store.engine.connect() as conn:
+            stored = [
+                json.loads(conn.execute(select(runs_table.c.facets)).scalar_one()),
+                json.loads(conn.execute(select(jobs_table.c.facets)).scalar_one()),
+                json.loads(conn.execute(select(datasets_table.c.facets)).scalar_one()),
+            ]
+    for merged in stored:  # was, in the order 0, 1, 2: y@01, the earlier event's, for it came after a later one
+        assert {name: facet["value"] for name, facet in merged.items()} == {"x": "x@03", "y": "y@02", "z": "z@02"}
+
+
+def test_facets_of_events_at_the_same_time_the_later_ingested_one_wins(store):
+    run_id = str(uuid.uuid4())
+    at = "2025-02-01T00:00:01Z"
+    first = _plain_event("RUNNING", run_id, at, run_facets={"progress": _facet("first")})
+    second = _plain_event("RUNNING", run_id, at, run_facets={"progress": _facet("second")})
+    store.ingest([first])
+    store.ingest([second])
+    store.ingest([first])  # a duplicate is not ingested again: it does not win now
+    with store.engine.connect() as conn:
+        facets, times = conn.execute(select(runs_table.c.facets, runs_table.c.facet_times)).one()
+    assert json.loads(facets)["progress"]["value"] == "second"
+    assert json.loads(times)["progress"] == ["2025-02-01T00:00:01.000000Z", 2]  # (event time, event id)
+
+
+# ----------------------------------------------------------------------------- a file is all or nothing
+def _lines(*events) -> str:
+    return "".join((event if isinstance(event, str) else json.dumps(event)) + "\n" for event in events)
+
+
+def test_a_file_with_a_bad_event_stores_none_of_its_events_and_the_other_files_are_ingested(store, tmp_path):
+    def event(job: str) -> dict:
+        return _event("COMPLETE", job, str(uuid.uuid4()), "2025-01-01T00:00:00Z")
+
+    before, after = tmp_path / "before.jsonl", tmp_path / "after.jsonl"
+    before.write_text(_lines(event("a"), event("b")))
+    after.write_text(_lines(event("c")))
+    unreadable = tmp_path / "unreadable.jsonl"
+    unreadable.write_text(_lines(event("d"), event("e"), "{not json"))
+    refused = tmp_path / "refused.jsonl"  # passes the shape check, but the store cannot keep its second event
+    odd = event("g")
+    odd["outputs"] = [{"namespace": "file", "name": "/x", "facets": ["not", "an", "object"]}]
+    refused.write_text(_lines(event("f"), odd))
+
+    with pytest.raises(UnreadableEventFileError) as failed:
+        store.ingest_files([before, unreadable, refused, after])
+    error = failed.value
+    assert (error.file, error.line) == (str(unreadable), 3)  # the first bad file, at its first bad line
+    assert [type(e) for e in error.errors] == [UnreadableEventFileError, UnreadableEventFileError]  # both named
+    assert str(error.errors[1]).startswith(f"{refused}:2: ")
+    assert (error.ingested.read, error.ingested.new) == (3, 3)  # before.jsonl and after.jsonl: the call went on
+    with store.engine.connect() as conn:
+        assert sorted(conn.execute(select(events_table.c.job_name)).scalars()) == ["a", "b", "c"]
+        assert sorted(conn.execute(select(jobs_table.c.name)).scalars()) == ["a", "b", "c"]  # nothing of d, e, f
+    with pytest.raises(UnreadableEventFileError) as alone:  # check_event refuses a facet that is not an object
+        store.ingest_files([refused])
+    assert str(alone.value) == f"{refused}:2: outputs[0].facets is a list, not an object of facets"
+    unreadable.write_text(_lines(event("d"), event("e")))
+    result = store.ingest_files([before, unreadable, after])
+    assert (result.read, result.new) == (5, 2)

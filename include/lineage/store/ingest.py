@@ -1,10 +1,30 @@
 """Ingesting one OpenLineage event into the store's tables: runs, jobs and versions, datasets and versions, edges,
-columns and the closure, all in the caller's transaction; the statements are built once per dialect."""
+columns and the closure, all in the caller's transaction; the statements are built once per dialect.
+
+The rules; what they give does not depend on the order events arrive in, but for facets of equal event time:
+
+- an event is kept unless the very same event (same canonical JSON, ``events.event_dedup_key``) is already stored;
+- a run is the union of its events: its inputs and outputs are those of all its events, its job version is computed
+  from that union;
+- facets of runs, jobs and datasets merge per facet name, as Marquez's ``run_facets``/``job_facets``/
+  ``dataset_facets`` read back (``JSON_AGG(facet ORDER BY lineage_event_time)`` merged in order by
+  ``MapperUtils.toFacetsOrNull``): the facet of the latest event time wins; on a tie, the later-ingested event
+  (greater ``lineage_events.id``). A facet is replaced whole, never deep-merged. ``facet_times`` keeps, per name,
+  the (event time, event id) it came from;
+- a run's time is its earliest event time (``first_event_time``); a job's latest run is the one of the greatest
+  (first_event_time, run id), and its current version is that run's version. A late event of an older run changes
+  that run (its state, its version) but never which version is current;
+- the graph (``lineage_edges``) holds, per job, the inputs and outputs of its latest run: when that changes, edges
+  the new one lacks leave the graph and the closure is repaired (``store.LineageStore.set_job_edges``). A job
+  without runs (only runless job events) has those of its latest job events (all of those at the latest time).
+  Every edge ever seen stays in ``lineage_edge_history`` with the event times it was first and last seen at.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -25,6 +45,7 @@ from include.lineage.store.schema import (
     column_edges_table,
     dataset_versions_table,
     datasets_table,
+    edge_history_table,
     edges_table,
     events_table,
     job_versions_table,
@@ -46,9 +67,19 @@ class StoreWriter(Protocol):
 
     def add_aliases(self, conn: Connection, node_id: int, aliases: set[str]) -> bool: ...
 
-    def add_edge(self, conn: Connection, source: int, target: int) -> bool: ...
+    def record_edges(self, conn: Connection, edges: list[tuple[int, int]], time: str) -> None: ...
+
+    def job_latest(self, conn: Connection, job_id: int) -> tuple[str | None, str | None, int | None]: ...
+
+    def job_latest_known(self, job_id: int, latest: tuple[str | None, str | None, int | None]) -> None: ...
+
+    def add_job_edges(self, conn: Connection, job_node: int, edges: list[tuple[int, int]]) -> None: ...
+
+    def set_job_edges(self, conn: Connection, job_node: int, edges: Iterable[tuple[int, int]]) -> None: ...
 
 
+# OpenLineage event type -> (run state as Marquez names it, rank). A state is replaced only by one of higher rank, or
+# of equal rank and a later event time: a COMPLETE that arrives before its START is never undone by the START.
 RUN_STATES = {
     "START": ("RUNNING", 1),
     "RUNNING": ("RUNNING", 2),
@@ -58,16 +89,21 @@ RUN_STATES = {
 }
 
 
-def _merge_facets(stored: str | None, stored_time: str | None, new: dict, new_time: str) -> tuple[str, str]:
-    """Facets of several events: the later event's facets win, an earlier one only fills in what is missing."""
+def merge_facets(
+    stored: str | None, stored_times: str | None, new: dict, stamp: tuple[str, int]
+) -> tuple[str, str] | None:
+    """Facets of several events, per facet name: the one of the greatest (event time, event id) wins. Returns the
+    merged facets and their ``facet_times`` as JSON, or None when no facet of ``new`` wins."""
     facets = json.loads(stored) if stored else {}
-    if stored_time is None or new_time >= stored_time:
-        facets.update(new)
-        stored_time = new_time
-    else:
-        for key, value in new.items():
-            facets.setdefault(key, value)
-    return json.dumps(facets, sort_keys=True), stored_time
+    times = json.loads(stored_times) if stored_times else {}
+    won = False
+    for name, value in new.items():
+        seen = times.get(name)
+        if seen is None or stamp > (seen[0], seen[1]):
+            facets[name], times[name], won = value, list(stamp), True
+    if not won:
+        return None
+    return json.dumps(facets, sort_keys=True), json.dumps(times, sort_keys=True)
 
 
 @dataclass
@@ -92,36 +128,47 @@ def _p(name: str):
 
 
 # Statements of the ingest path, built once: an event costs a handful of executions of already-compiled SQL.
-_SELECT_NODE = select(nodes_table.c.id).where(nodes_table.c.key == _p("p_key"))
-_SELECT_ALIASES = select(aliases_table.c.alias).where(aliases_table.c.node_id == _p("p_node"))
-_SELECT_EDGE = select(edges_table.c.source).where(
-    edges_table.c.source == _p("p_source"), edges_table.c.target == _p("p_target")
+_SELECT_NODE = select(nodes_table.c.id).where(
+    nodes_table.c.kind == _p("p_kind"), nodes_table.c.namespace == _p("p_ns"), nodes_table.c.name == _p("p_name")
 )
-_SELECT_JOB = select(jobs_table.c.id, jobs_table.c.facets, jobs_table.c.updated_at).where(
+_SELECT_ALIASES = select(aliases_table.c.alias).where(aliases_table.c.node_id == _p("p_node"))
+_SELECT_JOB_EDGES = select(edges_table.c.source, edges_table.c.target).where(
+    or_(edges_table.c.source == _p("p_node"), edges_table.c.target == _p("p_node"))
+)
+_SELECT_JOB = select(jobs_table.c.id, jobs_table.c.facets, jobs_table.c.facet_times, jobs_table.c.updated_at).where(
     jobs_table.c.namespace == _p("p_ns"), jobs_table.c.name == _p("p_name")
 )
 _UPDATE_JOB_FACETS = (
-    update(jobs_table).where(jobs_table.c.id == _p("p_id")).values(facets=_p("p_facets"), updated_at=_p("p_time"))
+    update(jobs_table)
+    .where(jobs_table.c.id == _p("p_id"))
+    .values(facets=_p("p_facets"), facet_times=_p("p_times"), updated_at=_p("p_time"))
 )
+_SELECT_JOB_LATEST = select(
+    jobs_table.c.latest_run_id, jobs_table.c.latest_run_time, jobs_table.c.current_version_id
+).where(jobs_table.c.id == _p("p_id"))
 _UPDATE_JOB_LATEST = (
     update(jobs_table)
-    .where(
-        jobs_table.c.id == _p("p_id"),
-        or_(
-            jobs_table.c.latest_run_time.is_(None),
-            jobs_table.c.latest_run_time <= _p("p_time"),
-            jobs_table.c.latest_run_id == _p("p_run"),
-        ),
-    )
+    .where(jobs_table.c.id == _p("p_id"))
     .values(latest_run_id=_p("p_run"), latest_run_time=_p("p_time"), current_version_id=_p("p_version"))
 )
-_SELECT_DATASET = select(datasets_table.c.id, datasets_table.c.facets, datasets_table.c.updated_at).where(
-    datasets_table.c.namespace == _p("p_ns"), datasets_table.c.name == _p("p_name")
+_SELECT_LATEST_RUN = (
+    select(runs_table.c.id, runs_table.c.first_event_time, runs_table.c.job_version_id)
+    .where(runs_table.c.job_id == _p("p_job"))
+    .order_by(runs_table.c.first_event_time.desc(), runs_table.c.id.desc())
+    .limit(1)
 )
+_SELECT_RUN_NODES = (
+    select(run_datasets_table.c.direction, datasets_table.c.node_id)
+    .join(datasets_table, datasets_table.c.id == run_datasets_table.c.dataset_id)
+    .where(run_datasets_table.c.run_id == _p("p_run"))
+)
+_SELECT_DATASET = select(
+    datasets_table.c.id, datasets_table.c.facets, datasets_table.c.facet_times, datasets_table.c.updated_at
+).where(datasets_table.c.namespace == _p("p_ns"), datasets_table.c.name == _p("p_name"))
 _UPDATE_DATASET_FACETS = (
     update(datasets_table)
     .where(datasets_table.c.id == _p("p_id"))
-    .values(facets=_p("p_facets"), updated_at=_p("p_time"))
+    .values(facets=_p("p_facets"), facet_times=_p("p_times"), updated_at=_p("p_time"))
 )
 _UPDATE_NODE_LABEL = update(nodes_table).where(nodes_table.c.id == _p("p_id")).values(label=_p("p_label"))
 _SELECT_VERSION = select(
@@ -203,7 +250,21 @@ def _dialect_statements(dialect: str) -> dict:
         set_={"depth": extend.excluded.depth},
         where=extend.excluded.depth < closure_table.c.depth,
     )
-    raw = dialect_insert(events_table).on_conflict_do_nothing(index_elements=["dedup_key"])
+    raw = dialect_insert(events_table).on_conflict_do_nothing(index_elements=["dedup_key"]).returning(events_table.c.id)
+    history = dialect_insert(edge_history_table)
+    h = edge_history_table.c
+    history = history.on_conflict_do_update(
+        index_elements=["source", "target"],
+        set_={
+            "first_seen": case(
+                (history.excluded.first_seen < h.first_seen, history.excluded.first_seen), else_=h.first_seen
+            ),
+            "last_seen": case(
+                (history.excluded.last_seen > h.last_seen, history.excluded.last_seen), else_=h.last_seen
+            ),
+        },
+        where=or_(history.excluded.first_seen < h.first_seen, history.excluded.last_seen > h.last_seen),
+    )
     run_dataset = dialect_insert(run_datasets_table)
     run_dataset = run_dataset.on_conflict_do_update(
         index_elements=["run_id", "dataset_id", "direction"],
@@ -213,7 +274,12 @@ def _dialect_statements(dialect: str) -> dict:
             )
         },
     )
-    return {"extend_closure": extend, "insert_event": raw, "upsert_run_dataset": run_dataset}
+    return {
+        "extend_closure": extend,
+        "insert_event": raw,
+        "upsert_run_dataset": run_dataset,
+        "upsert_edge_history": history,
+    }
 
 
 class _Ingest:
@@ -223,10 +289,13 @@ class _Ingest:
         self.store, self.conn, self.event, self.source = store, conn, lineage_event, source
         self.time = utc_time(lineage_event["eventTime"])
         self.run_id: str | None = (lineage_event.get("run") or {}).get("runId")
+        self.stamp: tuple[str, int] = (self.time, 0)  # (event time, event id): which facet wins
 
     def run(self) -> bool:
-        if not self._store_raw():
+        event_id = self._store_raw()
+        if event_id is None:
             return False
+        self.stamp = (self.time, event_id)
         job = self.event.get("job")
         job_row = self._job(job) if job else None
         inputs = [self._dataset(d, "input") for d in self.event.get("inputs") or []]
@@ -235,19 +304,22 @@ class _Ingest:
             self._dataset(self.event["dataset"], None)
         if job_row is not None:
             job_id, job_node = job_row
-            for _, dataset_node in inputs:
-                self.store.add_edge(self.conn, dataset_node, job_node)
-            for _, dataset_node in outputs:
-                self.store.add_edge(self.conn, job_node, dataset_node)
+            edges = [(dataset_node, job_node) for _, dataset_node in inputs]
+            edges += [(job_node, dataset_node) for _, dataset_node in outputs]
+            if edges:
+                self.store.record_edges(self.conn, edges, self.time)
             if self.run_id:
-                self._run(job_id, bool(inputs or outputs))
+                self._run(job_id, job_node, edges)
+            else:
+                self._runless_job(job_id, job_node, edges)
         for dataset, (dataset_id, _) in zip(self.event.get("outputs") or [], outputs, strict=True):
             self._column_lineage(dataset, dataset_id)
         return True
 
-    def _store_raw(self) -> bool:
+    def _store_raw(self) -> int | None:
+        """Keep the event; its id, or None when the very same event is already stored."""
         job = self.event.get("job") or {}
-        inserted = self.conn.execute(
+        return self.conn.execute(
             self.store.statements["insert_event"],
             {
                 "dedup_key": event_dedup_key(self.event),
@@ -259,8 +331,7 @@ class _Ingest:
                 "source": self.source[:1024],
                 "payload": json.dumps(self.event, sort_keys=True),
             },
-        )
-        return inserted.rowcount == 1
+        ).scalar()
 
     def _job(self, job: dict) -> tuple[int, int]:
         namespace, name = job["namespace"], job["name"]
@@ -272,6 +343,7 @@ class _Ingest:
             return job_id, node_id
         row = conn.execute(_SELECT_JOB, {"p_ns": namespace, "p_name": name}).first()
         if row is None:
+            merged = merge_facets(None, None, facets, self.stamp) or ("{}", None)
             job_id = conn.execute(
                 jobs_table.insert(),
                 {
@@ -280,16 +352,26 @@ class _Ingest:
                     "name": name,
                     "created_at": self.time,
                     "updated_at": self.time,
-                    "facets": json.dumps(facets, sort_keys=True),
+                    "facets": merged[0],
+                    "facet_times": merged[1],
                 },
             ).inserted_primary_key[0]
         else:
             job_id = row.id
             if facets:
-                merged, updated = _merge_facets(row.facets, row.updated_at, facets, self.time)
-                conn.execute(_UPDATE_JOB_FACETS, {"p_id": job_id, "p_facets": merged, "p_time": updated})
+                self._update_facets(_UPDATE_JOB_FACETS, row, facets)
         store._ids[("job", namespace, name)] = job_id
         return job_id, node_id
+
+    def _update_facets(self, statement, row, facets: dict) -> None:
+        """Merge an event's facets into a job's or dataset's; ``updated_at`` is the latest time of an event with facets."""
+        merged = merge_facets(row.facets, row.facet_times, facets, self.stamp)
+        updated = max(row.updated_at or self.time, self.time)
+        if merged is not None or updated != row.updated_at:
+            merged = merged or (row.facets, row.facet_times)
+            self.conn.execute(
+                statement, {"p_id": row.id, "p_facets": merged[0], "p_times": merged[1], "p_time": updated}
+            )
 
     def _dataset(self, dataset: dict, direction: str | None) -> tuple[int, int]:
         namespace, name = dataset["namespace"], dataset["name"]
@@ -302,6 +384,7 @@ class _Ingest:
         if dataset_id is None or facets:
             row = conn.execute(_SELECT_DATASET, {"p_ns": namespace, "p_name": name}).first()
             if row is None:
+                merged = merge_facets(None, None, facets, self.stamp) or ("{}", None)
                 dataset_id = conn.execute(
                     datasets_table.insert(),
                     {
@@ -310,14 +393,14 @@ class _Ingest:
                         "name": name,
                         "created_at": self.time,
                         "updated_at": self.time,
-                        "facets": json.dumps(facets, sort_keys=True),
+                        "facets": merged[0],
+                        "facet_times": merged[1],
                     },
                 ).inserted_primary_key[0]
             else:
                 dataset_id = row.id
                 if facets:
-                    merged, updated = _merge_facets(row.facets, row.updated_at, facets, self.time)
-                    conn.execute(_UPDATE_DATASET_FACETS, {"p_id": dataset_id, "p_facets": merged, "p_time": updated})
+                    self._update_facets(_UPDATE_DATASET_FACETS, row, facets)
             store._ids[("dataset", namespace, name)] = dataset_id
         version_id = self._dataset_version(dataset_id, facets, direction)
         if direction and self.run_id:
@@ -382,7 +465,7 @@ class _Ingest:
             store._ids[("has_version", dataset_id)] = 1
         return version_id
 
-    def _run(self, job_id: int, has_datasets: bool) -> None:
+    def _run(self, job_id: int, job_node: int, edges: list[tuple[int, int]]) -> None:
         conn = self.conn
         run_facets = (self.event.get("run") or {}).get("facets") or {}
         job_facets = (self.event.get("job") or {}).get("facets") or {}
@@ -397,6 +480,8 @@ class _Ingest:
                 "ended_at": None,
                 "facets": None,
                 "facets_time": None,
+                "facet_times": None,
+                "first_event_time": None,
                 "parent_run_id": None,
                 "nominal_start": None,
                 "code_hash": None,
@@ -406,6 +491,8 @@ class _Ingest:
             values.update(id=self.run_id, job_id=job_id, state="NEW", state_rank=0)
         else:
             current = row._mapping
+        if current["first_event_time"] is None or self.time < current["first_event_time"]:
+            values["first_event_time"] = self.time
         if state and (rank, self.time) >= (current["state_rank"], current["state_time"] or ""):
             values.update(state=state, state_rank=rank, state_time=self.time)
         if self.event.get("eventType") == "START" and (
@@ -415,9 +502,11 @@ class _Ingest:
         if rank == 3 and (current["ended_at"] is None or self.time > current["ended_at"]):
             values["ended_at"] = self.time
         if run_facets:
-            values["facets"], values["facets_time"] = _merge_facets(
-                current["facets"], current["facets_time"], run_facets, self.time
-            )
+            merged = merge_facets(current["facets"], current["facet_times"], run_facets, self.stamp)
+            if merged is not None:
+                values["facets"], values["facet_times"] = merged
+            if current["facets_time"] is None or self.time > current["facets_time"]:
+                values["facets_time"] = self.time
         parent = run_facets.get("parent") or {}
         if parent.get("run", {}).get("runId") and not current["parent_run_id"]:
             values["parent_run_id"] = parent["run"]["runId"]
@@ -442,18 +531,25 @@ class _Ingest:
             conn.execute(runs_table.insert(), values)
         elif values:
             conn.execute(update(runs_table).where(runs_table.c.id == self.run_id).values(**values))
-        if row is None or has_datasets or "code_hash" in values or "code_version" in values:
-            self._job_version(
+        version_id = current["job_version_id"]
+        if row is None or edges or "code_hash" in values or "code_version" in values:
+            version_id = self._job_version(
                 job_id,
                 values.get("code_hash") or current["code_hash"],
                 values.get("code_version") or current["code_version"],
                 current["job_version_id"],
-                current["started_at"] or values.get("started_at") or self.time,
             )
+        self._latest_run(
+            job_id,
+            job_node,
+            edges,
+            is_new=row is None,
+            run_time=values.get("first_event_time") or current["first_event_time"],
+            earlier=row is not None and "first_event_time" in values,
+            version_id=version_id,
+        )
 
-    def _job_version(
-        self, job_id: int, code_hash: str | None, code_version: str | None, previous: int | None, run_time: str
-    ) -> None:
+    def _job_version(self, job_id: int, code_hash: str | None, code_version: str | None, previous: int | None) -> int:
         """The run's job version: its inputs and outputs (all events of the run so far) and its source code."""
         conn, store = self.conn, self.store
         io = conn.execute(_SELECT_RUN_IO, {"p_run": self.run_id}).all()
@@ -484,9 +580,66 @@ class _Ingest:
                     _DELETE_JOB_VERSION, {"p_version": previous}
                 )  # a version only a partial event of this run had
                 store._ids = {k: v for k, v in store._ids.items() if not (k[0] == "job_version" and v == previous)}
-        conn.execute(
-            _UPDATE_JOB_LATEST, {"p_id": job_id, "p_run": self.run_id, "p_time": run_time, "p_version": version_id}
+        return version_id
+
+    def _latest_run(
+        self,
+        job_id: int,
+        job_node: int,
+        edges: list[tuple[int, int]],
+        *,
+        is_new: bool,
+        run_time: str,
+        earlier: bool,
+        version_id: int | None,
+    ) -> None:
+        """Which run of the job is its latest, hence its current version and its edges in the graph.
+
+        The latest run is the one of the greatest (first_event_time, run id). This run becomes it when it is later
+        than the latest; stays it while its time does not move earlier; when the latest run's time moves earlier (its
+        START arrived after its COMPLETE), the latest is looked up again. Any other run is older: its events change
+        nothing here."""
+        conn, store = self.conn, self.store
+        latest_run, latest_time, current_version = store.job_latest(conn, job_id)
+        if self.run_id == latest_run:
+            if earlier:
+                top = conn.execute(_SELECT_LATEST_RUN, {"p_job": job_id}).first()
+                if top is not None and top.id != self.run_id:
+                    self._set_latest(job_id, top.id, top.first_event_time, top.job_version_id)
+                    store.set_job_edges(conn, job_node, self._run_edges(top.id, job_node))
+                    return
+            if (run_time, version_id) != (latest_time, current_version):
+                self._set_latest(job_id, self.run_id, run_time, version_id)
+            store.add_job_edges(conn, job_node, edges)  # a run's inputs and outputs only grow
+        elif latest_run is None or (run_time, self.run_id) > (latest_time, latest_run):
+            self._set_latest(job_id, self.run_id, run_time, version_id)
+            store.set_job_edges(conn, job_node, edges if is_new else self._run_edges(self.run_id, job_node))
+
+    def _runless_job(self, job_id: int, job_node: int, edges: list[tuple[int, int]]) -> None:
+        """A job event without a run: it sets the job's edges only while the job has no run, latest time winning
+        (the union of those at the latest time)."""
+        conn, store = self.conn, self.store
+        latest_run, latest_time, current_version = store.job_latest(conn, job_id)
+        if latest_run is not None or (latest_time is not None and self.time < latest_time):
+            return
+        if latest_time is None or self.time > latest_time:
+            self._set_latest(job_id, None, self.time, current_version)
+            store.set_job_edges(conn, job_node, edges)
+        else:
+            store.add_job_edges(conn, job_node, edges)
+
+    def _set_latest(self, job_id: int, run_id: str | None, run_time: str, version_id: int | None) -> None:
+        self.conn.execute(
+            _UPDATE_JOB_LATEST, {"p_id": job_id, "p_run": run_id, "p_time": run_time, "p_version": version_id}
         )
+        self.store.job_latest_known(job_id, (run_id, run_time, version_id))
+
+    def _run_edges(self, run_id: str, job_node: int) -> list[tuple[int, int]]:
+        """The graph edges of a run: its input datasets -> its job -> its output datasets (all its events)."""
+        return [
+            (node, job_node) if direction == "input" else (job_node, node)
+            for direction, node in self.conn.execute(_SELECT_RUN_NODES, {"p_run": run_id})
+        ]
 
     def _column_lineage(self, dataset: dict, dataset_id: int) -> None:
         fields = ((dataset.get("facets") or {}).get("columnLineage") or {}).get("fields") or {}

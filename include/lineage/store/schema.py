@@ -35,11 +35,15 @@ nodes_table = Table(
     "lineage_nodes",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("key", String(2048), nullable=False, unique=True),  # Marquez node id: dataset:<ns>:<name> | job:<ns>:<name>
+    # Marquez's node id, dataset:<ns>:<name> | job:<ns>:<name>, for display and lookup: not unique, two datasets may
+    # share one (pg://h:5432 + db.t and pg://h + 5432:db.t); a node is (kind, namespace, name).
+    Column("key", String(2048), nullable=False),
     Column("kind", String(8), nullable=False),
     Column("namespace", String(1024), nullable=False),
     Column("name", String(2048), nullable=False),
     Column("label", String(2048), nullable=False),
+    UniqueConstraint("kind", "namespace", "name", name="uq_lineage_nodes_kind_namespace_name"),
+    Index("ix_lineage_nodes_key", "key"),
 )
 
 aliases_table = Table(
@@ -50,6 +54,8 @@ aliases_table = Table(
     PrimaryKeyConstraint("alias", "node_id"),
 )
 
+# The current graph: input dataset -> job -> output dataset for the inputs and outputs of each job's current version
+# (the version of its latest run), as Marquez's lineage reads job_versions_io_mapping.is_current_job_version.
 edges_table = Table(
     "lineage_edges",
     metadata,
@@ -59,6 +65,19 @@ edges_table = Table(
     Index("ix_lineage_edges_target", "target", "source"),
 )
 
+# Every edge any event showed, current or not, with the event times it was first and last seen at.
+edge_history_table = Table(
+    "lineage_edge_history",
+    metadata,
+    Column("source", Integer, nullable=False),
+    Column("target", Integer, nullable=False),
+    Column("first_seen", String(32), nullable=False),
+    Column("last_seen", String(32), nullable=False),
+    PrimaryKeyConstraint("source", "target"),
+    Index("ix_lineage_edge_history_target", "target", "source"),
+)
+
+# The transitive closure of lineage_edges: (ancestor, descendant, shortest distance in edges), every node with itself.
 closure_table = Table(
     "lineage_closure",
     metadata,
@@ -80,9 +99,10 @@ jobs_table = Table(
     Column("created_at", String(32)),
     Column("updated_at", String(32)),
     Column("facets", Text),
-    Column("current_version_id", Integer),
-    Column("latest_run_id", String(64)),
-    Column("latest_run_time", String(32)),
+    Column("current_version_id", Integer),  # the version of the latest run
+    Column("latest_run_id", String(64)),  # the run of the latest first_event_time (then the greatest id)
+    Column("latest_run_time", String(32)),  # its first_event_time; without runs, that of the latest runless events
+    Column("facet_times", Text),  # {facet name: [event time, event id]} of the event each facet came from
     UniqueConstraint("namespace", "name"),
 )
 
@@ -112,6 +132,7 @@ datasets_table = Table(
     Column("facets", Text),
     Column("current_version_id", Integer),
     Column("current_version_time", String(32)),
+    Column("facet_times", Text),  # {facet name: [event time, event id]} of the event each facet came from
     UniqueConstraint("namespace", "name"),
 )
 
@@ -148,6 +169,8 @@ runs_table = Table(
     Column("code_version", String(255)),
     Column("facets", Text),
     Column("facets_time", String(32)),
+    Column("first_event_time", String(32)),  # the earliest event time of the run: its time among the job's runs
+    Column("facet_times", Text),  # {facet name: [event time, event id]} of the event each facet came from
 )
 
 run_datasets_table = Table(
@@ -173,6 +196,3 @@ column_edges_table = Table(
     PrimaryKeyConstraint("dataset_id", "field", "input_dataset_id", "input_field"),
     Index("ix_lineage_column_edges_input", "input_dataset_id", "input_field"),
 )
-
-# OpenLineage event type -> (run state as Marquez names it, rank). A state is replaced only by one of higher rank, or
-# of equal rank and a later event time: a COMPLETE that arrives before its START is never undone by the START.

@@ -1,8 +1,9 @@
 """The lineage store: OpenLineage events kept and indexed in SQL (SQLite under ``var/lineage/`` or PostgreSQL by URL).
 
-What ingesting an event keeps:
+What ingesting an event keeps (the rules: ``ingest.py``):
 
-- the raw event, once: a duplicate (same run id, event type and event time) is recognised and skipped;
+- the raw event, once: the very same event again (same canonical JSON) is recognised and skipped; different events
+  of one run, even with the same type and time, are all kept and merged into the run;
 - the run, its state robust to order (a COMPLETE that arrives before its START still leaves the run COMPLETED),
   its parent and root run (DAG run -> task run -> Spark application -> Spark job), nominal times, error, facets;
 - the job and its versions (a new version when the run's inputs, outputs or source code differ);
@@ -10,9 +11,14 @@ What ingesting an event keeps:
   Iceberg snapshot id), with the schema of each version;
 - run -> dataset (version) edges for inputs and outputs;
 - column-level edges from ``columnLineage`` facets;
-- the job/dataset graph (input dataset -> job -> output dataset) and its closure table ``(ancestor, descendant,
-  depth)``, maintained incrementally: a new edge a -> b adds every (ancestor of a, descendant of b) pair, so every
-  ancestor or descendant of a node comes from one indexed query. ``depth`` is the shortest distance in edges.
+- the job/dataset graph of each job's current version (input dataset -> job -> output dataset of its latest run)
+  and its closure table ``(ancestor, descendant, depth)``, maintained incrementally: a new edge a -> b adds every
+  (ancestor of a, descendant of b) pair; an edge that leaves (the job's latest run no longer has it) has the pairs
+  that may have used it recomputed over the remaining edges. Every ancestor or descendant of a node comes from one
+  indexed query; ``depth`` is the shortest distance in edges. Every edge ever seen is in ``lineage_edge_history``.
+
+Nodes are ``(kind, namespace, name)``; ``key`` (Marquez's ``dataset:<namespace>:<name>``) is for display and may be
+shared by two datasets.
 """
 
 from __future__ import annotations
@@ -24,26 +30,32 @@ from pathlib import Path
 
 from sqlalchemy import (
     Table,
+    bindparam,
     create_engine,
     event,
     func,
     select,
+    update,
 )
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DataError
 
 from include.core import settings
-from include.lineage.errors import LineageError
+from include.lineage.errors import InvalidEventError, LineageError, UnreadableEventFileError
 from include.lineage.events import SourcedEvent, check_event, dataset_key, job_key, read_event_file
 from include.lineage.store import migrate
 from include.lineage.store.ingest import (
     _SELECT_ALIASES,
-    _SELECT_EDGE,
+    _SELECT_JOB_EDGES,
+    _SELECT_JOB_LATEST,
     _SELECT_NODE,
     IngestResult,
     _dialect_statements,
     _Ingest,
 )
 from include.lineage.store.schema import aliases_table, closure_table, edges_table, events_table, nodes_table
+
+_CHUNK = 500  # values of one IN (...) list
 
 
 def default_store_url(paths: settings.Paths | None = None) -> str:
@@ -78,7 +90,10 @@ class LineageStore:
         self._lock = threading.Lock()
         self._ids: dict[tuple, int] = {}  # ids of rows that never change once written: nodes, jobs, datasets, versions
         self._aliases: dict[int, set[str]] = {}
-        self._edges: set[tuple[int, int]] = set()
+        self._history: dict[tuple[int, int], tuple[str, str]] = {}  # edge -> a range its history row contains
+        # What may change under another writer, kept for one transaction: a job's latest run, a job's graph edges.
+        self._job_latest: dict[int, tuple[str | None, str | None, int | None]] = {}
+        self._graph: dict[int, set[tuple[int, int]]] = {}
 
     def close(self) -> None:
         self.engine.dispose()
@@ -104,18 +119,44 @@ class LineageStore:
         return result
 
     def ingest_files(self, files: Iterable[Path | str]) -> IngestResult:
-        """Read every file first (a bad line stops everything before anything is stored), then ingest."""
-        sourced = [item for file in files for item in read_event_file(file)]
-        return self.ingest(sourced)
+        """Ingest event files, each all or nothing: a file is read and checked whole, then stored in one transaction;
+        if one of its events is bad (unreadable, not an event, or refused by the store) none of its events is stored.
+
+        A bad file does not stop the others: the call goes on with the next file, and at the end raises the first bad
+        file's error (``UnreadableEventFileError`` or ``InvalidEventError``, naming the file and the line of its
+        first bad event), with ``error.ingested`` the IngestResult of the files stored and ``error.errors`` every bad
+        file's error, in order. Any other error (the store unreachable) stops the call at once."""
+        result = IngestResult()
+        errors: list[LineageError] = []
+        for file in files:
+            try:
+                result += self._ingest_batch(read_event_file(file))
+            except (UnreadableEventFileError, InvalidEventError) as error:
+                errors.append(error)
+        if errors:
+            first = errors[0]
+            first.ingested, first.errors = result, errors  # type: ignore[attr-defined]
+            raise first
+        return result
 
     def _ingest_batch(self, batch: list[SourcedEvent]) -> IngestResult:
         result = IngestResult(read=len(batch))
         with self._lock:
+            self._job_latest.clear()  # what another writer may change between transactions is read again
+            self._graph.clear()
             try:
                 with self.engine.begin() as conn:
                     for item in batch:
-                        check_event(item.event)
-                        if _Ingest(self, conn, item.event, item.source).run():
+                        try:
+                            check_event(item.event)
+                            new = _Ingest(self, conn, item.event, item.source).run()
+                        except InvalidEventError as error:
+                            raise InvalidEventError(_where(item, str(error))) from error
+                        except (DataError, AttributeError, TypeError, ValueError, KeyError) as error:
+                            raise InvalidEventError(
+                                _where(item, f"the store cannot keep this event ({type(error).__name__}: {error})")
+                            ) from error
+                        if new:
                             result.new += 1
                             run_id = (item.event.get("run") or {}).get("runId")
                             if run_id:
@@ -123,18 +164,22 @@ class LineageStore:
             except BaseException:
                 self._ids.clear()  # ids of rolled-back rows must not be reused
                 self._aliases.clear()
-                self._edges.clear()
+                self._history.clear()
                 raise
+            finally:
+                self._job_latest.clear()
+                self._graph.clear()
         return result
 
     # ---------------------------------------------------------------- graph
     def _node_id(self, conn: Connection, kind: str, namespace: str, name: str, label: str) -> int:
-        key = dataset_key(namespace, name) if kind == "dataset" else job_key(namespace, name)
-        cached = self._ids.get(("node", key))
+        """The node of (kind, namespace, name), made on first sight with its aliases and its closure row."""
+        cached = self._ids.get(("node", kind, namespace, name))
         if cached is not None:
             return cached
-        node_id = conn.execute(_SELECT_NODE, {"p_key": key}).scalar()
+        node_id = conn.execute(_SELECT_NODE, {"p_kind": kind, "p_ns": namespace, "p_name": name}).scalar()
         if node_id is None:
+            key = dataset_key(namespace, name) if kind == "dataset" else job_key(namespace, name)
             node_id = conn.execute(
                 nodes_table.insert(), {"key": key, "kind": kind, "namespace": namespace, "name": name, "label": label}
             ).inserted_primary_key[0]
@@ -142,11 +187,12 @@ class LineageStore:
             aliases = {key, f"{namespace}:{name}"} | ({name} if kind == "job" else set())
             conn.execute(aliases_table.insert(), [{"alias": alias, "node_id": node_id} for alias in sorted(aliases)])
             self._aliases[node_id] = aliases
-        self._ids[("node", key)] = node_id
+        self._ids[("node", kind, namespace, name)] = node_id
         return node_id
 
     def add_aliases(self, conn: Connection, node_id: int, aliases: set[str]) -> bool:
-        """Record more names of a node; True if any was new."""
+        """Record more names of a node; True if any was new. A name may name several nodes (two datasets whose
+        ``symlinks`` claim one table): it is added to each, never moved, and looking it up finds them all."""
         known = self._aliases.get(node_id)
         if known is None:
             known = self._aliases[node_id] = set(conn.execute(_SELECT_ALIASES, {"p_node": node_id}).scalars())
@@ -156,22 +202,135 @@ class LineageStore:
             known |= missing
         return bool(missing)
 
-    def add_edge(self, conn: Connection, source: int, target: int) -> bool:
-        """Add a graph edge and extend the closure table; False if the edge was known."""
-        if (source, target) in self._edges:
-            return False
-        exists = conn.execute(_SELECT_EDGE, {"p_source": source, "p_target": target}).first()
-        self._edges.add((source, target))
-        if exists:
-            return False
+    def record_edges(self, conn: Connection, edges: list[tuple[int, int]], time: str) -> None:
+        """``lineage_edge_history``: each edge seen at ``time``, its first and last seen times widened to it."""
+        rows = []
+        for edge in dict.fromkeys(edges):
+            seen = self._history.get(edge)  # a range the table's is known to contain
+            if seen is not None and seen[0] <= time <= seen[1]:
+                continue
+            self._history[edge] = (min(seen[0], time), max(seen[1], time)) if seen else (time, time)
+            rows.append({"source": edge[0], "target": edge[1], "first_seen": time, "last_seen": time})
+        if rows:
+            conn.execute(self.statements["upsert_edge_history"], rows)
+
+    def job_latest(self, conn: Connection, job_id: int) -> tuple[str | None, str | None, int | None]:
+        """(latest run id, its time, current version id) of a job, read once per transaction."""
+        known = self._job_latest.get(job_id)
+        if known is None:
+            row = conn.execute(_SELECT_JOB_LATEST, {"p_id": job_id}).one()
+            known = self._job_latest[job_id] = (row.latest_run_id, row.latest_run_time, row.current_version_id)
+        return known
+
+    def job_latest_known(self, job_id: int, latest: tuple[str | None, str | None, int | None]) -> None:
+        self._job_latest[job_id] = latest
+
+    def _job_edges(self, conn: Connection, job_node: int) -> set[tuple[int, int]]:
+        """The job's edges in the graph (its inputs' and outputs'), read once per transaction."""
+        edges = self._graph.get(job_node)
+        if edges is None:
+            edges = self._graph[job_node] = {
+                tuple(row) for row in conn.execute(_SELECT_JOB_EDGES, {"p_node": job_node})
+            }
+        return edges
+
+    def add_job_edges(self, conn: Connection, job_node: int, edges: list[tuple[int, int]]) -> None:
+        """Add a job's edges that the graph lacks, extending the closure."""
+        current = self._job_edges(conn, job_node)
+        for edge in edges:
+            if edge not in current:
+                self._add_edge(conn, *edge)
+                current.add(edge)
+
+    def set_job_edges(self, conn: Connection, job_node: int, edges: Iterable[tuple[int, int]]) -> None:
+        """Make a job's edges in the graph exactly ``edges``: the others leave (the closure repaired), new ones come
+        (in the order given)."""
+        wanted = list(dict.fromkeys(edges))
+        current = self._job_edges(conn, job_node)
+        removed = current - set(wanted)
+        if removed:
+            self._remove_edges(conn, removed)
+            current -= removed
+        self.add_job_edges(conn, job_node, wanted)
+
+    def _add_edge(self, conn: Connection, source: int, target: int) -> None:
         conn.execute(edges_table.insert(), {"source": source, "target": target})
         conn.execute(self.statements["extend_closure"], {"p_source": source, "p_target": target})
-        return True
+
+    def _remove_edges(self, conn: Connection, removed: set[tuple[int, int]]) -> None:
+        """Delete edges and repair the closure exactly.
+
+        Only a pair (x, y) with x an ancestor of a removed edge's source and y a descendant of its target can lose a
+        path (every path that used the edge runs x .. source -> target .. y); removing edges never shortens one. The
+        remaining edges among the nodes on some old path from such an x to such a y are read at once; a
+        breadth-first walk from each x over them gives its new distances: a pair no longer reached is deleted, a
+        longer shortest distance updated; every other pair keeps its row. Pairs of a node with itself stay at 0."""
+        conn.execute(
+            edges_table.delete().where(edges_table.c.source == _p("p_source"), edges_table.c.target == _p("p_target")),
+            [{"p_source": source, "p_target": target} for source, target in sorted(removed)],
+        )
+        c, e = closure_table.c, edges_table.c
+        sources, targets = {source for source, _ in removed}, {target for _, target in removed}
+        ancestors = {row[0] for row in _in_chunks(conn, select(c.ancestor), c.descendant, sources)}
+        descendants = {row[0] for row in _in_chunks(conn, select(c.descendant), c.ancestor, targets)}
+        old: dict[int, dict[int, int]] = {ancestor: {} for ancestor in ancestors}  # the pairs that may change
+        reached: set[int] = set()  # every node an ancestor reached
+        for ancestor, descendant, depth in _in_chunks(
+            conn, select(c.ancestor, c.descendant, c.depth), c.ancestor, ancestors
+        ):
+            reached.add(descendant)
+            if descendant in descendants and descendant != ancestor:
+                old[ancestor][descendant] = depth
+        leading = {row[0] for row in _in_chunks(conn, select(c.ancestor), c.descendant, descendants)}
+        region = reached & leading  # on some old path from an ancestor to a descendant: no other node matters
+        successors: dict[int, list[int]] = {}
+        for source, target in _in_chunks(conn, select(e.source, e.target), e.source, region):
+            if target in region:
+                successors.setdefault(source, []).append(target)
+        deletes, updates = [], []
+        for ancestor in sorted(ancestors):
+            pairs = old[ancestor]
+            distance, frontier, wanted = {ancestor: 0}, [ancestor], len(pairs)
+            while frontier and wanted:
+                following = []
+                for node in frontier:
+                    for target in successors.get(node, ()):
+                        if target not in distance:
+                            distance[target] = distance[node] + 1
+                            following.append(target)
+                            wanted -= target in pairs
+                frontier = following
+            for descendant, depth in pairs.items():
+                new = distance.get(descendant)
+                if new is None:
+                    deletes.append({"p_ancestor": ancestor, "p_descendant": descendant})
+                elif new != depth:
+                    updates.append({"p_ancestor": ancestor, "p_descendant": descendant, "p_depth": new})
+        where = (c.ancestor == _p("p_ancestor"), c.descendant == _p("p_descendant"))
+        if deletes:
+            conn.execute(closure_table.delete().where(*where), deletes)
+        if updates:
+            conn.execute(update(closure_table).where(*where).values(depth=_p("p_depth")), updates)
 
     # ---------------------------------------------------------------- small helpers for callers
     def count(self, table: Table) -> int:
         with self.engine.connect() as conn:
             return conn.execute(select(func.count()).select_from(table)).scalar_one()
+
+
+def _p(name: str):
+    return bindparam(name)
+
+
+def _in_chunks(conn: Connection, query, column, values) -> Iterator:
+    """The rows of ``query`` where ``column`` is one of ``values``, asked in chunks."""
+    values = sorted(values)
+    for start in range(0, len(values), _CHUNK):
+        yield from conn.execute(query.where(column.in_(values[start : start + _CHUNK])))
+
+
+def _where(item: SourcedEvent, reason: str) -> str:
+    return f"{item.source}: {reason}" if item.source else reason
 
 
 def _sqlite_pragmas(engine: Engine) -> None:

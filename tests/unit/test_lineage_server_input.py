@@ -1,0 +1,146 @@
+"""Hostile input to ``lineage serve`` is answered with a 4xx and a message, never a 500, and never grows the server:
+a table of malformed, oversized and adversarial bodies, through the real app (FastAPI's TestClient), plus property
+tests of the body reader's rules."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import uuid
+
+import pytest
+from fastapi.testclient import TestClient
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
+
+from include.lineage.api import body
+from include.lineage.api.server import create_app
+from include.lineage.store import LineageStore
+from include.lineage.store.schema import events_table
+
+PRODUCER = "https://github.com/OpenLineage/OpenLineage/tree/1.54.0/client/python"
+SCHEMA = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"
+
+
+def event(job: str = "job", **changes) -> dict:
+    base = {
+        "eventType": "COMPLETE",
+        "eventTime": "2025-02-01T00:00:00+00:00",
+        "run": {"runId": str(uuid.uuid4()), "facets": {}},
+        "job": {"namespace": "ns", "name": job, "facets": {}},
+        "inputs": [],
+        "outputs": [{"namespace": "file", "name": f"/out/{job}", "facets": {}}],
+        "producer": PRODUCER,
+        "schemaURL": SCHEMA,
+    }
+    base.update(changes)
+    return base
+
+
+@pytest.fixture
+def client(tmp_path, monkeypatch):
+    monkeypatch.setenv("LINEAGE_MAX_BODY_BYTES", str(64 * 1024))
+    monkeypatch.setenv("LINEAGE_MAX_DECOMPRESSED_BYTES", str(256 * 1024))
+    monkeypatch.setenv("LINEAGE_MAX_JSON_DEPTH", "32")
+    monkeypatch.setenv("LINEAGE_MAX_BATCH_EVENTS", "10")
+    store = LineageStore(f"sqlite:///{tmp_path / 'store.db'}")
+    with TestClient(create_app(store=store), raise_server_exceptions=False) as test_client:
+        test_client.store = store
+        yield test_client
+    store.close()
+
+
+def _gzip(data: bytes) -> bytes:
+    return gzip.compress(data)
+
+
+HOSTILE = {
+    "not json": (b"{not json", {}, 400, "not JSON"),
+    "empty": (b"", {}, 400, "not JSON"),
+    "truncated gzip": (_gzip(json.dumps(event()).encode())[:-12], {"content-encoding": "gzip"}, 400, "truncated"),
+    "not gzip sent as gzip": (json.dumps(event()).encode(), {"content-encoding": "gzip"}, 400, "not valid gzip"),
+    "gzip bomb": (_gzip(b" " * (2 * 1024 * 1024)), {"content-encoding": "gzip"}, 413, "decompresses past"),
+    "too large as sent": (b" " * (65 * 1024), {}, 413, "limit"),
+    "nesting 1,000 deep": (b"[" * 1000 + b"]" * 1000, {}, 400, "nests 1000 levels"),
+    "nesting in an event": (
+        json.dumps(event(run={"runId": str(uuid.uuid4()), "facets": {"deep": {"x": []}}}))
+        .encode()
+        .replace(b'"x": []', b'"x": ' + b"[" * 40 + b"]" * 40),
+        {},
+        400,
+        "nests",
+    ),
+    "eventType a list": (json.dumps(event(eventType=["COMPLETE"])).encode(), {}, 400, "eventType"),
+    "run facets a list": (
+        json.dumps(event(run={"runId": str(uuid.uuid4()), "facets": []})).encode(),
+        {},
+        400,
+        "facets",
+    ),
+    "a number": (b"42", {}, 400, "OpenLineage event"),
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_hostile_bodies_are_answered_with_a_4xx_and_store_nothing(client, name):
+    payload, headers, status, message = HOSTILE[name]
+    answer = client.post("/api/v1/lineage", content=payload, headers={"content-type": "application/json", **headers})
+    assert answer.status_code == status, answer.text
+    assert message in answer.text
+    assert client.store.count(events_table) == 0
+    assert client.get("/api/v1/health").status_code == 200, "the server is still up"
+
+
+def test_a_gzip_event_within_the_limits_is_stored(client):
+    answer = client.post(
+        "/api/v1/lineage", content=_gzip(json.dumps(event()).encode()), headers={"content-encoding": "gzip"}
+    )
+    assert answer.status_code == 201 and answer.json() == {"received": 1, "new": 1}
+
+
+def test_a_batch_is_stored_whole_and_a_bad_event_stores_none_naming_each_bad_one(client):
+    good = [event(f"job_{i}") for i in range(3)]
+    stored = client.post("/api/v1/lineage/batch", json=good)
+    assert stored.status_code == 201 and stored.json() == {"received": 3, "new": 3}
+    mixed = [event("a"), {"eventType": "START"}, event("b"), event("c", run={"runId": "x", "facets": []})]
+    refused = client.post("/api/v1/lineage/batch", json=mixed)
+    assert refused.status_code == 400
+    assert [error["index"] for error in refused.json()["errors"]] == [1, 3]
+    assert client.store.count(events_table) == 3, "none of the refused batch was stored"
+    assert client.post("/api/v1/lineage/batch", json=event()).status_code == 400, "a batch is an array"
+    too_many = client.post("/api/v1/lineage/batch", json=[event(f"j{i}") for i in range(11)])
+    assert too_many.status_code == 413
+    assert client.post("/api/v1/lineage/batch", json=good).json()["new"] == 0, "re-posting stays idempotent"
+
+
+def _scan_reference(value) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_scan_reference(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_scan_reference(v) for v in value), default=0)
+    return 0
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(alphabet=st.characters(codec="utf-8"), max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4),
+    max_leaves=30,
+)
+
+
+@hypothesis_settings(max_examples=300, deadline=None)
+@given(JSON_VALUES)
+def test_the_depth_scan_equals_the_parsed_nesting_whatever_the_strings_hold(value):
+    text = json.dumps(value, ensure_ascii=False).encode()
+    assert body.nesting_depth(text) == _scan_reference(value)
+
+
+@hypothesis_settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=2048))
+def test_arbitrary_bytes_never_raise_anything_but_a_4xx(data):
+    for decode in (lambda: body.parse_json(data, 32), lambda: body.parse_json(body.gunzip_limited(data, 4096), 32)):
+        try:
+            decode()
+        except body.HTTPException as error:
+            assert 400 <= error.status_code < 500

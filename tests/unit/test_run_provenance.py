@@ -1,0 +1,200 @@
+"""Run provenance: ``GET /api/v1/runlineage/upstream`` in Marquez's shape (``LineageDao.getUpstreamRuns``,
+``UpstreamRunRowMapper``, ``LineageService.upstream``; MarquezProject/marquez 0.51, ``api/src/main/java/marquez``),
+``lineage upstream --run`` and ``lineage diff --upstream``, on a three-level chain ingest -> merge -> forecast that is
+re-ingested and re-run with an added input."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from fastapi.testclient import TestClient
+
+from include.lineage import cli
+from include.lineage.api.server import create_app
+from include.lineage.store import LineageStore
+
+NS = "provenance-tests"
+PRODUCER = "https://example.com/tests/provenance"
+SCHEMA_URL = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"
+T = "2025-03-01T{:02d}:00:00+00:00".format
+
+
+def ds(name: str, version: str | None = None) -> dict:
+    facets = {}
+    if version:
+        facets["version"] = {
+            "_producer": PRODUCER,
+            "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/DatasetVersionDatasetFacet.json",
+            "datasetVersion": version,
+        }
+    return {"namespace": "warehouse", "name": name, "facets": facets}
+
+
+def run(job: str, hour: int, inputs=(), outputs=(), code: str = "v1") -> tuple[str, list[dict]]:
+    run_id = str(uuid.uuid4())
+    facets = {"sourceCode": {"_producer": PRODUCER, "_schemaURL": SCHEMA_URL, "language": "python", "sourceCode": code}}
+    return run_id, [
+        {
+            "eventType": event_type,
+            "eventTime": time,
+            "producer": PRODUCER,
+            "schemaURL": SCHEMA_URL,
+            "run": {"runId": run_id, "facets": {}},
+            "job": {"namespace": NS, "name": job, "facets": facets},
+            "inputs": list(inputs),
+            "outputs": list(outputs),
+        }
+        for event_type, time in (("START", T(hour)), ("COMPLETE", T(hour).replace(":00:00", ":30:00")))
+    ]
+
+
+@pytest.fixture
+def chain(tmp_path):
+    """ingest writes raw (Iceberg snapshots r1, r2), weather its table (w1), zones_loader a table without versions;
+    merge reads raw (the second time also zones: a new input) into merged, forecast reads merged and weather."""
+    steps = [
+        ("ingest1", run("ingest", 1, [], [ds("raw", "r1")])),
+        ("weather1", run("weather", 1, [], [ds("weather", "w1")])),
+        ("merge1", run("merge", 2, [ds("raw", "r1")], [ds("merged", "m1")])),
+        ("forecast1", run("forecast", 3, [ds("merged", "m1"), ds("weather", "w1")], [ds("forecast", "f1")])),
+        ("ingest2", run("ingest", 5, [], [ds("raw", "r2")])),
+        ("zones1", run("zones_loader", 5, [], [ds("zones")])),
+        ("merge2", run("merge", 6, [ds("raw", "r2"), ds("zones")], [ds("merged", "m2")], code="v2")),
+        ("forecast2", run("forecast", 7, [ds("merged", "m2"), ds("weather", "w1")], [ds("forecast", "f2")])),
+    ]
+    with LineageStore(f"sqlite:///{tmp_path / 'store.db'}") as store:
+        store.ingest([event for _, (_, events) in steps for event in events])
+        yield store, {name: run_id for name, (run_id, _) in steps}
+
+
+def upstream(store: LineageStore, run_id: str, depth: int = 20) -> dict:
+    response = TestClient(create_app(store=store)).get(
+        "/api/v1/runlineage/upstream", params={"runId": run_id, "depth": depth}
+    )
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def summary(result: dict) -> list[tuple]:
+    return [
+        (
+            entry["job"]["name"],
+            entry["run"]["id"],
+            [(i["name"], i["version"], i["producedByRunId"]) for i in entry["inputs"]],
+        )
+        for entry in result["runs"]
+    ]
+
+
+def test_runlineage_upstream_lists_the_runs_that_wrote_the_versions_read(chain):
+    # LineageDao.getUpstreamRuns: level 0 is the run with the dataset versions it read (runs_input_mapping), each with
+    # the run that produced it (dataset_versions.run_uuid -> producedByRunId); the recursion goes on from those runs;
+    # ORDER BY depth ASC, job_name ASC, and LineageService.upstream groups the rows by run in that order. A run that
+    # read nothing is listed with no inputs (the LEFT JOINs of the initial case).
+    store, ids = chain
+    result = upstream(store, ids["forecast1"])
+    assert summary(result) == [
+        ("forecast", ids["forecast1"], [("merged", "m1", ids["merge1"]), ("weather", "w1", ids["weather1"])]),
+        ("merge", ids["merge1"], [("raw", "r1", ids["ingest1"])]),
+        ("weather", ids["weather1"], []),
+        ("ingest", ids["ingest1"], []),
+    ]
+    # UpstreamRunRowMapper / LineageService.UpstreamRun: {"job", "run", "inputs"} and no more
+    first = result["runs"][0]
+    assert list(first) == ["job", "run", "inputs"]
+    assert set(first["job"]) == {"namespace", "name", "version"} and first["job"]["namespace"] == NS
+    assert first["run"] == {
+        "id": ids["forecast1"],
+        "start": "2025-03-01T03:00:00.000000Z",
+        "end": "2025-03-01T03:30:00.000000Z",
+        "status": "COMPLETED",
+    }
+    assert set(first["inputs"][0]) == {"namespace", "name", "version", "producedByRunId"}
+
+
+def test_a_reingest_makes_a_new_version_the_next_run_reaches_and_the_old_run_keeps_the_old(chain):
+    store, ids = chain
+    assert summary(upstream(store, ids["forecast2"])) == [
+        ("forecast", ids["forecast2"], [("merged", "m2", ids["merge2"]), ("weather", "w1", ids["weather1"])]),
+        # zones has no version facet: the latest write of it before merge2 started, by zones_loader's run
+        ("merge", ids["merge2"], [("raw", "r2", ids["ingest2"]), ("zones", None, ids["zones1"])]),
+        ("weather", ids["weather1"], []),
+        ("ingest", ids["ingest2"], []),
+        ("zones_loader", ids["zones1"], []),
+    ]
+    old = summary(upstream(store, ids["forecast1"]))
+    assert [run_id for _, run_id, _ in old] == [ids["forecast1"], ids["merge1"], ids["weather1"], ids["ingest1"]]
+
+
+def test_depth_lists_runs_up_to_that_level_and_their_inputs(chain):
+    # LineageDao.getUpstreamRuns: the recursion stops at "depth < :depth": the runs of the last level are listed with
+    # their inputs and producers, the producers themselves are not.
+    store, ids = chain
+    assert summary(upstream(store, ids["forecast2"], depth=0)) == [
+        ("forecast", ids["forecast2"], [("merged", "m2", ids["merge2"]), ("weather", "w1", ids["weather1"])])
+    ]
+    one = summary(upstream(store, ids["forecast2"], depth=1))
+    assert [job for job, _, _ in one] == ["forecast", "merge", "weather"]
+    assert one[1][2] == [("raw", "r2", ids["ingest2"]), ("zones", None, ids["zones1"])]
+
+
+def test_a_run_that_read_a_version_it_wrote_itself_is_not_followed_into_itself(tmp_path):
+    # LineageDao.getUpstreamRuns: "WHERE ... ur.u_r_uuid <> ur.r_uuid": avoid following cycles (a MERGE statement).
+    compact_id, events = run("compact", 1, [ds("table", "s5")], [ds("table", "s5")])
+    with LineageStore(f"sqlite:///{tmp_path / 'store.db'}") as store:
+        store.ingest(events)
+        assert summary(upstream(store, compact_id)) == [("compact", compact_id, [("table", "s5", compact_id)])]
+
+
+def test_an_unknown_run_is_a_404_and_the_cli_exits_2(chain, capsys):
+    # OpenLineageResource.getRunLineageUpstream: throwIfNotExists(runId) -> RunNotFoundException (404).
+    store, _ = chain
+    response = TestClient(create_app(store=store)).get(
+        "/api/v1/runlineage/upstream", params={"runId": str(uuid.uuid4())}
+    )
+    assert response.status_code == 404 and "no run named" in response.json()["message"]
+    assert cli.main(["upstream", "--run", "no-such-run", "--store", store.url]) == 2
+    assert "no run named 'no-such-run'" in capsys.readouterr().err
+    assert cli.main(["upstream", "--store", store.url]) == 2
+    assert "give a NODE or --run RUN_ID" in capsys.readouterr().err
+
+
+def test_cli_upstream_run_prints_the_provenance_tree_and_marquezs_json(chain, capsys):
+    store, ids = chain
+    assert cli.main(["upstream", "--run", ids["forecast2"], "--store", store.url]) == 0
+    tree = capsys.readouterr().out
+    assert tree.splitlines()[0].startswith(f"run {ids['forecast2']}  forecast  COMPLETED  2025-03-01T07:00:00")
+    assert "read warehouse:merged  version m2" in tree and f"written by run {ids['merge2']}  merge" in tree
+    assert "read warehouse:raw  version r2" in tree and f"written by run {ids['ingest2']}  ingest" in tree
+    assert "read warehouse:zones  unversioned  (latest write before the run)" in tree
+    assert tree.index("merged") < tree.index("raw") < tree.index("weather")  # depth first, as a tree
+    assert cli.main(["upstream", "--run", ids["forecast2"], "--store", store.url, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == upstream(store, ids["forecast2"])
+
+
+def test_diff_upstream_names_the_added_input_and_the_versions_that_changed(chain, capsys):
+    store, ids = chain
+    assert cli.main(["diff", ids["forecast1"], ids["forecast2"], "--upstream", "--store", store.url, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)["upstream"]
+    assert result["jobVersion"] is None  # forecast itself did not change
+    jobs = {item["job"]: item for item in result["jobs"]}
+    assert jobs["merge"]["change"] == "other runs" and jobs["merge"]["runs"] == [[ids["merge1"]], [ids["merge2"]]]
+    assert jobs["merge"]["jobVersion"]["inputsAdded"] == ["warehouse:zones"]
+    assert jobs["merge"]["jobVersion"]["inputsRemoved"] == [] and jobs["merge"]["jobVersion"]["codeChanged"] is True
+    assert jobs["weather"]["change"] == "same runs"
+    assert jobs["ingest"]["change"] == "other runs" and jobs["ingest"]["jobVersion"] is None
+    assert jobs["zones_loader"]["change"] == "only in B"
+    versions = {(item["reader"], item["dataset"]): (item["A"], item["B"]) for item in result["datasetVersions"]}
+    assert versions[("(the run)", "warehouse:merged")] == (
+        [{"version": "m1", "producedByRunId": ids["merge1"]}],
+        [{"version": "m2", "producedByRunId": ids["merge2"]}],
+    )
+    assert versions[("merge", "warehouse:raw")][1] == [{"version": "r2", "producedByRunId": ids["ingest2"]}]
+    assert versions[("merge", "warehouse:zones")][0] == []
+    assert ("(the run)", "warehouse:weather") not in versions  # the same version, by the same run
+    assert cli.main(["diff", ids["forecast1"], ids["forecast2"], "--upstream", "--store", store.url]) == 0
+    text = capsys.readouterr().out
+    assert "upstream (what A and B read, who wrote it, how those runs differ):" in text
+    assert "+ input warehouse:zones, code changed" in text and "zones_loader  (2 levels up): only in B" in text

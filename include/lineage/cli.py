@@ -34,6 +34,7 @@ import sys
 from include.core import naming, settings
 from include.core.errors import PipelineError
 from include.lineage.emit.transports import configured_transport
+from include.lineage.errors import LineageError
 
 
 def replay(_options) -> int:
@@ -152,7 +153,20 @@ def ingest(options) -> int:
         print(f"lineage ingest: no event files under {settings.Paths.current().lineage}", file=sys.stderr)
         return 2
     with _store(options) as store:
-        result = store.ingest_files(files)
+        try:
+            result = store.ingest_files(files)
+        except LineageError as error:
+            if getattr(error, "ingested", None) is None:
+                raise
+            # each file is all or nothing: report what the good files stored, then every bad file's first bad line
+            result = error.ingested
+            print(
+                f"lineage ingest: {result.read} events read, {result.new} new, from the files without errors "
+                f"({store.url})"
+            )
+            for failure in getattr(error, "errors", [error]):
+                print(f"lineage ingest: not stored: {failure}", file=sys.stderr)
+            return error.exit_code
         print(
             f"lineage ingest: {result.read} events read from {len(files)} file(s), {result.new} new, "
             f"{result.duplicates} already stored ({store.url})"

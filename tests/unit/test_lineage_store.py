@@ -699,3 +699,16 @@ def test_a_file_with_a_bad_event_stores_none_of_its_events_and_the_other_files_a
     unreadable.write_text(_lines(event("d"), event("e")))
     result = store.ingest_files([before, unreadable, after])
     assert (result.read, result.new) == (5, 2)
+
+
+def test_lineage_ingest_reports_every_bad_file_and_what_the_good_ones_stored(tmp_path, capsys):
+    from include.lineage.cli import main
+
+    good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
+    good.write_text(_lines(_event("COMPLETE", "a", str(uuid.uuid4()), "2025-01-01T00:00:00Z")))
+    bad.write_text(_lines(_event("COMPLETE", "b", str(uuid.uuid4()), "2025-01-01T00:00:00Z"), "{not json"))
+    code = main(["ingest", str(good), str(bad), "--store", f"sqlite:///{tmp_path / 'store.db'}"])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert "1 events read, 1 new" in out
+    assert f"not stored: {bad}:2:" in err

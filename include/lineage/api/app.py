@@ -73,7 +73,9 @@ def create_ui_app(
     @app.middleware("http")
     async def follow_event_files(request: Request, call_next):
         if (
-            request.url.path.rstrip("/").endswith(("/ui/graph", "/api/v1/lineage", "/api/v1/health"))
+            request.url.path.rstrip("/").endswith(
+                ("/ui/graph", "/api/v1/lineage", "/api/v1/runlineage/upstream", "/api/v1/health")
+            )
             and request.method == "GET"
         ):
             await run_in_threadpool(follower.refresh)

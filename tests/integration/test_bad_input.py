@@ -15,7 +15,9 @@ from include.core import naming, settings
 from include.lineage.events import load_events
 from include.sources import sample_data, sample_server
 
-pytestmark = pytest.mark.integration
+# The first test here pays for two session fixtures (the shared pipeline run and the nine bad-input DAG runs): more
+# than pytest's 900 s on a loaded 2-core machine, so this module gets a budget of its own.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(2400)]
 ROWS = 3_000
 
 

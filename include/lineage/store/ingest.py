@@ -341,27 +341,22 @@ class _Ingest:
         job_id = store._ids.get(("job", namespace, name))
         if job_id is not None and not facets:
             return job_id, node_id
-        row = conn.execute(_SELECT_JOB, {"p_ns": namespace, "p_name": name}).first()
-        if row is None:
-            merged = merge_facets(None, None, facets, self.stamp) or ("{}", None)
-            job_id = conn.execute(
-                jobs_table.insert(),
-                {
-                    "node_id": node_id,
-                    "namespace": namespace,
-                    "name": name,
-                    "created_at": self.time,
-                    "updated_at": self.time,
-                    "facets": merged[0],
-                    "facet_times": merged[1],
-                },
-            ).inserted_primary_key[0]
-        else:
-            job_id = row.id
-            if facets:
-                self._update_facets(_UPDATE_JOB_FACETS, row, facets)
+        job_id = self._upsert_with_facets(jobs_table, _SELECT_JOB, _UPDATE_JOB_FACETS, node_id, namespace, name, facets)
         store._ids[("job", namespace, name)] = job_id
         return job_id, node_id
+
+    def _upsert_with_facets(self, table, select_row, update_facets, node_id: int, namespace: str, name: str, facets):
+        """The id of the job or dataset row (``table``) named ``namespace``/``name``: inserted with the event's
+        facets, or its facets merged with them (``_update_facets``)."""
+        row = self.conn.execute(select_row, {"p_ns": namespace, "p_name": name}).first()
+        if row is not None:
+            if facets:
+                self._update_facets(update_facets, row, facets)
+            return row.id
+        merged = merge_facets(None, None, facets, self.stamp) or ("{}", None)
+        values = {"node_id": node_id, "namespace": namespace, "name": name, "created_at": self.time}
+        values.update(updated_at=self.time, facets=merged[0], facet_times=merged[1])
+        return self.conn.execute(table.insert(), values).inserted_primary_key[0]
 
     def _update_facets(self, statement, row, facets: dict) -> None:
         """Merge an event's facets into a job's or dataset's; ``updated_at`` is the latest time of an event with facets."""
@@ -382,25 +377,9 @@ class _Ingest:
             conn.execute(_UPDATE_NODE_LABEL, {"p_id": node_id, "p_label": dataset_label(namespace, name, facets)})
         dataset_id = store._ids.get(("dataset", namespace, name))
         if dataset_id is None or facets:
-            row = conn.execute(_SELECT_DATASET, {"p_ns": namespace, "p_name": name}).first()
-            if row is None:
-                merged = merge_facets(None, None, facets, self.stamp) or ("{}", None)
-                dataset_id = conn.execute(
-                    datasets_table.insert(),
-                    {
-                        "node_id": node_id,
-                        "namespace": namespace,
-                        "name": name,
-                        "created_at": self.time,
-                        "updated_at": self.time,
-                        "facets": merged[0],
-                        "facet_times": merged[1],
-                    },
-                ).inserted_primary_key[0]
-            else:
-                dataset_id = row.id
-                if facets:
-                    self._update_facets(_UPDATE_DATASET_FACETS, row, facets)
+            dataset_id = self._upsert_with_facets(
+                datasets_table, _SELECT_DATASET, _UPDATE_DATASET_FACETS, node_id, namespace, name, facets
+            )
             store._ids[("dataset", namespace, name)] = dataset_id
         version_id = self._dataset_version(dataset_id, facets, direction)
         if direction and self.run_id:

@@ -451,7 +451,10 @@ def rest_port(paths: Paths) -> int:
     if not record.exists():
         record.parent.mkdir(parents=True, exist_ok=True)
         candidate = record.with_name(f"port.{os.getpid()}.{threading.get_ident()}")
-        candidate.write_text(f"{_free_port()}\n")
+        # A var/ made by an earlier release (its catalog exists, no port recorded) keeps the port it always had:
+        # dataset namespaces of a REST catalog carry the port, and its lineage must keep naming the same tables.
+        earlier_release = (paths.catalog_dir / "iceberg_catalog.db").exists()
+        candidate.write_text(f"{DEFAULT_REST_PORT if earlier_release else _free_port()}\n")
         try:
             os.link(candidate, record)  # first writer wins; a concurrent chooser reads the winner's port
         except FileExistsError:

@@ -133,3 +133,12 @@ def test_an_explicit_port_wins_over_the_recorded_one(monkeypatch, tmp_path):
     settings.rest_port(paths)
     monkeypatch.setenv("ICEBERG_REST_PORT", "18999")
     assert settings.CatalogSettings.current(paths).rest_port == 18999
+
+
+def test_a_var_of_an_earlier_release_keeps_the_port_it_always_had(monkeypatch, tmp_path):
+    monkeypatch.delenv("ICEBERG_REST_PORT", raising=False)
+    paths = settings.Paths(tmp_path / "var")
+    paths.catalog_dir.mkdir(parents=True)
+    (paths.catalog_dir / "iceberg_catalog.db").write_bytes(b"")  # its catalog, made before ports were recorded
+    assert settings.rest_port(paths) == settings.DEFAULT_REST_PORT
+    assert (paths.catalog_dir / "port").read_text().strip() == str(settings.DEFAULT_REST_PORT)

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 
+from include.airflow import runs
 from include.core import naming, settings
 from include.sources import sample_server
 from include.spark import submit
@@ -34,13 +35,13 @@ def run(rows: int | None = None) -> int:
     )
     sample_server.publish_months(source_root, [DEMO_MONTH], rows)
 
-    runs = [
+    dag_runs = [
         ("ingest_yellow_taxi_data", INGEST_LOGICAL_DATE, {"force": True}),
         ("ingest_weather_data", INGEST_LOGICAL_DATE, {"force": True}),
         *[("forecast_yellow_rides", date, {"model": model}) for model, date in FORECAST_RUNS],
     ]
     with sample_server.serve(source_root, sample_server.stable_port()) as source_env:
-        for dag_id, logical_date, conf in runs:
+        for dag_id, logical_date, conf in dag_runs:
             print(f"demo: airflow dags test {dag_id} {logical_date} -c '{json.dumps(conf)}'", flush=True)
             log_file = paths.var / "demo-logs" / f"{dag_id}-{conf.get('model', 'ingest')}.log"
             result = runs.dags_test(dag_id, logical_date, conf, env=source_env, log_file=log_file)

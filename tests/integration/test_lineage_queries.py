@@ -72,9 +72,10 @@ def test_ingest_reads_airflow_and_spark_events_and_stores_each_once(ingested, pi
     assert ", 0 new," in ingested["second"].stdout
 
 
-def test_upstream_of_the_forecast_reaches_the_tlc_and_noaa_source_urls(ingested, source_urls):
+def test_upstream_of_the_forecast_reaches_the_tlc_and_noaa_source_urls(ingested, source_urls, pipeline_run):
+    as_of = ("--as-of", pipeline_run.finished_at)
     graph = json.loads(
-        _ok("upstream", "nyc_taxi.yellow_rides_hourly_forecast", "--json", "--store", ingested["store"])
+        _ok("upstream", "nyc_taxi.yellow_rides_hourly_forecast", *as_of, "--json", "--store", ingested["store"])
     )["graph"]
     ids = {node["id"] for node in graph}
     assert _dataset_node(naming.source_url_id(source_urls["tlc"])) in ids
@@ -82,17 +83,18 @@ def test_upstream_of_the_forecast_reaches_the_tlc_and_noaa_source_urls(ingested,
         assert _dataset_node(naming.source_url_id(url)) in ids
     for table in (naming.TAXI_RAW, naming.WEATHER_RAW, naming.HOURLY_ACTUALS):
         assert _dataset_node(naming.table_id(table)) in ids
-    tree = _ok("upstream", "nyc_taxi.yellow_rides_hourly_forecast", "--store", ingested["store"])
+    tree = _ok("upstream", "nyc_taxi.yellow_rides_hourly_forecast", *as_of, "--store", ingested["store"])
     assert source_urls["tlc"] in tree and "forecast_yellow_rides.train_model" in tree and "nyc_taxi.weather_raw" in tree
 
 
-def test_impact_of_raw_taxi_includes_actuals_both_models_and_the_forecast(ingested):
+def test_impact_of_raw_taxi_includes_actuals_both_models_and_the_forecast(ingested, pipeline_run):
     """The current graph holds each job as its newest run: train_model last wrote the weather model, so the
     seasonal-naive model is impacted only through history (``--all-history``), as Marquez's current versions say."""
     history = json.loads(
         _ok("impact", "nyc_taxi.yellow_taxi_raw", "--all-history", "--json", "--store", ingested["store"])
     )
-    result = json.loads(_ok("impact", "nyc_taxi.yellow_taxi_raw", "--json", "--store", ingested["store"]))
+    as_of = ("--as-of", pipeline_run.finished_at)
+    result = json.loads(_ok("impact", "nyc_taxi.yellow_taxi_raw", *as_of, "--json", "--store", ingested["store"]))
     ids = {node["id"] for node in result["graph"]}
     ever = {node["id"] for node in history["graph"]}
     for dataset_id in (
@@ -110,7 +112,7 @@ def test_impact_of_raw_taxi_includes_actuals_both_models_and_the_forecast(ingest
         "forecast_yellow_rides.train_model",
         "forecast_yellow_rides.write_forecast",
     } <= rerun
-    text = _ok("impact", "nyc_taxi.yellow_taxi_raw", "--store", ingested["store"])
+    text = _ok("impact", "nyc_taxi.yellow_taxi_raw", *as_of, "--store", ingested["store"])
     assert "nyc_taxi.yellow_rides_hourly_forecast" in text and "jobs to re-run" in text
 
 
@@ -170,7 +172,8 @@ def test_columns_of_forecasted_total_rides_reach_the_pickup_time(ingested, pipel
 
 def test_spark_listener_runs_join_the_airflow_graph_and_run_hierarchy(ingested, pipeline_run):
     landed = str(downloads.tlc_landed_path(MONTH, pipeline_run.paths))
-    graph = json.loads(_ok("downstream", landed, "--json", "--store", ingested["store"]))["graph"]
+    as_of = ("--as-of", pipeline_run.finished_at)
+    graph = json.loads(_ok("downstream", landed, *as_of, "--json", "--store", ingested["store"]))["graph"]
     jobs = {node["data"]["name"] for node in graph if node["type"] == "JOB"}
     assert "ingest_yellow_taxi_data.stage_yellow_taxi" in jobs
     assert any(job.startswith("stage_taxi.") for job in jobs), f"no Spark listener job reads the landed file: {jobs}"
@@ -179,10 +182,12 @@ def test_spark_listener_runs_join_the_airflow_graph_and_run_hierarchy(ingested, 
     )["runs"]
     applications = json.loads(_ok("runs", "stage_taxi", "--json", "--store", ingested["store"]))["runs"]
     assert applications and {app["parentRunId"] for app in applications} <= {run["id"] for run in stage_runs}
-    dag_run = stage_runs[0]["parentRunId"]  # DAG run -> task run -> Spark application
+    # Other modules stage other months into the same var/: take the run that staged this one.
+    stage_run = next(run for run in stage_runs if landed in {item["name"] for item in run["inputs"]})
+    dag_run = stage_run["parentRunId"]  # DAG run -> task run -> Spark application
     impact = json.loads(_ok("impact", "--run", dag_run, "--json", "--store", ingested["store"]))
     touched = {run["id"] for run in impact["runs"]}
-    assert stage_runs[0]["id"] in touched and {app["id"] for app in applications} & touched
+    assert stage_run["id"] in touched and {app["id"] for app in applications} & touched
     assert "nyc_taxi.yellow_taxi_raw" in {v["label"] for v in impact["datasetVersions"]}
 
 

@@ -22,9 +22,12 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+# Two pytest-xdist workers, each a session with its own var/ (tests/conftest.py): one runs the shared pipeline run and
+# the modules that read it, the other everything else. TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 2
 test: setup lint
 	@include/setup/system_packages.sh
-	$(PIPELINE) test
+	$(PIPELINE) test $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 
 # The edit loop: unit tests without Spark, DAG integrity and the compose file, in well under a minute.
 test-fast: setup

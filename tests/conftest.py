@@ -12,6 +12,12 @@ from pathlib import Path
 import pytest
 
 _TEST_RUNS = Path(__file__).resolve().parent.parent / "var" / "test-runs"
+# Under pytest-xdist (`make test` runs two workers) every worker is a session of its own, with its own var/, catalog
+# server and Airflow home; the workers inherit the controller's environment, so the values it set here are dropped.
+_SET_BY_THIS_FILE = ("PIPELINE_VAR_DIR", "ICEBERG_REST_PORT")
+if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get("_PIPELINE_TEST_VAR") == os.environ.get("PIPELINE_VAR_DIR"):
+    for _name in _SET_BY_THIS_FILE:
+        os.environ.pop(_name, None)
 _SESSION_VAR = _TEST_RUNS / f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
 _SESSION_VAR.mkdir(parents=True, exist_ok=True)
 
@@ -25,6 +31,7 @@ def _session_alive(folder: Path) -> bool:
 for _old in [folder for folder in sorted(_TEST_RUNS.iterdir()) if not _session_alive(folder)][:-3]:
     shutil.rmtree(_old, ignore_errors=True)
 os.environ.setdefault("PIPELINE_VAR_DIR", str(_SESSION_VAR))
+os.environ["_PIPELINE_TEST_VAR"] = os.environ["PIPELINE_VAR_DIR"]
 os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
 
 
@@ -91,3 +98,18 @@ def _airflow_process_env(paths):
 def pytest_sessionfinish(session, exitstatus):
     """A server started outside the fixture (e.g. by a Spark task) must not outlive the session either."""
     catalog_server.stop(settings.Paths.current())
+
+
+# Work shared through a session fixture stays in one worker: the DAG runs of `pipeline_run` (tests/integration) and of
+# `user_runs` cost minutes, and a second worker asking for them would run them again. Every other module is a group
+# of its own, so its module-scoped fixtures run once. `--dist loadgroup` reads these groups; without xdist they are
+# inert. tryfirst: xdist reads the marks in its own hook of the same name.
+_SHARED_SESSION_WORK = ("pipeline_run", "user_runs")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        shared = [name for name in _SHARED_SESSION_WORK if name in getattr(item, "fixturenames", ())]
+        group = shared[0] if shared else item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))

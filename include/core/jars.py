@@ -11,30 +11,22 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import sys
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
-
 from include.core.errors import ProvisioningError
 from include.core.settings import JARS_DIR
+from include.core.verified_download import BadDownloadError, with_retries
+from include.core.verified_download import download_to as download
 
 LOCK_FILE = JARS_DIR / "jars.lock.json"
-DOWNLOAD_ATTEMPTS = 3
-DOWNLOAD_TIMEOUT_SECONDS = 60
 SPARK = "spark"
 CATALOG_SERVER = "catalog-server"
 
 
 class JarProvisioningError(ProvisioningError):
     pass
-
-
-class _BadDownloadError(OSError):
-    """A download that completed but does not match the lock: worth another attempt, then fatal."""
 
 
 @dataclass(frozen=True)
@@ -97,14 +89,6 @@ def is_valid(path: Path, artifact: Artifact) -> bool:
     return path.is_file() and path.stat().st_size == artifact.size and sha256_of(path) == artifact.sha256
 
 
-def download(url: str, target: Path) -> None:
-    partial = target.with_suffix(".part")
-    with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_SECONDS) as response, partial.open("wb") as out:
-        while block := response.read(1 << 20):
-            out.write(block)
-    os.replace(partial, target)
-
-
 def _fetch_verified(artifact: Artifact, url: str, target: Path, log) -> None:
     log(f"jars: fetching {artifact.coordinates} from {url}")
     download(url, target)
@@ -114,7 +98,7 @@ def _fetch_verified(artifact: Artifact, url: str, target: Path, log) -> None:
             f"expected {artifact.sha256} ({artifact.size} bytes)"
         )
         target.unlink(missing_ok=True)
-        raise _BadDownloadError(problem)
+        raise BadDownloadError(problem)
 
 
 def ensure_artifact(artifact: Artifact, repository: str, jars_dir: Path, log=print, wait=None) -> Path:
@@ -123,19 +107,12 @@ def ensure_artifact(artifact: Artifact, repository: str, jars_dir: Path, log=pri
         return target
     if target.exists():
         log(f"jars: {artifact.file_name} does not match its checksum (corrupt or truncated); fetching it again")
-    retrying = Retrying(
-        stop=stop_after_attempt(DOWNLOAD_ATTEMPTS),
-        wait=wait or wait_exponential(multiplier=1, max=10),
-        retry=retry_if_exception_type(OSError),
+    with_retries(
+        lambda: _fetch_verified(artifact, artifact.url(repository), target, log),
+        f"jars: could not provision {artifact.coordinates} into {target}",
+        JarProvisioningError,
+        wait,
     )
-    try:
-        retrying(_fetch_verified, artifact, artifact.url(repository), target, log)
-    except RetryError as error:
-        last = error.last_attempt.exception()
-        detail = str(last) if isinstance(last, _BadDownloadError) else f"download failed: {last}"
-        raise JarProvisioningError(
-            f"jars: could not provision {artifact.coordinates} into {target} after {DOWNLOAD_ATTEMPTS} attempts: {detail}"
-        ) from last
     return target
 
 

@@ -20,21 +20,18 @@ import json
 import os
 import sys
 import tarfile
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
-
 from include.core.errors import ProvisioningError
 from include.core.settings import PROJECT_ROOT
+from include.core.verified_download import BadDownloadError, with_retries
+from include.core.verified_download import download_bytes as _download
 
 STATIC_DIR = PROJECT_ROOT / "include" / "lineage" / "api" / "static"
 LOCK_FILE = STATIC_DIR / "assets.lock.json"
 VENDOR_DIR = STATIC_DIR / "vendor"
 DEFAULT_REGISTRY = "https://registry.npmjs.org"
-DOWNLOAD_ATTEMPTS = 3
-DOWNLOAD_TIMEOUT_SECONDS = 60
 # The files of each package the page loads, in load order (cytoscape-dagre bundles dagre and graphlib).
 PAGE_FILES = {
     "cytoscape": ["package/dist/cytoscape.min.js"],
@@ -44,10 +41,6 @@ PAGE_FILES = {
 
 class AssetProvisioningError(ProvisioningError):
     pass
-
-
-class _BadDownloadError(OSError):
-    """A tarball that arrived but does not match the lock: worth another attempt, then fatal."""
 
 
 @dataclass(frozen=True)
@@ -119,16 +112,11 @@ def _is_valid(path: Path, asset: AssetFile) -> bool:
     return path.is_file() and _sha256(path.read_bytes()) == asset.sha256
 
 
-def _download(url: str) -> bytes:
-    with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_SECONDS) as response:
-        return response.read()
-
-
 def _fetch_verified(package: Package, url: str, log) -> bytes:
     log(f"frontend assets: fetching {package.spec} from {url}")
     data = _download(url)
     if _integrity(data) != package.integrity:
-        raise _BadDownloadError(
+        raise BadDownloadError(
             f"checksum mismatch: the tarball has {_integrity(data)} ({len(data)} bytes), "
             f"the lock says {package.integrity}"
         )
@@ -161,19 +149,12 @@ def ensure_package(package: Package, registry: str, vendor_dir: Path = VENDOR_DI
     if all(_is_valid(target, asset) for target, asset in zip(targets, package.files, strict=True)):
         return targets
     url = registry + package.tarball
-    retrying = Retrying(
-        stop=stop_after_attempt(DOWNLOAD_ATTEMPTS),
-        wait=wait or wait_exponential(multiplier=1, max=10),
-        retry=retry_if_exception_type(OSError),
+    tarball = with_retries(
+        lambda: _fetch_verified(package, url, log),
+        f"frontend assets: could not provision {package.spec} from {url}",
+        AssetProvisioningError,
+        wait,
     )
-    try:
-        tarball = retrying(_fetch_verified, package, url, log)
-    except RetryError as error:
-        last = error.last_attempt.exception()
-        detail = str(last) if isinstance(last, _BadDownloadError) else f"download failed: {last}"
-        raise AssetProvisioningError(
-            f"frontend assets: could not provision {package.spec} from {url} after {DOWNLOAD_ATTEMPTS} attempts: {detail}"
-        ) from last
     _extract(package, tarball, vendor_dir)
     return targets
 

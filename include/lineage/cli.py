@@ -171,6 +171,9 @@ def ingest(options) -> int:
             f"lineage ingest: {result.read} events read from {len(files)} file(s), {result.new} new, "
             f"{result.duplicates} already stored ({store.url})"
         )
+        from include.lineage.queries import LineageQueries
+
+        _warn_merged(options, LineageQueries(store))
     return 0
 
 
@@ -206,13 +209,14 @@ def upstream(options) -> int:
 
     if bool(options.node) == bool(options.run):
         return _usage_error(options, "give a NODE or --run RUN_ID (one of them)")
-    if options.run and (options.as_of is not None or options.all_history):
-        return _usage_error(options, "--as-of and --all-history are for a NODE's graph, not a run's provenance")
+    if options.run and options.all_history:
+        return _usage_error(options, "--all-history is for a NODE's graph, not a run's provenance")
     when = _when(options)
     with _store(options) as store:
         queries = LineageQueries(store)
         if options.run:
-            result = queries.run_lineage(options.run, options.depth)
+            # a run id, or a job / dataset: its run as of --as-of (default now)
+            result = queries.run_lineage(queries.run_at(options.run, when["as_of"]), options.depth)
             _emit(
                 options,
                 lambda: render.run_lineage_json(result),
@@ -261,9 +265,21 @@ def runs(options) -> int:
     from include.lineage.render import render_runs, runs_json
 
     with _store(options) as store:
-        result = LineageQueries(store).runs(options.job, options.limit)
+        queries = LineageQueries(store)
+        result = queries.runs(options.job, options.limit)
+        _warn_merged(options, queries, [run["id"] for run in result["runs"]])
         _emit(options, lambda: runs_json(result), lambda: render_runs(result))
     return 0
+
+
+def _warn_merged(options, queries, run_ids=None) -> None:
+    """Say which run ids hold the events of two runs (never merged silently)."""
+    for item in queries.merged_runs(run_ids):
+        print(
+            f"lineage {options.command}: warning: run {item['runId']} ({item['job']}) holds the events of more than "
+            f"one run: {'; '.join(item['reasons'])}. Its inputs, outputs and times are those runs' together.",
+            file=sys.stderr,
+        )
 
 
 def diff(options) -> int:
@@ -353,7 +369,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--run",
         metavar="RUN_ID",
         help="the dataset versions this run read, the runs that wrote them, what those read, ... "
-        "(--depth: levels of runs; --json: Marquez's GET /api/v1/runlineage/upstream)",
+        "(--depth: levels of runs; --json: Marquez's GET /api/v1/runlineage/upstream). RUN_ID may also name a job "
+        "(its latest run) or a dataset (the run that wrote its current version); with --as-of TIME, as of then",
     )
     sub = add("downstream", downstream, "every dataset and job that depends on a node, as a tree", [walk, when])
     sub.add_argument("node", metavar="NODE")

@@ -178,6 +178,18 @@ def _run_start():
     )
 
 
+def _distinct_identities(identities: set[tuple]) -> list[tuple]:
+    """The DAG runs among the Airflow identities of one run id's events: two that disagree on a field both carry;
+    one that only lacks a field another has is the same run."""
+    ordered = sorted(identities, key=lambda identity: (-len(identity), identity))
+    distinct: list[tuple] = []
+    for identity in ordered:
+        fields = dict(identity)
+        if not any(all(dict(kept).get(k) == v for k, v in fields.items()) for kept in distinct):
+            distinct.append(identity)
+    return distinct
+
+
 def _node_of(row) -> Node:
     return Node(**{name: row._mapping[name] for name in ("id", "key", "kind", "namespace", "name", "label")})
 
@@ -1147,6 +1159,120 @@ class LineageQueries:
             "childRuns": children,
         }
 
+    # ------------------------------------------------------------------------- a run by what it did, at an instant
+    def run_at(self, ref: str, as_of: str | None = None) -> str:
+        """The run ``ref`` names: a run id (or a prefix of 4+ characters), else the run of a job or dataset as it was
+        at ``as_of`` (default: now): of a job, its latest run started by then; of a dataset, the run that wrote the
+        version current then (the latest write that had ended by then; of a writer and its parent run that both
+        report the write, the parent: a task rather than its Spark job). ``as_of`` with a run id is a usage error: a
+        run's provenance does not change with time."""
+        as_of = parse_instant(as_of, "--as-of") if as_of is not None else None
+        with self.store.engine.connect() as conn:
+            r = runs_table
+            exact = conn.execute(select(r.c.id).where(r.c.id == ref)).scalar()
+            node = None
+            if exact is None:
+                try:
+                    node = self.resolve(ref, conn)
+                except (UnknownNodeError, EmptyStoreError):
+                    node = None
+            if node is None:
+                run_id = exact if exact is not None else self._resolve_run(conn, ref).id
+                if as_of is not None:
+                    raise LineageError(
+                        f"{ref!r} is a run: its provenance does not change with time. --as-of picks the run of a job "
+                        "or of a dataset's version current then (e.g. --run nyc_taxi.yellow_rides_hourly_forecast "
+                        "--as-of 2025-02-01T10:00:00Z)"
+                    )
+                return run_id
+            when = as_of or "9999-12-31T23:59:59.999999Z"
+            if node.kind == "job":
+                started = _run_start()
+                found = conn.execute(
+                    select(r.c.id)
+                    .join(jobs_table, jobs_table.c.id == r.c.job_id)
+                    .where(jobs_table.c.node_id == node.id, started <= when)
+                    .order_by(started.desc(), r.c.id.desc())
+                    .limit(1)
+                ).scalar()
+                if found is None:
+                    raise UnknownNodeError(f"{node.label} (a run started by {as_of or 'now'})", [], what="run")
+                return found
+            rd, d = run_datasets_table, datasets_table
+            written = func.coalesce(r.c.ended_at, r.c.state_time, r.c.started_at)
+            writers = conn.execute(
+                select(r.c.id, r.c.parent_run_id)
+                .join(rd, rd.c.run_id == r.c.id)
+                .join(d, d.c.id == rd.c.dataset_id)
+                .where(d.c.node_id == node.id, rd.c.direction == "output", written <= when)
+                .order_by(written.desc(), r.c.id.desc())
+            ).all()
+            if not writers:
+                raise UnknownNodeError(f"{node.label} (a run that wrote it by {as_of or 'now'})", [], what="run")
+            parents = {row.id: row.parent_run_id for row in writers}
+            chosen = writers[0].id
+            while parents.get(chosen) in parents and parents[chosen] != chosen:
+                chosen = parents[chosen]
+            return chosen
+
+    # ------------------------------------------------------------------------- runs that hold two runs' events
+    def merged_runs(self, run_ids: Iterable[str] | None = None) -> list[dict]:
+        """Run ids that hold the events of more than one run, each with why: a START after the run had finished
+        (COMPLETE, FAIL or ABORT earlier), or Airflow facets of two DAG runs (other logical dates, clear numbers or
+        Airflow run ids: the provider derives an OpenLineage run id from the DAG, logical date and clear number, so
+        a DAG re-run at the same logical date reuses it). ``run_ids``: only these."""
+        e = events_table
+        wanted = None if run_ids is None else set(run_ids)
+        found: dict[str, list[str]] = {}
+        with self.store.engine.connect() as conn:
+            done = (
+                select(e.c.run_id, func.min(e.c.event_time).label("first_end"))
+                .where(e.c.event_type.in_(sorted(_DONE)))
+                .group_by(e.c.run_id)
+                .subquery()
+            )
+            restarted = conn.execute(
+                select(e.c.run_id, func.max(e.c.event_time), done.c.first_end)
+                .join(done, done.c.run_id == e.c.run_id)
+                .where(e.c.event_type == "START", e.c.event_time > done.c.first_end)
+                .group_by(e.c.run_id, done.c.first_end)
+            ).all()
+            for run_id, start, first_end in restarted:
+                if wanted is None or run_id in wanted:
+                    found.setdefault(run_id, []).append(f"a START at {start} after the run had finished at {first_end}")
+            dag_runs: dict[str, set[tuple]] = {}
+            for run_id, payload in conn.execute(select(e.c.run_id, e.c.payload).where(e.c.payload.like('%"dagRun"%'))):
+                if wanted is not None and run_id not in wanted:
+                    continue
+                facets = (json.loads(payload).get("run") or {}).get("facets") or {}
+                for facet in ("airflowDagRun", "airflow"):
+                    dag_run = (facets.get(facet) or {}).get("dagRun") or {}
+                    if dag_run:
+                        identity = tuple(
+                            (key, str(dag_run[key]))
+                            for key in ("dag_id", "logical_date", "clear_number", "run_id")
+                            if dag_run.get(key) is not None
+                        )
+                        dag_runs.setdefault(run_id, set()).add(identity)
+                        break
+            for run_id, identities in dag_runs.items():
+                distinct = _distinct_identities(identities)
+                if len(distinct) > 1:
+                    described = "; ".join(", ".join(f"{k} {v}" for k, v in identity) for identity in distinct)
+                    found.setdefault(run_id, []).append(f"events of {len(distinct)} Airflow DAG runs ({described})")
+            jobs = {}
+            for chunk in _chunks(found):
+                for run_id, name in conn.execute(
+                    select(runs_table.c.id, jobs_table.c.name)
+                    .join(jobs_table, jobs_table.c.id == runs_table.c.job_id)
+                    .where(runs_table.c.id.in_(chunk))
+                ):
+                    jobs[run_id] = name
+        return [
+            {"runId": run_id, "job": jobs.get(run_id), "reasons": reasons}
+            for run_id, reasons in sorted(found.items(), key=lambda item: (jobs.get(item[0]) or "", item[0]))
+        ]
+
     # ------------------------------------------------------------------------- run provenance
     def run_lineage(self, run_ref: str, depth: int = DEFAULT_DEPTH) -> dict:
         """``GET /api/v1/runlineage/upstream`` (Marquez's ``LineageDao.getUpstreamRuns``): the run, the dataset
@@ -1205,7 +1331,7 @@ class LineageQueries:
         rd, d, dv, n, r = run_datasets_table, datasets_table, dataset_versions_table, nodes_table, runs_table
         rows = conn.execute(
             select(rd.c.dataset_id, rd.c.dataset_version_id, d.c.namespace, d.c.name, n.c.label, dv.c.version)
-            .add_columns(dv.c.created_by_run_id)
+            .add_columns(dv.c.created_by_run_id, dv.c.created_at.label("version_time"))
             .select_from(rd)
             .join(d, d.c.id == rd.c.dataset_id)
             .join(n, n.c.id == d.c.node_id)
@@ -1218,9 +1344,10 @@ class LineageQueries:
         for row in rows:
             if row.dataset_version_id is not None:
                 version, writer, how = row.version, row.created_by_run_id, "version facet"
+                when = row.version_time
             else:
                 latest = conn.execute(
-                    select(rd.c.run_id, dv.c.version)
+                    select(rd.c.run_id, dv.c.version, written_at.label("written_at"))
                     .select_from(rd)
                     .join(r, r.c.id == rd.c.run_id)
                     .outerjoin(dv, dv.c.id == rd.c.dataset_version_id)
@@ -1234,6 +1361,7 @@ class LineageQueries:
                     .limit(1)
                 ).first()
                 version, writer = (latest.version, latest.run_id) if latest else (None, None)
+                when = latest.written_at if latest else None
                 how = "latest write before the run" if latest else None
             out.append(
                 {
@@ -1243,6 +1371,7 @@ class LineageQueries:
                     "producedByRunId": writer,
                     "label": row.label,
                     "resolvedBy": how,
+                    "versionTime": when,  # when that version was written (first reported)
                 }
             )
         return sorted(out, key=lambda item: (item["namespace"], item["name"]))

@@ -284,7 +284,8 @@ def render_run_lineage(result: dict, depth: int | None = None) -> str:
             last = index == len(inputs) - 1
             version = f"version {item['version']}" if item["version"] else "unversioned"
             how = "  (latest write before the run)" if item["resolvedBy"] == "latest write before the run" else ""
-            lines.append(f"{prefix}{'└── ' if last else '├── '}read {item['label']}  {version}{how}")
+            written = f"  written {item['versionTime']}" if item.get("versionTime") else ""
+            lines.append(f"{prefix}{'└── ' if last else '├── '}read {item['label']}  {version}{how}{written}")
             inner = prefix + ("    " if last else "│   ")
             writer = item["producedByRunId"]
             if writer is None:

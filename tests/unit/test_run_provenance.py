@@ -198,3 +198,113 @@ def test_diff_upstream_names_the_added_input_and_the_versions_that_changed(chain
     text = capsys.readouterr().out
     assert "upstream (what A and B read, who wrote it, how those runs differ):" in text
     assert "+ input warehouse:zones, code changed" in text and "zones_loader  (2 levels up): only in B" in text
+
+
+def test_upstream_run_of_a_job_or_dataset_as_of_a_time_reaches_the_versions_current_then(chain, capsys):
+    # The seeds' question: the forecast was good at 04:00 and bad at 08:00; what was it made of, each time?
+    store, ids = chain
+    for ref, as_of, expected in (
+        ("warehouse:forecast", "2025-03-01T04:00:00Z", "forecast1"),
+        ("warehouse:forecast", "2025-03-01T08:00:00+00:00", "forecast2"),
+        ("warehouse:forecast", "2025-03-01T07:10:00Z", "forecast1"),  # forecast2 had started, not yet written
+        (f"job:{NS}:forecast", "2025-03-01T07:10:00Z", "forecast2"),  # a job: its latest run started by then
+        ("forecast", "2025-03-01T03:00:00+00:00", "forecast1"),
+        ("forecast", None, "forecast2"),
+        ("warehouse:merged", "2025-03-01T06:45:00+01:00", "merge1"),  # 05:45 UTC: merge2 had not ended
+    ):
+        argv = ["upstream", "--run", ref, "--store", store.url, "--json"]
+        assert cli.main(argv + (["--as-of", as_of] if as_of else [])) == 0, (ref, as_of)
+        assert json.loads(capsys.readouterr().out) == upstream(store, ids[expected]), (ref, as_of)
+    assert (
+        cli.main(["upstream", "--run", "warehouse:forecast", "--as-of", "2025-03-01T04:00:00Z", "--store", store.url])
+        == 0
+    )
+    tree = capsys.readouterr().out
+    assert "read warehouse:raw  version r1  written 2025-03-01T01:00:00" in tree, tree
+    assert f"written by run {ids['ingest1']}" in tree and ids["ingest2"] not in tree
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--as-of", "2025-03-01T04:00:00"], "not an ISO-8601 time with a UTC offset"),
+        (["--as-of", "yesterday"], "not an ISO-8601 time with a UTC offset"),
+        (["--as-of", "2025-03-01T00:30:00Z"], "a run that wrote it by"),  # nothing written yet
+        (["--all-history"], "--all-history is for a NODE's graph"),
+    ],
+)
+def test_upstream_run_as_of_refuses_what_names_no_run(chain, capsys, argv, message):
+    store, _ = chain
+    assert cli.main(["upstream", "--run", "warehouse:forecast", *argv, "--store", store.url]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_as_of_with_a_run_id_is_refused_a_runs_provenance_does_not_change(chain, capsys):
+    store, ids = chain
+    assert (
+        cli.main(["upstream", "--run", ids["forecast1"], "--as-of", "2025-03-01T04:00:00Z", "--store", store.url]) == 2
+    )
+    assert "is a run: its provenance does not change with time" in capsys.readouterr().err
+
+
+def _dag_event(run_id: str, event_type: str, time: str, logical_date: str, clear_number: int = 0) -> dict:
+    facet = {
+        "_producer": PRODUCER,
+        "_schemaURL": SCHEMA_URL,
+        "dag": {"dag_id": "ingest"},
+        "dagRun": {"dag_id": "ingest", "logical_date": logical_date, "clear_number": clear_number, "run_id": "manual"},
+    }
+    return {
+        "eventType": event_type,
+        "eventTime": time,
+        "producer": PRODUCER,
+        "schemaURL": SCHEMA_URL,
+        "run": {"runId": run_id, "facets": {"airflowDagRun": facet}},
+        "job": {"namespace": NS, "name": "ingest_dag", "facets": {}},
+        "inputs": [],
+        "outputs": [],
+    }
+
+
+@pytest.mark.parametrize(
+    ("second", "reason"),
+    [
+        # the demo's case: the same logical date again, so the provider derives the same run id; a START after the end
+        (("2025-03-02T00:00:00+00:00", "2025-02-01T00:00:00+00:00", 0), "a START at 2025-03-02T00:00:00"),
+        # events of another DAG run (another logical date or clear number) under the same run id
+        (("2025-03-01T00:10:00+00:00", "2025-02-02T00:00:00+00:00", 0), "events of 2 Airflow DAG runs"),
+        (("2025-03-01T00:10:00+00:00", "2025-02-01T00:00:00+00:00", 1), "clear_number 1"),
+    ],
+)
+def test_ingest_and_runs_say_when_one_run_id_holds_two_runs(tmp_path, capsys, second, reason):
+    run_id = str(uuid.uuid4())
+    time, logical_date, clear_number = second
+    first = [
+        _dag_event(run_id, "START", "2025-03-01T00:00:00+00:00", "2025-02-01T00:00:00+00:00"),
+        _dag_event(run_id, "COMPLETE", "2025-03-01T00:05:00+00:00", "2025-02-01T00:00:00+00:00"),
+    ]
+    again = [
+        _dag_event(run_id, "START", time, logical_date, clear_number),
+        _dag_event(run_id, "COMPLETE", time.replace(":00+00:00", ":30+00:00"), logical_date, clear_number),
+    ]
+    files = []
+    for index, events in enumerate((first, again)):
+        files.append(tmp_path / f"events{index}.jsonl")
+        files[-1].write_text("".join(json.dumps(event) + "\n" for event in events))
+    store = f"sqlite:///{tmp_path / 'store.db'}"
+    assert cli.main(["ingest", str(files[0]), "--store", store]) == 0
+    assert "warning" not in capsys.readouterr().err, "one run's events are not a merge"
+    assert cli.main(["ingest", str(files[1]), "--store", store]) == 0
+    err = capsys.readouterr().err
+    assert f"warning: run {run_id} (ingest_dag) holds the events of more than one run" in err and reason in err, err
+    assert cli.main(["runs", "ingest_dag", "--store", store]) == 0
+    assert f"warning: run {run_id}" in capsys.readouterr().err
+
+
+def test_a_run_with_start_running_and_complete_events_is_not_reported_as_merged(chain, capsys):
+    store, ids = chain
+    running = run("forecast", 9)[1][0] | {"eventType": "RUNNING", "eventTime": T(9).replace(":00:00", ":10:00")}
+    running["run"] = {"runId": ids["forecast2"], "facets": {}}
+    store.ingest([running])
+    assert cli.main(["runs", "forecast", "--store", store.url]) == 0
+    assert "warning" not in capsys.readouterr().err

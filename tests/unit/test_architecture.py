@@ -31,6 +31,8 @@ PACKAGE_RANKS = {
     "include.airflow": (1, "airflow"),
     "include.services": (1, "services"),
     "include.lineage": (1, "lineage"),
+    "include.quality": (1, "quality"),
+    "include.quality.alerts": (2, "alerts"),  # follows lineage: the impact set of a failed run
     "include.setup": (2, "setup"),
     "include.demo": (3, "demo"),
     "include.lineage.cli": (3, "lineage-cli"),

@@ -1,0 +1,90 @@
+"""Iceberg's write-audit-publish rules the project relies on (spark_jobs/common/wap.py), pinned on real tables of
+Iceberg 1.12 on Spark 4.1 (read from Iceberg's source: SparkTableUtil.determineWriteBranch / determineReadBranch,
+SnapshotManager.createBranch, UpdateSnapshotReferencesOperation.replaceBranch, FastForwardBranchProcedure)."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import types as T
+
+from spark_jobs.common import wap
+from spark_jobs.common.tables import ensure_table, qualified
+
+SCHEMA = T.StructType([T.StructField("id", T.LongType()), T.StructField("month", T.StringType())])
+
+
+@pytest.fixture
+def table(spark, request):
+    name = f"wap_{request.node.name[:40]}"
+    spark.sql(f"DROP TABLE IF EXISTS {qualified(name)}")
+    ensure_table(spark, name, SCHEMA)
+    yield name
+    wap.close_session_branch(spark)
+    spark.sql(f"DROP TABLE IF EXISTS {qualified(name)}")
+
+
+def _append(spark, table: str, ids: list[int]) -> None:
+    spark.createDataFrame([(i, "2025-01") for i in ids], SCHEMA).writeTo(qualified(table)).append()
+
+
+def _ids(spark, table: str, ref: str | None = None) -> list[int]:
+    reader = spark.read.option("branch", ref) if ref else spark.read
+    return sorted(row.id for row in reader.table(qualified(table)).collect())
+
+
+def test_writes_through_the_wap_branch_leave_main_untouched_and_reads_follow_the_branch(spark, table):
+    _append(spark, table, [1])
+    main_before = wap.ref_snapshot_id(spark, table, "main")
+    wap.open_branch(spark, table, "audit_t_1")
+    _append(spark, table, [2, 3])  # the job's own code, unchanged
+    assert _ids(spark, table) == [1, 2, 3], "the session reads its branch"
+    wap.close_session_branch(spark)
+    assert _ids(spark, table) == [1]
+    assert wap.ref_snapshot_id(spark, table, "main") == main_before
+    assert _ids(spark, table, "audit_t_1") == [1, 2, 3]
+    published = wap.publish(spark, table, "audit_t_1")
+    assert wap.ref_snapshot_id(spark, table, "main") == published != main_before
+    assert _ids(spark, table) == [1, 2, 3]
+    assert "audit_t_1" not in wap.branches(spark, table), "a published branch is dropped"
+
+
+def test_a_branch_of_a_table_without_a_snapshot_publishes_main_for_the_first_time(spark, table):
+    assert wap.ref_snapshot_id(spark, table, "main") is None
+    wap.open_branch(spark, table, "audit_t_2")
+    _append(spark, table, [7])
+    wap.close_session_branch(spark)
+    assert wap.ref_snapshot_id(spark, table, "main") is None, "still no main"
+    wap.publish(spark, table, "audit_t_2")
+    assert _ids(spark, table) == [7]
+
+
+def test_fast_forward_fails_cleanly_when_main_moved_after_the_branch_was_made(spark, table):
+    _append(spark, table, [1])
+    wap.open_branch(spark, table, "audit_t_3")
+    _append(spark, table, [2])
+    wap.close_session_branch(spark)
+    _append(spark, table, [9])  # a concurrent writer commits on main
+    moved = wap.ref_snapshot_id(spark, table, "main")
+    with pytest.raises(Exception, match="Cannot fast-forward: main is not an ancestor of audit_t_3"):
+        wap.publish(spark, table, "audit_t_3")
+    assert wap.ref_snapshot_id(spark, table, "main") == moved, "main kept the concurrent commit"
+    assert _ids(spark, table) == [1, 9]
+    assert "audit_t_3" in wap.branches(spark, table), "the refused branch is kept"
+    wap.discard(spark, table, "audit_t_3")
+    assert "audit_t_3" not in wap.branches(spark, table)
+
+
+def test_without_write_wap_enabled_the_session_branch_is_ignored(spark, table):
+    """The table property gates spark.wap.branch: why open_branch sets it."""
+    spark.sql(f"ALTER TABLE {qualified(table)} CREATE BRANCH `audit_t_4`")
+    spark.conf.set(wap.WAP_BRANCH_CONF, "audit_t_4")
+    _append(spark, table, [5])
+    wap.close_session_branch(spark)
+    assert _ids(spark, table) == [5], "written to main"
+    assert _ids(spark, table, "audit_t_4") == []
+
+
+@pytest.mark.parametrize("name", ["main", "", "1abc", "a-b", "a;DROP", "x" * 101, "a b"])
+def test_branch_names_that_are_not_audit_branches_are_refused(name):
+    with pytest.raises(ValueError, match="not an audit branch name"):
+        wap.check_branch_name(name)

@@ -7,8 +7,8 @@ spark-submit in local mode against the session's own Iceberg catalog; sources ar
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import pytest
 
@@ -20,6 +20,7 @@ from tests.support import RawState, raw_state
 MONTH = (2025, 1)
 ROWS = 20_000
 INGEST_DATE = "2025-02-01"
+REINGEST_DATE = "2025-02-01T00:05:00+00:00"  # January again (the data interval of any moment of Feb 1)
 # The extractor gives a task 5 s for its facets, then emits identities only. The lineage tests assert the facets,
 # so their DAG runs wait longer: on a shared 2-core machine under load, reading them once took more than 5 s.
 os.environ.setdefault("LINEAGE_FACETS_BUDGET_SECONDS", "45")  # under [openlineage] execution_timeout (60 s)
@@ -35,10 +36,18 @@ class PipelineRun:
     # When the five runs had ended. Later modules run more DAGs into the same var/ (bad input, reruns), and a lineage
     # query of the current graph follows each job's newest version, as Marquez does: tests of this run ask --as-of it.
     finished_at: str = ""
+    # (started, ended) of each DAG run by its key, UTC ISO-8601: `--as-of` a time between two of them
+    times: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
 
 
 def _run(run: PipelineRun, key: str, dag_id: str, logical_date: str, conf: dict, env: dict) -> None:
+    started = _now()
     result = runs.dags_test(dag_id, logical_date, conf, env=env, log_file=run.paths.var / "test-logs" / f"{key}.log")
+    run.times[key] = (started, _now())
     run.results[key] = result
     assert result.succeeded, (
         f"{dag_id} ended {result.state} (rc {result.returncode}); log: {run.paths.var / 'test-logs' / key}.log"
@@ -54,8 +63,6 @@ def pipeline_run(paths, airflow_env, catalog) -> PipelineRun:
         run.source_env = env
         _run(run, "taxi", "ingest_yellow_taxi_data", INGEST_DATE, {}, env)
         run.raw_after_first_ingest = raw_state(catalog)
-        _run(run, "taxi_again", "ingest_yellow_taxi_data", INGEST_DATE, {"force": True}, env)
-        run.raw_after_reingest = raw_state(catalog)
         _run(run, "weather", "ingest_weather_data", INGEST_DATE, {}, env)
         _run(
             run,
@@ -65,8 +72,14 @@ def pipeline_run(paths, airflow_env, catalog) -> PipelineRun:
             {"model": "seasonal_naive"},
             env,
         )
+        # January again, forced, between the two forecasts (test_run_answers: the second forecast's provenance
+        # reaches the re-ingest, the first's the first ingest). A logical date of its own: the provider derives a
+        # DAG run's OpenLineage run id from the DAG, logical date and clear number, so the same date would merge the
+        # two ingests into one run.
+        _run(run, "taxi_again", "ingest_yellow_taxi_data", REINGEST_DATE, {"force": True}, env)
+        run.raw_after_reingest = raw_state(catalog)
         _run(run, "forecast_weather", "forecast_yellow_rides", "2025-02-01T02:00:00+00:00", {"model": "weather"}, env)
-    run.finished_at = datetime.now(timezone.utc).isoformat()
+    run.finished_at = _now()
     return run
 
 

@@ -18,6 +18,7 @@
     lineage consume --replay-dead-letters   store the dead letters that can be stored now
     lineage report                     write the lineage page as one self-contained file, var/lineage/index.html
     lineage rollback --run RUN [--apply]   plan (and do) the rollback of the Iceberg tables a bad run touched
+                                       (--created drop|truncate|keep: the tables it created)
     lineage validate                   validate var/lineage's events against the OpenLineage JSON schemas
 
 NODE: a dataset as namespace:name, its table name (nyc_taxi.yellow_rides_hourly_forecast), a URL or path, a job name,
@@ -81,32 +82,46 @@ def consume(options) -> int:
     return 0
 
 
-def rollback(options) -> int:
-    """``lineage rollback --run RUN_ID [--apply] [--json]``."""
-    from include.lineage.queries import LineageQueries
-    from include.lineage.rollback import JOB_NAME, RollbackPlan, apply, plan, plan_file, render_plan
-    from include.lineage.store import LineageStore, default_store_url
-    from include.lineage.store.follower import StoreFollower
+def _rollback_catalog(paths: settings.Paths):
+    """The pyiceberg catalog of this ``var/`` (the local REST catalog server started when it is the one)."""
     from include.services import catalog_server
 
-    paths = settings.Paths.current()
     catalog_settings = settings.CatalogSettings.current(paths)
     if catalog_settings.is_local_rest_server:
         catalog_server.ensure_running(paths)
-    catalog = settings.pyiceberg_catalog(catalog_settings)
+    return settings.pyiceberg_catalog(catalog_settings)
+
+
+def rollback(options) -> int:
+    """``lineage rollback --run RUN_ID [--created drop|truncate|keep] [--apply] [--json]``."""
+    from include.lineage.queries import LineageQueries
+    from include.lineage.rollback import JOB_NAME, RollbackPlan, apply, choose_created, plan, plan_file, render_plan
+    from include.lineage.store import LineageStore, default_store_url
+    from include.lineage.store.follower import StoreFollower
+
+    paths = settings.Paths.current()
+    catalog = _rollback_catalog(paths)
     with LineageStore(options.store or default_store_url(paths)) as store:
         StoreFollower(store, paths).refresh()
         resolved = LineageQueries(store).run_details(options.run)["id"]
         kept = plan_file(paths, resolved)
         if options.apply and kept.exists():
             rollback_plan = RollbackPlan.from_json(json.loads(kept.read_text()))
+            choose_created(rollback_plan, options.created)
             print(f"lineage rollback: applying the plan of {rollback_plan.planned_at} ({kept})", file=sys.stderr)
         else:
-            rollback_plan = plan(store, resolved, catalog)
-            kept.parent.mkdir(parents=True, exist_ok=True)
-            kept.write_text(json.dumps(rollback_plan.to_json(), indent=2))
+            rollback_plan = plan(store, resolved, catalog, options.created)
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(json.dumps(rollback_plan.to_json(), indent=2))
         print(json.dumps(rollback_plan.to_json(), indent=2) if options.json else render_plan(rollback_plan))
         if not options.apply:
+            undecided = [step.table for step in rollback_plan.tables if step.created and step.created_action is None]
+            if undecided:
+                print(
+                    f"lineage rollback: {', '.join(undecided)} created by the affected runs: choose what to do with "
+                    "them (--created drop|truncate|keep) before --apply",
+                    file=sys.stderr,
+                )
             print(f"lineage rollback: plan kept in {kept}; run again with --apply to carry it out", file=sys.stderr)
             return 0
         from openlineage.client.transport import get_default_factory
@@ -115,8 +130,11 @@ def rollback(options) -> int:
         done = apply(rollback_plan, catalog, store, transport)
         kept.rename(kept.with_suffix(".applied.json"))
         for step in done:
-            print(f"rolled back {step.table}: {step.current_snapshot_id} -> {step.target_snapshot_id}")
-        print(f"lineage rollback: {len(done)} table(s) rolled back; recorded as run of job {JOB_NAME}")
+            if step.created:
+                print(f"{'dropped' if step.created_action == 'drop' else 'truncated'} {step.table}")
+            else:
+                print(f"rolled back {step.table}: {step.current_snapshot_id} -> {step.target_snapshot_id}")
+        print(f"lineage rollback: {len(done)} table(s) changed; recorded as run of job {JOB_NAME}")
     return 0
 
 
@@ -178,9 +196,43 @@ def ingest(options) -> int:
 
 
 def serve(options) -> int:
+    from pathlib import Path
+
     from include.lineage.api.server import serve as run_server
 
-    run_server(options.store, options.host, options.port)
+    tokens_path = Path(options.tokens) if options.tokens else None
+    run_server(
+        options.store, options.host, options.port, tokens_path, options.allow_host, options.docs, options.no_auth
+    )
+    return 0
+
+
+def token(options) -> int:
+    """``lineage token list|add|remove``: the bearer tokens of ``lineage serve`` (include/lineage/emit/tokens.py)."""
+    from include.lineage.emit import tokens
+
+    if options.token_action != "list" and not options.name:
+        return _usage_error(options, f"lineage token {options.token_action} needs a NAME")
+    if options.token_action == "add":
+        added = tokens.add_token(options.name, options.scope or ["write"])
+        print(f"lineage token: added {added.name} ({', '.join(sorted(added.scopes))}) to {tokens.tokens_file()}")
+    elif options.token_action == "remove":
+        tokens.remove_token(options.name)
+        print(f"lineage token: removed {options.name} from {tokens.tokens_file()}")
+    else:
+        for item in tokens.load_tokens(tokens.ensure_tokens()):
+            print(f"{item.name}\t{','.join(sorted(item.scopes))}")
+    return 0
+
+
+def prune(options) -> int:
+    """``lineage prune``: events, runs and versions older than the horizon go (include/lineage/store/retention.py)."""
+    from include.lineage.store.retention import parse_horizon, prune_store
+
+    older_than = options.older_than or settings.LINEAGE_RETENTION.get()
+    with _store(options) as store:
+        report = prune_store(store, parse_horizon(older_than), dry_run=options.dry_run)
+    print(report.line(older_than))
     return 0
 
 
@@ -358,6 +410,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub.add_argument("--port", type=int, default=5000, help="port (default 5000, Marquez's)")
     sub.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    sub.add_argument(
+        "--tokens", metavar="FILE", default=None, help="bearer tokens (default var/secrets/lineage-tokens.json)"
+    )
+    sub.add_argument(
+        "--allow-host", action="append", default=[], metavar="NAME", help="another name clients reach it by (Host)"
+    )
+    sub.add_argument("--docs", action="store_true", help="serve /docs and /openapi.json (off by default)")
+    sub.add_argument("--no-auth", action="store_true", help="no token required (refused on a non-loopback address)")
+    sub = add("token", token, "list, add or remove bearer tokens of `lineage serve` (rotation: add, move, remove)")
+    sub.add_argument("token_action", choices=["list", "add", "remove"], nargs="?", default="list")
+    sub.add_argument("name", nargs="?", default=None, metavar="NAME")
+    sub.add_argument("--scope", action="append", choices=["read", "write"], default=None, help="read and/or write")
+    sub = add(
+        "prune",
+        prune,
+        "delete events, runs and dataset versions older than a horizon, keeping every current version",
+        [store],
+    )
+    sub.add_argument(
+        "--older-than", metavar="AGE", default=None, help="e.g. 90d, 12h (default $LINEAGE_RETENTION: 395d)"
+    )
+    sub.add_argument("--dry-run", action="store_true", help="count what would go; change nothing")
     sub = add(
         "upstream",
         upstream,
@@ -429,6 +503,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = add("rollback", rollback, "plan (--apply: do) the rollback of the Iceberg tables a bad run touched", [store])
     sub.add_argument("--run", required=True, metavar="RUN_ID", help="the bad run (a DAG, task or Spark run id)")
     sub.add_argument("--apply", action="store_true", help="carry out the kept plan; refused if a table moved on since")
+    sub.add_argument(
+        "--created",
+        choices=("drop", "truncate", "keep"),
+        default=None,
+        help="what to do with a table the affected runs created (no snapshot before their first write): drop it, "
+        "truncate it (a new empty snapshot) or keep it; --apply refuses until it is chosen",
+    )
     sub.add_argument("--json", action="store_true", help="print the plan as JSON")
     add("validate", validate, "validate var/lineage's events against the OpenLineage JSON schemas")
     return parser

@@ -1051,6 +1051,7 @@ class LineageQueries:
         return {
             "run": _run_summary(next(row for row in run_rows if row.id == run.id)),
             "runs": summaries,
+            "family": list(family),  # the run and its child runs, whatever their times
             "datasetVersions": sorted(versions, key=lambda v: (v["label"] or "", v["version"] or "")),
             "subgraph": sub,
         }

@@ -1,12 +1,15 @@
 """Roll back what a bad run touched: every Iceberg table written by the run or downstream of its outputs.
 
-``lineage rollback --run RUN_ID`` prints the plan and keeps it in ``var/lineage/rollback/<run>.json``: each table
-written by the run, its child runs, or any later run that read the data they wrote (transitively, from the lineage
-store), and the snapshot it must return to, the last one committed before the first affected run that wrote it.
+``lineage rollback --run RUN_ID`` prints the plan and keeps it in ``var/lineage/rollback/<run>.json``: every table
+written by the run, its child runs (whatever their times), or any later run that read the data they wrote
+(transitively, from the lineage store), each with what will happen to it: back to snapshot S (the last one committed
+before the first affected run that wrote it), already there, or, for a table with no snapshot before that write (the
+affected runs created it), the user's choice ``--created drop|truncate|keep``; a table that cannot be handled
+(gone from the catalog, its earlier snapshots expired) is listed with why. No table the runs touched is left out.
 ``--apply`` carries out the kept plan (or a fresh one) through pyiceberg, refuses before touching anything when a
-table has moved on since the plan, commits each rollback with Iceberg's optimistic check on the current snapshot,
-and records what it did as OpenLineage events (job ``lineage.rollback``) through the configured transport and
-into the store. Datasets that are not Iceberg tables (model folders) are listed as to re-run.
+table has moved on since the plan or a created table has no choice, commits each rollback with Iceberg's optimistic
+check on the current snapshot, and records what it did as OpenLineage events (job ``lineage.rollback``) through the
+configured transport and into the store. Datasets that are not Iceberg tables (model folders) are listed as to re-run.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from openlineage.client.facet_v2 import RunFacet, dataset_version_dataset
 from sqlalchemy import select
 
 from include.core import settings
-from include.lineage.errors import RollbackRefusedError
+from include.lineage.errors import LineageError, RollbackRefusedError
 from include.lineage.queries import LineageQueries
 from include.lineage.store import LineageStore
 from include.lineage.store.schema import datasets_table
@@ -60,10 +63,41 @@ class TableStep:
     written_by: list[str]
     discarded_snapshot_ids: list[int] = field(default_factory=list)
     problem: str | None = None
+    # the affected runs created the table (no snapshot before their first write): what to do with it
+    created: bool = False
+    created_action: str | None = None  # drop | truncate | keep; None: not chosen yet (apply refuses)
 
     @property
     def changes(self) -> bool:
-        return self.problem is None and self.target_snapshot_id != self.current_snapshot_id
+        if self.problem is not None:
+            return False
+        if self.created:
+            return self.created_action in ("drop", "truncate")
+        return self.target_snapshot_id != self.current_snapshot_id
+
+    @property
+    def what(self) -> str:
+        """What ``--apply`` will do to the table, in words."""
+        if self.problem:
+            return f"CANNOT ROLL BACK: {self.problem}"
+        if self.created:
+            made = f"created by the affected runs (no snapshot before their first write, {self.first_affected_write})"
+            if self.created_action is None:
+                return f"{made}: NOT CHOSEN, give --created drop|truncate|keep"
+            return f"{made}: {CREATED_ACTIONS[self.created_action]}"
+        if not self.changes:
+            return f"already at snapshot {self.target_snapshot_id} (nothing to do)"
+        return (
+            f"back to snapshot {self.target_snapshot_id} (committed {self.target_committed_at}; from "
+            f"{self.current_snapshot_id}, discards {len(self.discarded_snapshot_ids)} snapshot(s))"
+        )
+
+
+CREATED_ACTIONS = {
+    "drop": "drop the table",
+    "truncate": "truncate it (delete every row: a new empty snapshot)",
+    "keep": "keep it as it is",
+}
 
 
 @dataclass
@@ -91,18 +125,36 @@ def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def plan(store: LineageStore, run_ref: str, catalog) -> RollbackPlan:
+def _check_choice(created: str | None) -> None:
+    if created is not None and created not in CREATED_ACTIONS:
+        raise LineageError(f"--created {created!r}: choose one of {', '.join(CREATED_ACTIONS)}")
+
+
+def choose_created(rollback_plan: RollbackPlan, created: str | None) -> None:
+    """Set (or change) what to do with the tables the affected runs created."""
+    _check_choice(created)
+    if created is None:
+        return
+    for step in rollback_plan.tables:
+        if step.created:
+            step.created_action = created
+
+
+def plan(store: LineageStore, run_ref: str, catalog, created: str | None = None) -> RollbackPlan:
+    """The plan: every Iceberg table the affected runs wrote and what will happen to it. ``created``: what to do
+    with a table they created (drop, truncate or keep; None: the plan says a choice is needed)."""
     from pyiceberg.exceptions import NoSuchTableError
     from pyiceberg.table.snapshots import ancestors_of
 
+    _check_choice(created)
     queries = LineageQueries(store)
     impact = queries.impact_of_run(run_ref)
     bad_start = impact["run"]["startedAt"] or impact["run"]["endedAt"] or ""
-    # a run that started before the bad one cannot have read what it wrote, whatever the version matching says
+    family = set(impact["family"])
+    # a later run that started before the bad one cannot have read what it wrote, whatever the version matching
+    # says; the run's own child runs are its own writes, whatever their times say
     affected = [
-        run
-        for run in impact["runs"]
-        if run["id"] == impact["run"]["id"] or (run["startedAt"] or run["endedAt"] or "") >= bad_start
+        run for run in impact["runs"] if run["id"] in family or (run["startedAt"] or run["endedAt"] or "") >= bad_start
     ]
     writes: dict[tuple[str, str], dict] = {}
     for run in affected:
@@ -165,9 +217,19 @@ def plan(store: LineageStore, run_ref: str, catalog) -> RollbackPlan:
                     break
                 step.discarded_snapshot_ids.append(snapshot.snapshot_id)
             if step.target_snapshot_id is None:
-                step.problem = (
-                    "no snapshot before the bad data: the affected runs created the table (drop it or re-run)"
-                )
+                # the table existed before the write (its snapshots since expired, or rewritten away, or it was
+                # empty): nothing to return to. Iceberg's metadata log remembers the table's earlier metadata files
+                # after their snapshots have expired.
+                older = [s.timestamp_ms for s in table.metadata.snapshots]
+                older += [entry.timestamp_ms for entry in table.metadata.snapshot_log or []]
+                older += [entry.timestamp_ms for entry in table.metadata.metadata_log or []]
+                if before is not None and any(ms < before for ms in older):
+                    step.problem = (
+                        "no snapshot of it before the first affected write is left to return to (the table existed "
+                        "then: its snapshots of then expired, or it was empty)"
+                    )
+                else:
+                    step.created, step.created_action = True, created
             tables.append(step)
     run = impact["run"]
     return RollbackPlan(
@@ -183,18 +245,10 @@ def plan(store: LineageStore, run_ref: str, catalog) -> RollbackPlan:
 def render_plan(rollback_plan: RollbackPlan) -> str:
     lines = [
         f"rollback plan for run {rollback_plan.run_id} ({rollback_plan.job}): "
-        f"{len(rollback_plan.affected_runs)} affected runs, {len(rollback_plan.tables)} Iceberg tables"
+        f"{len(rollback_plan.affected_runs)} affected runs, {len(rollback_plan.tables)} Iceberg tables written"
     ]
     for step in rollback_plan.tables:
-        if step.problem:
-            lines.append(f"  {step.table:<40} CANNOT ROLL BACK: {step.problem}")
-        elif not step.changes:
-            lines.append(f"  {step.table:<40} already at snapshot {step.target_snapshot_id} (nothing to do)")
-        else:
-            lines.append(
-                f"  {step.table:<40} {step.current_snapshot_id} -> {step.target_snapshot_id} "
-                f"(committed {step.target_committed_at}; discards {len(step.discarded_snapshot_ids)} snapshot(s))"
-            )
+        lines.append(f"  {step.table:<40} {step.what}")
     if rollback_plan.not_iceberg:
         lines.append("not Iceberg tables, re-run what wrote them:")
         lines += [
@@ -215,9 +269,14 @@ def apply(rollback_plan: RollbackPlan, catalog, store: LineageStore | None = Non
     from pyiceberg.exceptions import CommitFailedException
 
     blocked = [f"{step.table}: {step.problem}" for step in rollback_plan.tables if step.problem]
+    blocked += [
+        f"{step.table} was created by the affected runs: give --created drop|truncate|keep"
+        for step in rollback_plan.tables
+        if step.created and step.created_action is None
+    ]
     tables = {}
     for step in rollback_plan.tables:
-        if step.problem:
+        if step.problem or (step.created and step.created_action is None):
             continue
         table = catalog.load_table(step.table)
         current = table.metadata.current_snapshot_id
@@ -235,7 +294,14 @@ def apply(rollback_plan: RollbackPlan, catalog, store: LineageStore | None = Non
         if not step.changes:
             continue
         try:
-            tables[step.table].manage_snapshots().rollback_to_snapshot(step.target_snapshot_id).commit()
+            if step.created and step.created_action == "drop":
+                catalog.drop_table(step.table)
+            elif step.created and step.created_action == "truncate":
+                from pyiceberg.expressions import AlwaysTrue
+
+                tables[step.table].delete(AlwaysTrue())
+            else:
+                tables[step.table].manage_snapshots().rollback_to_snapshot(step.target_snapshot_id).commit()
         except CommitFailedException as error:
             rolled = ", ".join(s.table for s in done) or "none"
             raise RollbackRefusedError(
@@ -252,7 +318,12 @@ def _record(rollback_plan: RollbackPlan, done: list[TableStep], store: LineageSt
     facet = RollbackRunFacet(
         badRunId=rollback_plan.run_id,
         tables=[
-            {"table": s.table, "fromSnapshotId": s.current_snapshot_id, "toSnapshotId": s.target_snapshot_id}
+            {
+                "table": s.table,
+                "action": s.created_action if s.created else "rollback",
+                "fromSnapshotId": s.current_snapshot_id,
+                "toSnapshotId": s.target_snapshot_id,
+            }
             for s in done
         ],
     )
@@ -260,9 +331,15 @@ def _record(rollback_plan: RollbackPlan, done: list[TableStep], store: LineageSt
         OutputDataset(
             namespace=s.namespace,
             name=s.name,
-            facets={
-                "version": dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion=str(s.target_snapshot_id))
-            },
+            facets=(
+                {}
+                if s.target_snapshot_id is None
+                else {
+                    "version": dataset_version_dataset.DatasetVersionDatasetFacet(
+                        datasetVersion=str(s.target_snapshot_id)
+                    )
+                }
+            ),
         )
         for s in done
     ]

@@ -87,10 +87,14 @@ class RecordingBackend:
     """An OpenLineage HTTP backend on loopback that records every event POSTed to it.
 
     behaviour: ``ok``; ``fail_half`` (answers 503 to every other request); ``stall`` (waits 3 s before answering).
+    ``batch``: take OpenLineage's ``<endpoint>/batch`` (a JSON array, each event recorded); without it that path
+    answers 404, as a backend without the batch endpoint does.
     """
 
-    def __init__(self, port: int = 0, behaviour: str = "ok"):
+    def __init__(self, port: int = 0, behaviour: str = "ok", batch: bool = False):
         self.behaviour = behaviour
+        self.batch = batch
+        self.batches: list[int] = []  # the size of every batch accepted
         self.posts: list[tuple[str, dict]] = []  # (request path, event) of every accepted event
         self.requests = 0
         backend = self
@@ -103,6 +107,17 @@ class RecordingBackend:
                     time.sleep(3)
                 if backend.behaviour == "fail_half" and backend.requests % 2 == 1:
                     self.send_response(503)
+                    self.end_headers()
+                    return
+                if self.path.endswith("/batch"):
+                    if not backend.batch:
+                        self.send_response(404)
+                        self.end_headers()
+                        return
+                    events = json.loads(body)
+                    backend.batches.append(len(events))
+                    backend.posts.extend((self.path, event) for event in events)
+                    self.send_response(201)
                     self.end_headers()
                     return
                 backend.posts.append((self.path, json.loads(body)))

@@ -203,6 +203,34 @@ LINEAGE_MAX_JSON_DEPTH = _define(
 LINEAGE_MAX_BATCH_EVENTS = _define(
     "LINEAGE_MAX_BATCH_EVENTS", "1000", "most events in one `POST /api/v1/lineage/batch` (413 beyond)", "lineage"
 )
+LINEAGE_MAX_EVENT_DATASETS = _define(
+    "LINEAGE_MAX_EVENT_DATASETS",
+    "1000",
+    "most inputs plus outputs of one event `lineage serve` accepts (400 beyond)",
+    "lineage",
+)
+LINEAGE_MAX_FACET_BYTES = _define(
+    "LINEAGE_MAX_FACET_BYTES",
+    "1048576",
+    "largest facet (as JSON) of an event `lineage serve` accepts (400 beyond)",
+    "lineage",
+)
+LINEAGE_MAX_CLIENT_REQUESTS = _define(
+    "LINEAGE_MAX_CLIENT_REQUESTS",
+    "8",
+    "requests one client (one token, else one address) may have in flight at `lineage serve` (429 beyond)",
+    "lineage",
+)
+LINEAGE_SERVE_TOKEN = _define(
+    "LINEAGE_SERVE_TOKEN",
+    None,
+    "bearer token the project's clients send to `lineage serve`; unset: the Airflow connection named in the "
+    "transport's auth, else `var/secrets/lineage-tokens.json`",
+    "lineage",
+)
+LINEAGE_RETENTION = _define(
+    "LINEAGE_RETENTION", "395d", "default horizon of `lineage prune` (events, runs and versions older go)", "lineage"
+)
 KAFKA_BOOTSTRAP_SERVERS = _define(
     "KAFKA_BOOTSTRAP_SERVERS", None, "Kafka that `lineage consume` reads; unset: this `var/`'s local broker", "lineage"
 )

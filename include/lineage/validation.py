@@ -7,7 +7,10 @@ The official schemas are vendored in ``include/lineage/spec/openlineage/`` (prov
 
 from __future__ import annotations
 
+import hashlib
 import json
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,3 +85,172 @@ class EventValidator:
                     result.facets_checked[key] = result.facets_checked.get(key, 0) + 1
                     result.errors += [f"{where}: facet {key}: {e.message}" for e in validator.iter_errors(facet)]
         return result
+
+
+# ---------------------------------------------------------------- on ingest (``lineage serve``)
+_FACET_KINDS = (  # suffix of a facet's $defs name -> where in an event it belongs (longest suffix first)
+    ("InputDatasetFacet", "InputDatasetFacet"),
+    ("OutputDatasetFacet", "OutputDatasetFacet"),
+    ("DatasetFacet", "DatasetFacet"),
+    ("JobFacet", "JobFacet"),
+    ("RunFacet", "RunFacet"),
+)
+_EVENT_KINDS = ("RunEvent", "JobEvent", "DatasetEvent")
+_VALID_FACETS_KEPT = 20_000
+
+
+def _facet_kind(ref: str) -> str | None:
+    name = ref.rsplit("/", 1)[-1]
+    return next((kind for suffix, kind in _FACET_KINDS if name.endswith(suffix)), None)
+
+
+def _first_error(validator: Draft202012Validator, instance, most: int = 3) -> str | None:
+    """What is wrong, up to ``most`` problems, each at its JSON path; None when nothing is."""
+    from jsonschema.exceptions import relevance
+
+    errors = sorted(validator.iter_errors(instance), key=relevance, reverse=True)  # the most relevant first
+    if not errors:
+        return None
+    problems = []
+    for error in errors[:most]:
+        message = error.message if len(error.message) <= 200 else error.message[:197] + "..."
+        problems.append(f"at {error.json_path}: {message}")
+    return "; ".join(problems)
+
+
+class IngestValidator:
+    """What ``lineage serve`` checks of every event before storing it, built once (the schemas compiled once):
+
+    - the event against the vendored ``OpenLineage.json`` (``RunEvent``, ``JobEvent`` or ``DatasetEvent``), its
+      facets aside;
+    - each standard facet (one the vendored facet schemas, the registry's or the project's define, in the place of
+      the event it belongs to) against its own schema; a custom facet need only be a JSON object; a facet
+      ``{"_deleted": true}`` only against the base facet;
+    - the limits: inputs plus outputs, and each facet's size as JSON.
+
+    :meth:`check` raises InvalidEventError naming the facet and the JSON path of what is wrong."""
+
+    def __init__(self, spec: Path | None = None):
+        spec = spec or spec_dir()
+        if not (spec / "OpenLineage.json").exists():
+            raise FileNotFoundError(f"OpenLineage spec not found at {spec} (set OPENLINEAGE_SPEC_DIR)")
+        files = [
+            spec / "OpenLineage.json",
+            *sorted(spec.glob("facets/*.json")),
+            *sorted(spec.glob("registry/**/facets/*.json")),
+            *sorted(PROJECT_SCHEMAS.glob("*.json")),
+        ]
+        schemas = [json.loads(path.read_text()) for path in files]
+        self.registry = Registry().with_resources((s["$id"], Resource.from_contents(s)) for s in schemas)
+        self.events = {kind: self._validator(f"{EVENT_SCHEMA_ID}#/$defs/{kind}") for kind in _EVENT_KINDS}
+        self.base = self._validator(f"{EVENT_SCHEMA_ID}#/$defs/BaseFacet")
+        self.facets: dict[tuple[str, str], Draft202012Validator] = {}
+        # Facets found valid, by (kind, key, digest of their canonical JSON): a run's schema and column lineage
+        # come again with every event of every run of a job, and are checked once.
+        self._valid: OrderedDict[tuple[str, str, bytes], None] = OrderedDict()
+        self._lock = threading.Lock()
+        for schema in schemas:
+            if schema["$id"] == EVENT_SCHEMA_ID:
+                continue
+            for key, prop in schema.get("properties", {}).items():
+                refs = [prop.get("$ref", "")] + [item.get("$ref", "") for item in prop.get("anyOf", [])]
+                validator = self._validator(f"{schema['$id']}#/properties/{key}")
+                for kind in {_facet_kind(ref) for ref in refs if ref} - {None}:
+                    self.facets[(kind, key)] = validator
+
+    def _validator(self, ref: str) -> Draft202012Validator:
+        return Draft202012Validator({"$ref": ref}, registry=self.registry)
+
+    @staticmethod
+    def _facet_groups(event: dict):
+        """(path, kind, facets) of every facets object of the event."""
+        run, job = event.get("run"), event.get("job")
+        if isinstance(run, dict):
+            yield "run.facets", "RunFacet", run.get("facets")
+        if isinstance(job, dict):
+            yield "job.facets", "JobFacet", job.get("facets")
+        if isinstance(event.get("dataset"), dict):
+            yield "dataset.facets", "DatasetFacet", event["dataset"].get("facets")
+        for side, own, kind in (
+            ("inputs", "inputFacets", "InputDatasetFacet"),
+            ("outputs", "outputFacets", "OutputDatasetFacet"),
+        ):
+            datasets = event.get(side)
+            if not isinstance(datasets, list):
+                continue
+            for index, dataset in enumerate(datasets):
+                if isinstance(dataset, dict):
+                    yield f"{side}[{index}].facets", "DatasetFacet", dataset.get("facets")
+                    yield f"{side}[{index}].{own}", kind, dataset.get(own)
+
+    @staticmethod
+    def _without_facets(event: dict) -> dict:
+        """A copy of the event whose facet objects are empty (their content is checked facet by facet)."""
+
+        def bare(owner, *keys):
+            if not isinstance(owner, dict):
+                return owner
+            copy = dict(owner)
+            for key in keys:
+                if isinstance(copy.get(key), dict):
+                    copy[key] = {}
+            return copy
+
+        stripped = dict(event)
+        stripped["run"] = bare(event.get("run"), "facets") if "run" in event else None
+        stripped["job"] = bare(event.get("job"), "facets") if "job" in event else None
+        stripped["dataset"] = bare(event.get("dataset"), "facets") if "dataset" in event else None
+        for side, own in (("inputs", "inputFacets"), ("outputs", "outputFacets")):
+            if isinstance(event.get(side), list):
+                stripped[side] = [bare(dataset, "facets", own) for dataset in event[side]]
+        return {key: value for key, value in stripped.items() if key in event}
+
+    def check(self, event, max_datasets: int | None = None, max_facet_bytes: int | None = None) -> None:
+        from include.lineage.errors import InvalidEventError
+
+        if not isinstance(event, dict):
+            raise InvalidEventError(f"an OpenLineage event is a JSON object, not {type(event).__name__}")
+        datasets = sum(len(event[side]) for side in ("inputs", "outputs") if isinstance(event.get(side), list))
+        if max_datasets is not None and datasets > max_datasets:
+            raise InvalidEventError(
+                f"the event has {datasets:,} inputs and outputs; the limit is {max_datasets:,} "
+                "(LINEAGE_MAX_EVENT_DATASETS)"
+            )
+        kind = "RunEvent" if "run" in event else "DatasetEvent" if "dataset" in event else "JobEvent"
+        problem = _first_error(self.events[kind], self._without_facets(event))
+        if problem is not None:
+            raise InvalidEventError(f"not an OpenLineage {kind} (OpenLineage.json) {problem}")
+        for path, facet_kind, facets in self._facet_groups(event):
+            if not isinstance(facets, dict):
+                continue  # absent (the event's schema refused any other type)
+            for key, facet in facets.items():
+                where = f"facet {key!r} at {path}.{key}"
+                if not isinstance(facet, dict):
+                    raise InvalidEventError(f"{where} is a {type(facet).__name__}, not a facet object")
+                text = json.dumps(facet, separators=(",", ":"), ensure_ascii=False, sort_keys=True).encode()
+                if max_facet_bytes is not None:
+                    size = len(text)
+                    if size > max_facet_bytes:
+                        raise InvalidEventError(
+                            f"{where} is {size:,} bytes as JSON; the limit is {max_facet_bytes:,} "
+                            "(LINEAGE_MAX_FACET_BYTES)"
+                        )
+                validator = self.facets.get((facet_kind, key))
+                if validator is None:
+                    continue  # a custom facet: an object is all OpenLineage asks of it here
+                if facet.get("_deleted") is True:
+                    validator = self.base
+                seen = (facet_kind, key, hashlib.blake2b(text, digest_size=16).digest())
+                with self._lock:
+                    known = seen in self._valid
+                    if known:
+                        self._valid.move_to_end(seen)
+                if known:
+                    continue
+                problem = _first_error(validator, facet)
+                if problem is not None:
+                    raise InvalidEventError(f"{where} does not match its schema {problem}")
+                with self._lock:
+                    self._valid[seen] = None
+                    while len(self._valid) > _VALID_FACETS_KEPT:
+                        self._valid.popitem(last=False)

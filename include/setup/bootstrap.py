@@ -47,6 +47,14 @@ def airflow_secrets(paths: settings.Paths) -> dict[str, str]:
     return merged
 
 
+def lineage_tokens(paths: settings.Paths):
+    """The bearer tokens of ``lineage serve`` (``var/secrets/lineage-tokens.json``, mode 600): a write and a read
+    token made once per ``var/`` and kept while the file exists (``include/lineage/emit/tokens.py``)."""
+    from include.lineage.emit import tokens
+
+    return tokens.ensure_tokens(tokens.tokens_file(paths))
+
+
 def _write_private(path, text: str) -> None:
     partial = path.with_name(path.name + ".tmp")
     descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -146,6 +154,7 @@ def setup(paths: settings.Paths | None = None, with_db: bool = True) -> settings
 
     codeship.ensure_built(paths)  # the --py-files zip every Spark job ships (rebuilt by a task when code changed)
     changed = write_airflow_cfg(paths)
+    lineage_tokens(paths)
     db_file = paths.airflow_home / "airflow.db"
     marker = paths.airflow_home / ".spark_default.created"
     if with_db and (changed or not db_file.exists()):

@@ -94,7 +94,9 @@ def test_hostile_bodies_are_answered_with_a_4xx_and_store_nothing(client, name):
 
 def test_a_gzip_event_within_the_limits_is_stored(client):
     answer = client.post(
-        "/api/v1/lineage", content=_gzip(json.dumps(event()).encode()), headers={"content-encoding": "gzip"}
+        "/api/v1/lineage",
+        content=_gzip(json.dumps(event()).encode()),
+        headers={"content-encoding": "gzip", "content-type": "application/json"},
     )
     assert answer.status_code == 201 and answer.json() == {"received": 1, "new": 1}
 

@@ -6,21 +6,43 @@ never by growing the server without bound.
   a truncated stream or a body that is not gzip is a 400;
 - JSON nesting: at most ``LINEAGE_MAX_JSON_DEPTH`` levels (400 beyond), checked by a linear scan before parsing, so
   the parser's recursion limit is never reached;
-- decompression and parsing run in a worker thread, off the event loop, so a large body does not stall health
-  checks or small posts.
+- ``Content-Type`` must be ``application/json`` (415 otherwise): a web page can send a cross-site ``text/plain``
+  form post to a loopback server without asking, but not a JSON one;
+- decompression and parsing run in a worker thread, off the event loop, at most ``_DECODERS`` bodies at once (the
+  others wait, holding no thread), so large bodies neither stall health checks or small posts nor multiply memory.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import weakref
 import zlib
 
+import anyio.to_thread
 from fastapi import HTTPException, Request
-from starlette.concurrency import run_in_threadpool
 
 from include.core import settings
 
 _CHUNK = 64 * 1024
+_DECODERS = 2  # bodies decompressed and parsed at once, per event loop
+_limiters: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _decode_limiter() -> anyio.CapacityLimiter:
+    loop = asyncio.get_running_loop()
+    limiter = _limiters.get(loop)
+    if limiter is None:
+        limiter = _limiters[loop] = anyio.CapacityLimiter(_DECODERS)
+    return limiter
+
+
+def require_json(request: Request) -> None:
+    """415 unless the request says its body is JSON (``application/json``, parameters allowed)."""
+    media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media_type != "application/json":
+        shown = media_type or "none"
+        raise HTTPException(status_code=415, detail=f"Content-Type {shown!r}: lineage is posted as application/json")
 
 
 async def read_limited(request: Request, limit: int | None = None) -> bytes:
@@ -93,10 +115,11 @@ def parse_json(body: bytes, max_depth: int | None = None):
 
 async def json_body(request: Request):
     """The request's JSON within every limit above; decompression and parsing in a worker thread."""
+    require_json(request)
     body = await read_limited(request)
     gzipped = request.headers.get("content-encoding", "").strip().lower() == "gzip"
 
     def decode():
         return parse_json(gunzip_limited(body) if gzipped else body)
 
-    return await run_in_threadpool(decode)
+    return await anyio.to_thread.run_sync(decode, limiter=_decode_limiter())

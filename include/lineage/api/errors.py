@@ -1,11 +1,13 @@
 """The one mapping of the project's errors to HTTP answers, installed by both apps (``server.create_app`` for
 ``lineage serve`` and ``app.create_ui_app`` inside Airflow): the status is the error's own ``http_status``
-(``include/core/errors.py``), the body Marquez's ``{"code": ..., "message": ...}`` plus FastAPI's ``detail``."""
+(``include/core/errors.py``), the body Marquez's ``{"code": ..., "message": ...}`` plus FastAPI's ``detail``; the
+apps' own ``HTTPException``s (401, 403, 413, 415, ...) are answered in the same shape."""
 
 from __future__ import annotations
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 
 from include.core.errors import PipelineError
 
@@ -19,3 +21,9 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(PipelineError)
     async def pipeline_error(_request: Request, error: PipelineError):
         return error_response(error)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(_request: Request, error: HTTPException):
+        """The app's own 4xx (a token, a body, a limit) in the same shape, its headers kept (WWW-Authenticate)."""
+        content = {"code": error.status_code, "message": str(error.detail), "detail": error.detail}
+        return JSONResponse(status_code=error.status_code, content=content, headers=error.headers)

@@ -10,50 +10,232 @@
                                               runs that wrote them (``producedByRunId``), and so on
     GET  /api/v1/column-lineage?nodeId=&depth=  column-level upstream of ``datasetField:<ns>:<name>:<field>`` or
                                               ``DATASET.COLUMN``
-    GET  /api/v1/health                       liveness and event count
+    GET  /api/v1/health                       liveness and event count (the one route without a token)
 
-Unknown nodes and runs answer 404, bad parameters 400 (``include/lineage/api/errors.py``); bodies are read within
-the limits of ``include/lineage/api/body.py`` (413 when too large, 400 when not gzip or JSON or nested too deep).
+What ``lineage serve`` puts in front of these (``serve``; ``create_app(tokens=..., hosts=...)``):
 
-``create_app(store_url)`` is independent of Airflow, so the same app can be mounted inside Airflow's api-server.
+- a bearer token (``Authorization: Bearer …``, what openlineage-python's ``api_key`` auth sends) on every route but
+  health: a ``write`` token to post events, a ``read`` token to query (``include/lineage/emit/tokens.py``); 401
+  without a valid one, 403 with one of the wrong scope. It refuses to start on a non-loopback address without tokens;
+- the ``Host`` header must name this server (its loopback names, the address it listens on, the machine's names
+  when it listens on every interface, and ``--allow-host``): a DNS-rebinding page cannot reach it (400);
+- posts must be ``Content-Type: application/json`` (415): a cross-site ``text/plain`` form post cannot forge events;
+- at most ``LINEAGE_MAX_CLIENT_REQUESTS`` requests in flight per client (per token, else per address): 429;
+- ``/docs`` and ``/openapi.json`` only with ``--docs``;
+- bodies read within the limits of ``include/lineage/api/body.py`` (413 when too large, 400 when not gzip or JSON or
+  nested too deep), every event checked against the vendored OpenLineage schemas, each standard facet against its
+  own, custom facets objects, within ``LINEAGE_MAX_EVENT_DATASETS`` and ``LINEAGE_MAX_FACET_BYTES``
+  (``include/lineage/validation.py``: 400 naming the facet and the JSON path), in a worker thread.
+
+Unknown nodes and runs answer 404, bad parameters 400 (``include/lineage/api/errors.py``).
+
+``create_app(store_url)`` is independent of Airflow, so the same routes can be mounted inside Airflow's api-server
+(``app.py``), where Airflow's own login guards them instead of these tokens.
 """
 
 from __future__ import annotations
 
-from fastapi import FastAPI, HTTPException, Query, Request
+import functools
+import hashlib
+import ipaddress
+import socket
+from collections.abc import Iterable
+from pathlib import Path
+
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from include.core import settings
+from include.core.errors import ConfigurationError
 from include.lineage.api.body import json_body
 from include.lineage.api.errors import install_error_handlers
+from include.lineage.emit import tokens as token_file
 from include.lineage.errors import InvalidEventError
 from include.lineage.events import check_event
 from include.lineage.queries import DEFAULT_DEPTH, LineageQueries
 from include.lineage.render import run_lineage_json
 from include.lineage.store import LineageStore
 from include.lineage.store.schema import events_table
+from include.lineage.validation import IngestValidator
+
+HEALTH_PATH = "/api/v1/health"
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 
 
-def create_app(store_url: str | None = None, store: LineageStore | None = None) -> FastAPI:
+@functools.lru_cache(maxsize=1)
+def ingest_validator() -> IngestValidator:
+    """The schemas compiled once per process."""
+    return IngestValidator()
+
+
+def check_incoming(lineage_event) -> None:
+    """An event as ``lineage serve`` takes it: the store's shape check, then the OpenLineage schemas and the
+    limits. InvalidEventError says what is wrong and where."""
+    ingest_validator().check(
+        lineage_event,
+        max_datasets=settings.LINEAGE_MAX_EVENT_DATASETS.integer(),
+        max_facet_bytes=settings.LINEAGE_MAX_FACET_BYTES.integer(),
+    )
+    check_event(lineage_event)
+
+
+def _json_error(status: int, message: str, headers: dict | None = None) -> JSONResponse:
+    return JSONResponse(
+        status_code=status, content={"code": status, "message": message, "detail": message}, headers=headers
+    )
+
+
+def _bearer(request: Request) -> str | None:
+    scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
+    return credentials.strip() or None if scheme.lower() == "bearer" else None
+
+
+def _requires(scope: str, tokens: list[token_file.Token] | None, where: str):
+    """A FastAPI dependency: a valid bearer token holding ``scope`` (nothing when ``tokens`` is None)."""
+
+    def check(request: Request) -> None:
+        if tokens is None:
+            return
+        presented = _bearer(request)
+        token = token_file.match(tokens, presented) if presented else None
+        if token is None:
+            raise HTTPException(
+                status_code=401,
+                detail=f"a valid bearer token is required (Authorization: Bearer <token>; the tokens are in {where})",
+                headers={"WWW-Authenticate": 'Bearer realm="lineage"'},
+            )
+        if scope not in token.scopes:
+            raise HTTPException(status_code=403, detail=f"token {token.name!r} has no {scope} scope")
+
+    return check
+
+
+def host_of(header: str) -> str:
+    """The name of a ``Host`` header, lower case, without its port (``[::1]:5000`` is ``::1``)."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1 : header.find("]")] if "]" in header else header
+    name, _, port = header.rpartition(":")
+    return name if name and port.isdigit() else header
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def served_names(host: str, extra: Iterable[str] = ()) -> set[str]:
+    """The names a ``Host`` header may carry: loopback's, the address listened on, the machine's names when
+    listening on every interface, and ``extra``."""
+    names = {*LOOPBACK_NAMES, host.strip("[]").lower(), *(name.lower() for name in extra)}
+    if host in ("0.0.0.0", "::", ""):
+        names |= {socket.gethostname().lower(), socket.getfqdn().lower()}
+    return names
+
+
+class _HostAndConcurrency:
+    """ASGI middleware: the ``Host`` header checked against the served names (when given), and at most ``limit``
+    requests in flight per client (its token, else its address); health is never held back."""
+
+    def __init__(self, app: ASGIApp, hosts: set[str] | None, limit: int):
+        self.app, self.hosts, self.limit = app, hosts, limit
+        self.in_flight: dict[str, int] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
+        if self.hosts is not None:
+            name = host_of(headers.get("host", ""))
+            if name not in self.hosts:
+                shown = headers.get("host", "")[:100]
+                answer = _json_error(
+                    400,
+                    f"Host {shown!r} is not a name this server answers to ({', '.join(sorted(self.hosts))}); "
+                    "`lineage serve --allow-host NAME` adds one",
+                )
+                await answer(scope, receive, send)
+                return
+        if scope["path"] == HEALTH_PATH:
+            await self.app(scope, receive, send)
+            return
+        authorization = headers.get("authorization", "")
+        client = (
+            "token:" + hashlib.sha256(authorization.encode()).hexdigest()
+            if authorization
+            else "address:" + str((scope.get("client") or ("?",))[0])
+        )
+        if self.in_flight.get(client, 0) >= self.limit:
+            answer = _json_error(
+                429,
+                f"more than {self.limit} requests of this client in flight (LINEAGE_MAX_CLIENT_REQUESTS); retry",
+                headers={"Retry-After": "1"},
+            )
+            await answer(scope, receive, send)
+            return
+        self.in_flight[client] = self.in_flight.get(client, 0) + 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.in_flight[client] -= 1
+            if not self.in_flight[client]:
+                del self.in_flight[client]
+
+
+def create_app(
+    store_url: str | None = None,
+    store: LineageStore | None = None,
+    *,
+    tokens: list[token_file.Token] | None = None,
+    tokens_where: str = "var/secrets/lineage-tokens.json",
+    hosts: set[str] | None = None,
+    docs: bool = False,
+) -> FastAPI:
+    """The app. ``tokens``: require them (None: no token checked, as when the routes are mounted behind Airflow's
+    login); ``hosts``: the names the ``Host`` header may carry (None: any); ``docs``: serve ``/docs`` and
+    ``/openapi.json``."""
     store = store or LineageStore(store_url)
     queries = LineageQueries(store)
-    app = FastAPI(title="Lineage store", description=__doc__)
+    app = FastAPI(
+        title="Lineage store",
+        description=__doc__,
+        docs_url="/docs" if docs else None,
+        redoc_url=None,
+        openapi_url="/openapi.json" if docs else None,
+    )
     app.state.store = store
+    read = [Depends(_requires("read", tokens, tokens_where))]
+    write = [Depends(_requires("write", tokens, tokens_where))]
 
-    @app.post("/api/v1/lineage", status_code=201)
+    def check_all(events: list) -> list[dict]:
+        errors = []
+        for index, item in enumerate(events):
+            try:
+                check_incoming(item)
+            except InvalidEventError as error:
+                errors.append({"index": index, "message": str(error)})
+        return errors
+
+    @app.post("/api/v1/lineage", status_code=201, dependencies=write)
     async def post_lineage(request: Request):
         lineage_event = await json_body(request)
         batch = lineage_event if isinstance(lineage_event, list) else [lineage_event]
-        try:
-            for item in batch:
-                check_event(item)
-        except InvalidEventError as error:
-            raise HTTPException(status_code=400, detail=f"not an OpenLineage event: {error}") from None
+        if len(batch) > settings.LINEAGE_MAX_BATCH_EVENTS.integer():
+            raise HTTPException(status_code=413, detail="too many events in one post: use /api/v1/lineage/batch")
+        errors = await run_in_threadpool(check_all, batch)
+        if errors:
+            raise HTTPException(status_code=400, detail=f"not an OpenLineage event: {errors[0]['message']}")
         result = await run_in_threadpool(store.ingest, batch)  # the store serialises writers
         return {"received": result.read, "new": result.new}
 
-    @app.post("/api/v1/lineage/batch", status_code=201)
+    @app.post("/api/v1/lineage/batch", status_code=201, dependencies=write)
     async def post_lineage_batch(request: Request):
         """A JSON array of events (OpenLineage's batch endpoint): all of them are checked first; one bad event and
         none is stored, and the answer lists every bad one by its index."""
@@ -65,12 +247,7 @@ def create_app(store_url: str | None = None, store: LineageStore | None = None) 
             raise HTTPException(
                 status_code=413, detail=f"the batch holds {len(events):,} events; the limit is {limit:,}"
             )
-        errors = []
-        for index, item in enumerate(events):
-            try:
-                check_event(item)
-            except InvalidEventError as error:
-                errors.append({"index": index, "message": str(error)})
+        errors = await run_in_threadpool(check_all, events)
         if errors:
             return JSONResponse(
                 status_code=400,
@@ -82,7 +259,7 @@ def create_app(store_url: str | None = None, store: LineageStore | None = None) 
         result = await run_in_threadpool(store.ingest, events)
         return {"received": result.read, "new": result.new}
 
-    @app.get("/api/v1/lineage")
+    @app.get("/api/v1/lineage", dependencies=read)
     def get_lineage(
         node_id: str = Query(..., alias="nodeId"),
         depth: int = Query(DEFAULT_DEPTH, ge=0, le=1000),
@@ -91,13 +268,13 @@ def create_app(store_url: str | None = None, store: LineageStore | None = None) 
     ):
         return queries.marquez_lineage(node_id, depth, as_of=as_of, history=history)
 
-    @app.get("/api/v1/runlineage/upstream")
+    @app.get("/api/v1/runlineage/upstream", dependencies=read)
     def get_run_lineage_upstream(
         run_id: str = Query(..., alias="runId"), depth: int = Query(DEFAULT_DEPTH, ge=0, le=1000)
     ):
         return run_lineage_json(queries.run_lineage(run_id, depth))
 
-    @app.get("/api/v1/column-lineage")
+    @app.get("/api/v1/column-lineage", dependencies=read)
     def get_column_lineage(node_id: str = Query(..., alias="nodeId"), depth: int = Query(DEFAULT_DEPTH, ge=0, le=1000)):
         ref = node_id
         if ref.startswith("datasetField:"):
@@ -105,17 +282,63 @@ def create_app(store_url: str | None = None, store: LineageStore | None = None) 
             ref = f"{namespace_name}.{column}"
         return queries.column_graph(queries.columns(ref, depth))
 
-    @app.get("/api/v1/health")
-    def health():
+    @app.get(HEALTH_PATH)
+    async def health():
+        # On the event loop, not in the worker threads: a long ingest or many posts waiting for the writer do not
+        # hold it back (one indexed count; SQLite in WAL mode never makes a reader wait for the writer).
         return {"status": "ok", "events": store.count(events_table)}
 
     install_error_handlers(app)
+    if tokens is not None or hosts is not None:
+        app.add_middleware(_HostAndConcurrency, hosts=hosts, limit=settings.LINEAGE_MAX_CLIENT_REQUESTS.integer())
     return app
 
 
-def serve(store_url: str | None, host: str, port: int) -> None:
+def server_app(
+    store_url: str | None,
+    host: str,
+    tokens_path: Path | None = None,
+    allow_hosts: Iterable[str] = (),
+    docs: bool = False,
+    no_auth: bool = False,
+) -> FastAPI:
+    """The app ``lineage serve`` runs, or ConfigurationError when it must not start: a non-loopback address without
+    tokens (``--no-auth``, or an unusable tokens file). On loopback, a missing default tokens file is made (as
+    set-up does)."""
+    loopback = is_loopback(host)
+    if no_auth:
+        if not loopback:
+            raise ConfigurationError(
+                f"lineage serve: refusing to listen on {host} without tokens (--no-auth is for loopback only)"
+            )
+        tokens = None
+    else:
+        path = tokens_path or token_file.tokens_file()
+        if tokens_path is None and not path.exists() and loopback:
+            token_file.ensure_tokens(path)
+        tokens = token_file.load_tokens(path)
+    return create_app(
+        store_url,
+        tokens=tokens,
+        tokens_where=str(tokens_path or token_file.tokens_file()),
+        hosts=served_names(host, allow_hosts),
+        docs=docs,
+    )
+
+
+def serve(
+    store_url: str | None,
+    host: str,
+    port: int,
+    tokens_path: Path | None = None,
+    allow_hosts: Iterable[str] = (),
+    docs: bool = False,
+    no_auth: bool = False,
+) -> None:
     import uvicorn
 
-    app = create_app(store_url)
-    print(f"lineage serve: http://{host}:{port}/api/v1/lineage (store {app.state.store.url})", flush=True)
+    app = server_app(store_url, host, tokens_path, allow_hosts, docs, no_auth)
+    shown = f"[{host}]" if ":" in host else host
+    auth = "no token required (--no-auth)" if no_auth else f"bearer tokens of {tokens_path or token_file.tokens_file()}"
+    print(f"lineage serve: http://{shown}:{port}/api/v1/lineage (store {app.state.store.url}; {auth})", flush=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -17,6 +17,11 @@ spool folder, one file per event (written to a temporary name, fsynced, then ren
 any number of processes can spool at once). Spooled events go out first, oldest first, on the next emit that finds
 the backend back, and with ``lineage replay``. A file leaves the spool only after its send succeeded, and what is
 sent is the original JSON, unchanged, so a receiver can drop a duplicate by run id + event type + event time.
+
+A replay to an inner ``http`` transport sends ``replay_batch`` (100) events at a time to OpenLineage's batch
+endpoint, ``<endpoint>/batch`` (``lineage serve`` stores a batch all or nothing), with the transport's own auth and
+compression; a backend that answers 404, 405 or 501 there gets them one by one from then on
+(``"replay_in_batches": false`` asks for that from the start).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin
 
 import attr
 from openlineage.client.serde import Serde
@@ -45,6 +51,7 @@ class SpoolingConfig(Config):
     spool_dir: str = ""
     timeout: float = 1.0
     replay_batch: int = 100
+    replay_in_batches: bool = True
 
     @classmethod
     def from_dict(cls, params: dict[str, Any]) -> SpoolingConfig:
@@ -57,7 +64,8 @@ class SpoolingConfig(Config):
             inner=inner,
             spool_dir=str(_spool_dir(params.get("spool_dir"))),
             timeout=float(params.get("timeout", 1.0)),
-            replay_batch=int(params.get("replay_batch", 100)),
+            replay_batch=max(1, int(params.get("replay_batch", 100))),
+            replay_in_batches=bool(params.get("replay_in_batches", True)),
         )
 
 
@@ -116,6 +124,7 @@ class SpoolingTransport(Transport):
             self.inner = get_default_factory().create(config.inner)
         self.spool = Spool(Path(config.spool_dir))
         self._lock = threading.Lock()
+        self._batch_unsupported = False
 
     def _send_within_bound(self, send, timeout: float, spooled_copy) -> bool:
         """Send within ``timeout``. On failure or lateness the event must be in the spool: ``spooled_copy()`` puts it
@@ -132,7 +141,9 @@ class SpoolingTransport(Transport):
                 outcome["error"] = error
             with settled:
                 if outcome.get("ok") and outcome.get("late_copy"):
-                    outcome["late_copy"].unlink(missing_ok=True)
+                    late = outcome["late_copy"]
+                    for path in late if isinstance(late, list) else [late]:
+                        path.unlink(missing_ok=True)
 
         worker = threading.Thread(target=attempt, daemon=True, name="lineage-send")
         worker.start()
@@ -164,24 +175,64 @@ class SpoolingTransport(Transport):
                 lambda: self._send_raw(payload), self.config.timeout, lambda: self.spool.append(payload)
             )
 
+    def _batch_url(self) -> str | None:
+        """Where a batch goes: ``<endpoint>/batch`` of an inner ``http`` transport (OpenLineage's batch endpoint,
+        which ``lineage serve`` has) until the backend shows it has none; None: one event at a time."""
+        from openlineage.client.transport.http import HttpTransport
+
+        if not self.config.replay_in_batches or self._batch_unsupported or not isinstance(self.inner, HttpTransport):
+            return None
+        return urljoin(self.inner.url, self.inner.endpoint.rstrip("/") + "/batch")
+
+    def _send_batch(self, payloads: list[str]) -> None:
+        """POST the events as one JSON array through the inner transport's session, headers (its auth, so a
+        token provider's bearer token) and compression; a backend without the endpoint (404, 405, 501) is
+        remembered and the events go one by one."""
+        url = self._batch_url()
+        body, headers = self.inner._prepare_request("[" + ",".join(payloads) + "]")
+        response = self.inner.session.post(
+            url, data=body, headers=headers, timeout=self.inner.timeout, verify=self.inner.verify
+        )
+        response.close()
+        if response.status_code in (404, 405, 501):
+            self._batch_unsupported = True
+            for payload in payloads:
+                self._send_raw(payload)
+            return
+        response.raise_for_status()
+
     def replay(self, deadline: float | None = None) -> tuple[int, int]:
-        """Send spooled events oldest first; stop at the first failure. Returns (sent, remaining)."""
+        """Send spooled events oldest first, ``replay_batch`` at a time as one batch where the backend takes
+        batches (else one by one); stop at the first failure. Returns (sent, remaining)."""
         sent = 0
-        for path in self.spool.pending()[: self.config.replay_batch if deadline else None]:
+        pending = self.spool.pending()[: self.config.replay_batch if deadline else None]
+        while pending:
             remaining_time = self.config.timeout if deadline is None else deadline - time.monotonic()
             if remaining_time <= 0:
                 break
-            try:
-                payload = path.read_text()
-                json.loads(payload)
-            except (OSError, ValueError):
-                log.error("lineage: unreadable spool file %s left in place", path)
+            size = self.config.replay_batch if self._batch_url() else 1
+            chunk, pending = pending[:size], pending[size:]
+            paths, payloads = [], []
+            for path in chunk:
+                try:
+                    payload = path.read_text()
+                    json.loads(payload)
+                except (OSError, ValueError):
+                    log.error("lineage: unreadable spool file %s left in place", path)
+                    continue
+                paths.append(path)
+                payloads.append(payload)
+            if not paths:
                 continue
-            send = functools.partial(self._send_raw, payload)
-            if not self._send_within_bound(send, max(remaining_time, 0.05), lambda path=path: path):
+            if len(paths) > 1:
+                send = functools.partial(self._send_batch, payloads)
+            else:
+                send = functools.partial(self._send_raw, payloads[0])
+            if not self._send_within_bound(send, max(remaining_time, 0.05), lambda paths=paths: paths):
                 break
-            path.unlink(missing_ok=True)
-            sent += 1
+            for path in paths:
+                path.unlink(missing_ok=True)
+            sent += len(paths)
         return sent, len(self.spool)
 
     def close(self, timeout: float = -1) -> bool:

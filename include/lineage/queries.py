@@ -448,7 +448,7 @@ class LineageQueries:
             r
             for r in conn.execute(
                 select(a.c.alias)
-                .where(func.lower(a.c.alias).like(f"%{last.lower()}%"))
+                .where(func.lower(a.c.alias).contains(last.lower()[:200], autoescape=True))  # % and _ literal
                 .where(~a.c.alias.like("dataset:%"), ~a.c.alias.like("job:%"))
                 .limit(200)
             ).scalars()
@@ -1062,7 +1062,8 @@ class LineageQueries:
         row = conn.execute(select(r).where(r.c.id == ref)).first()
         if row is not None:
             return row
-        rows = conn.execute(select(r).where(r.c.id.like(f"{ref}%")).limit(3)).all() if len(ref) >= 4 else []
+        prefix = r.c.id.startswith(ref, autoescape=True)  # % and _ of the prefix are literal
+        rows = conn.execute(select(r).where(prefix).limit(3)).all() if 4 <= len(ref) <= 64 else []
         if len(rows) == 1:
             return rows[0]
         if len(rows) > 1:

@@ -4,9 +4,12 @@ access dependency it is given, and the page's data answers from a real SQLite st
 from __future__ import annotations
 
 import json
+import shutil
+import time
 import uuid
 
 import pytest
+import requests
 from fastapi import HTTPException
 from fastapi.testclient import TestClient
 
@@ -122,3 +125,257 @@ def test_the_standalone_page_inlines_everything_and_cannot_be_closed_by_its_data
     assert "<script src=" not in html and "cytoscape" in html
     assert "</script><script>alert(1)" not in html
     assert render_served("/lineage/ui/", "/lineage/assets/").count("<script src=") == 3
+
+
+# ------------------------------------------------------------------ as of a time or a run, and run provenance
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+H = "2025-03-01T{:02d}:{:02d}:00+00:00".format
+DAG_FACETS = {"jobType": {"jobType": "DAG", "integration": "AIRFLOW", "processingType": "BATCH"}}
+
+
+def _versioned(name: str, version: str | None) -> dict:
+    facets = {"symlinks": {"identifiers": [{"namespace": "file", "name": f"nyc_taxi.{name}", "type": "TABLE"}]}}
+    if version:
+        facets["version"] = {"datasetVersion": version}
+    return {"namespace": "file", "name": f"/warehouse/nyc_taxi/{name}", "facets": facets}
+
+
+def _run_events(job, hour, inputs=(), outputs=(), parent=None, job_facets=None, minutes=30) -> tuple[str, list]:
+    run_id = str(uuid.uuid4())
+    run_facets = (
+        {"parent": {"run": {"runId": parent[0]}, "job": {"namespace": NS, "name": parent[1]}}} if parent else {}
+    )
+    return run_id, [
+        {
+            "eventType": event_type,
+            "eventTime": at,
+            "producer": "test",
+            "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+            "run": {"runId": run_id, "facets": run_facets},
+            "job": {"namespace": NS, "name": job, "facets": job_facets or {}},
+            "inputs": [_versioned(*i) for i in inputs] if event_type == "COMPLETE" else [],
+            "outputs": [_versioned(*o) for o in outputs] if event_type == "COMPLETE" else [],
+        }
+        for event_type, at in (("START", H(hour, 0)), ("COMPLETE", H(hour, minutes)))
+    ]
+
+
+def _history() -> tuple[list[dict], dict[str, str]]:
+    """Two DAG runs of `pipeline`: the first (01:00-03:40) ingests raw r1, merges it (m1) and forecasts (f1); the second
+    (05:00-07:40) ingests r2, loads a new `zones` table that merge now reads too (a new job version) and forecasts."""
+    ids, events = {}, []
+    for tag, start, raw, merged, forecast, zones in (
+        ("1", 1, "r1", "m1", "f1", False),
+        ("2", 5, "r2", "m2", "f2", True),
+    ):
+        dag_id, dag_events = _run_events("pipeline", start, job_facets=DAG_FACETS, minutes=0)
+        dag_events[1]["eventTime"] = H(start + 2, 40)
+        ids[f"dag{tag}"] = dag_id
+        events += dag_events
+        parent = (dag_id, "pipeline")
+        steps = [("ingest", start, [], [("raw", raw)])]
+        if zones:
+            steps.append(("zones_loader", start, [], [("zones", None)]))
+        steps.append(("merge", start + 1, [("raw", raw)] + ([("zones", None)] if zones else []), [("merged", merged)]))
+        steps.append(("forecast", start + 2, [("merged", merged)], [("forecast", forecast)]))
+        for job, hour, inputs, outputs in steps:
+            run_id, run_events = _run_events(f"pipeline.{job}", hour, inputs, outputs, parent)
+            ids[f"{job}{tag}"] = run_id
+            events += run_events
+    return events, ids
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """The page's app with a store of the two DAG runs, served by uvicorn on loopback."""
+    import threading
+
+    import uvicorn
+
+    from tests.support import free_port
+
+    paths = settings.Paths(tmp_path_factory.mktemp("served") / "var")
+    paths.lineage.mkdir(parents=True)
+    store = LineageStore(f"sqlite:///{paths.lineage / 'store.db'}")
+    events, ids = _history()
+    store.ingest(events)
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(create_ui_app(store=store, paths=paths), host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    for _ in range(200):
+        if server.started:
+            break
+        time.sleep(0.05)
+    yield {"url": f"http://127.0.0.1:{port}", "queries": LineageQueries(store), "ids": ids, "paths": paths}
+    server.should_exit = True
+    thread.join(10)
+    store.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if CHROMIUM is None:
+        pytest.skip("Debian's chromium is not installed (make test installs it with apt-get)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+def _drawn(page) -> tuple[set[str], set[tuple[str, str]], dict[str, str | None]]:
+    nodes = set(page.evaluate("window.lineageGraph.nodes().map(n => n.id())"))
+    edges = {
+        tuple(e) for e in page.evaluate("window.lineageGraph.edges().map(e => [e.source().id(), e.target().id()])")
+    }
+    states = dict(page.evaluate("window.lineageGraph.nodes('.job').map(n => [n.id(), n.data('state') || null])"))
+    return nodes, edges, states
+
+
+def _expected(queries: LineageQueries, as_of: str | None):
+    graph = data.graph(queries, as_of)
+    return (
+        {n["id"] for n in graph["nodes"]},
+        {(e["source"], e["target"]) for e in graph["edges"]},
+        {n["id"]: n.get("state") for n in graph["nodes"] if n["kind"] == "job"},
+    )
+
+
+def _set_as_of(page, local: str, instant: str) -> None:
+    page.fill("#as-of", local)
+    page.wait_for_function("want => document.body.dataset.asOf === want", arg=instant, timeout=20_000)
+    page.wait_for_function("document.body.dataset.ready === 'true'")
+
+
+def _job(name: str) -> str:
+    return f"job:{NS}:pipeline.{name}"
+
+
+def _dataset(name: str) -> str:
+    return f"dataset:file:/warehouse/nyc_taxi/{name}"
+
+
+# (as-of picked in the page, the store's instant, what must hold of that graph)
+AS_OF_CASES = [
+    ("2025-03-01T04:00:00", "2025-03-01T04:00:00.000000Z", "first"),  # after the first DAG run: no zones yet
+    ("2025-03-01T06:10:00", "2025-03-01T06:10:00.000000Z", "merging"),  # the second merge running, reading zones
+    ("2025-03-01T00:30:00", "2025-03-01T00:30:00.000000Z", "empty"),  # before anything was seen
+]
+
+
+def _check_case(kind: str, nodes: set, edges: set, states: dict) -> None:
+    zones_edge = (_dataset("zones"), _job("merge"))
+    if kind == "first":
+        assert _dataset("zones") not in nodes and _job("zones_loader") not in nodes and zones_edge not in edges
+        assert (_dataset("raw"), _job("merge")) in edges and states[_job("forecast")] == "COMPLETED"
+    elif kind == "merging":
+        assert zones_edge in edges and states[_job("merge")] == "RUNNING" and states[_job("forecast")] == "COMPLETED"
+    else:
+        assert not nodes and not edges
+
+
+def test_the_served_page_redraws_the_graph_as_of_a_time_or_a_run_and_shows_a_runs_provenance(served, browser):
+    queries, ids = served["queries"], served["ids"]
+    page = browser.new_page(viewport={"width": 1500, "height": 900})
+    page.goto(served["url"] + "/")
+    page.wait_for_function("document.body.dataset.ready", timeout=30_000)
+    assert page.evaluate("document.body.dataset.ready") == "true", page.inner_text("#error")
+    now = _drawn(page)
+    assert now == _expected(queries, None) and (_dataset("zones"), _job("merge")) in now[1]
+    for local, instant, kind in AS_OF_CASES:
+        _set_as_of(page, local, instant)
+        drawn = _drawn(page)
+        assert drawn == _expected(queries, instant), (local, kind)
+        _check_case(kind, *drawn)
+    # the page's graph is the asOf graph of GET /api/v1/lineage: merge's inputs then, as Marquez's shape says
+    marquez = requests.get(
+        served["url"] + "/api/v1/lineage", params={"nodeId": _job("merge"), "asOf": "2025-03-01T04:00:00Z"}, timeout=10
+    ).json()
+    merge_inputs = {e["origin"] for n in marquez["graph"] if n["id"] == _job("merge") for e in n["inEdges"]}
+    _set_as_of(page, "2025-03-01T04:00:00", "2025-03-01T04:00:00.000000Z")
+    assert merge_inputs == {s for s, t in _drawn(page)[1] if t == _job("merge")} == {_dataset("raw")}
+
+    # as of a run: the graph as the first DAG run left it; then its provenance, through its task runs
+    page.select_option("#as-of-run", ids["dag1"])
+    page.wait_for_function("document.body.dataset.asOf === '2025-03-01T03:40:00.000000Z'", timeout=20_000)
+    page.wait_for_function("document.body.dataset.ready === 'true'")
+    assert _drawn(page) == _expected(queries, "2025-03-01T03:40:00.000000Z")
+    assert "pipeline run" in page.inner_text("#as-of-label")
+    page.click("#run-provenance")
+    page.wait_for_function("want => document.body.dataset.provenance === want", arg=ids["dag1"])
+    assert "It read no datasets itself" in page.inner_text("#provenance-body")
+    page.click(f"button.child-provenance[data-run='{ids['forecast1']}']")
+    page.wait_for_function("want => document.body.dataset.provenance === want", arg=ids["forecast1"])
+    _check_provenance(page, served, ids["forecast1"])
+
+    # back to now; a job's run opens its provenance from the detail pane
+    page.click("#close-provenance")
+    page.click("#as-of-now")
+    page.wait_for_function("document.body.dataset.asOf === ''")
+    assert _drawn(page) == now
+    page.evaluate("id => window.lineageGraph.getElementById(id).emit('tap')", _job("forecast"))
+    page.wait_for_selector(f"button.provenance-button[data-run='{ids['forecast2']}']")
+    page.click(f"button.provenance-button[data-run='{ids['forecast2']}']")
+    page.wait_for_function("want => document.body.dataset.provenance === want", arg=ids["forecast2"])
+    reads = _check_provenance(page, served, ids["forecast2"])
+    assert ("/warehouse/nyc_taxi/zones", "", ids["zones_loader2"]) in reads  # unversioned: the latest write before
+    text = page.inner_text("#provenance-body")
+    assert "snapshot m2" in text and "snapshot r2" in text and "latest write before the run" in text
+    page.close()
+
+
+def _check_provenance(page, served, run_id: str) -> set[tuple[str, str, str]]:
+    """What the view shows read (dataset, version, writer) is Marquez's GET /api/v1/runlineage/upstream answer."""
+    shown = {
+        tuple(item)
+        for item in page.evaluate(
+            "[...document.querySelectorAll('#provenance-body li.prov-read')]"
+            ".map(li => [li.dataset.dataset, li.dataset.version, li.dataset.writer])"
+        )
+    }
+    answer = requests.get(served["url"] + "/api/v1/runlineage/upstream", params={"runId": run_id}, timeout=10).json()
+    expected = {
+        (item["name"], item["version"] or "", item["producedByRunId"] or "")
+        for entry in answer["runs"]
+        for item in entry["inputs"]
+    }
+    assert shown == expected and shown, (shown, expected)
+    return shown
+
+
+def test_the_exported_page_answers_as_of_and_provenance_offline_as_the_served_one(served, browser, tmp_path):
+    from include.lineage.api.report import render_report
+
+    queries, ids = served["queries"], served["ids"]
+    path = tmp_path / "lineage.html"
+    path.write_text(render_report(queries))
+    context = browser.new_context(offline=True, viewport={"width": 1500, "height": 900})
+    page = context.new_page()
+    page.goto(path.as_uri())
+    page.wait_for_function("document.body.dataset.ready", timeout=30_000)
+    assert page.evaluate("document.body.dataset.ready") == "true", page.inner_text("#error")
+    # between and on the instants where the graph changed, as the served page (the store) answers
+    cases = AS_OF_CASES + [
+        ("2025-03-01T05:30:00", "2025-03-01T05:30:00.000000Z", None),  # ingest and zones_loader done, merge not begun
+        ("2025-03-01T06:00:00", "2025-03-01T06:00:00.000000Z", None),  # exactly merge2's START
+        ("2025-03-01T09:00:00", "2025-03-01T09:00:00.000000Z", None),  # after everything
+    ]
+    for local, instant, kind in cases:
+        _set_as_of(page, local, instant)
+        drawn = _drawn(page)
+        assert drawn == _expected(queries, instant), local
+        if kind:
+            _check_case(kind, *drawn)
+    page.select_option("#as-of-run", ids["dag2"])
+    page.wait_for_function("document.body.dataset.asOf === '2025-03-01T07:40:00.000000Z'")
+    page.click("#run-provenance")
+    page.click(f"button.child-provenance[data-run='{ids['merge2']}']")
+    page.wait_for_function("want => document.body.dataset.provenance === want", arg=ids["merge2"])
+    _check_provenance(page, served, ids["merge2"])
+    context.close()

@@ -2,7 +2,8 @@
 
     GET  /                          the page (graph, detail pane, impact, column view, run comparison)
     GET  /assets/<file>             its script, stylesheet and the vendored graph libraries
-    GET  /ui/graph | /ui/node?id= | /ui/impact?id= | /ui/columns?id=DATASET.COLUMN | /ui/diff?a=&b=
+    GET  /ui/graph[?asOf=] | /ui/node?id= | /ui/impact?id= | /ui/columns?id=DATASET.COLUMN | /ui/diff?a=&b=
+    GET  /ui/provenance?run=        a run's provenance (run -> dataset version read -> run that wrote it -> ...)
     GET  /api/v1/lineage?nodeId=, /api/v1/column-lineage, /api/v1/health, POST /api/v1/lineage   (the store's API)
 
 Before answering, the store takes in what was appended to the event files under ``var/lineage/`` (Airflow's file
@@ -74,7 +75,7 @@ def create_ui_app(
     async def follow_event_files(request: Request, call_next):
         if (
             request.url.path.rstrip("/").endswith(
-                ("/ui/graph", "/api/v1/lineage", "/api/v1/runlineage/upstream", "/api/v1/health")
+                ("/ui/graph", "/ui/provenance", "/api/v1/lineage", "/api/v1/runlineage/upstream", "/api/v1/health")
             )
             and request.method == "GET"
         ):
@@ -96,8 +97,12 @@ def create_ui_app(
         return FileResponse(path, headers={"Cache-Control": "no-cache"})
 
     @app.get("/ui/graph", dependencies=read)
-    def ui_graph():
-        return data.graph(queries)
+    def ui_graph(as_of: str | None = Query(None, alias="asOf")):
+        return data.graph(queries, as_of)
+
+    @app.get("/ui/provenance", dependencies=read)
+    def ui_provenance(run_id: str = Query(..., alias="run")):
+        return data.provenance(queries, run_id)
 
     @app.get("/ui/node", dependencies=read)
     def ui_node(node_id: str = Query(..., alias="id")):

@@ -8,15 +8,23 @@ from __future__ import annotations
 
 import json
 
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 
-from include.lineage.queries import LineageQueries, Node, closure_downstream
+from include.lineage.queries import (
+    DEFAULT_DEPTH,
+    LineageQueries,
+    Node,
+    _chunks,
+    closure_downstream,
+    parse_instant,
+)
 from include.lineage.store import iter_events
 from include.lineage.store.schema import (
     column_edges_table,
     dataset_versions_table,
     datasets_table,
     edges_table,
+    events_table,
     jobs_table,
     nodes_table,
     runs_table,
@@ -25,6 +33,8 @@ from include.lineage.store.schema import (
 RECENT_RUNS = 10
 RECENT_VERSIONS = 10
 DIFFED_RUNS = 5  # the exported page carries the diff of every pair among a job's newest runs
+PICKER_RUNS = 30  # the DAG runs the "as of a run" picker offers
+AS_OF_INSTANTS = 400  # the exported page answers "as of" exactly from the 400th newest instant the graph changed
 _SPARK_JOB_TYPES = {"APPLICATION", "SQL_JOB", "RDD_JOB", "JOB"}
 
 
@@ -44,11 +54,29 @@ def short_label(node: Node) -> str:
     return label
 
 
-def graph(queries: LineageQueries) -> dict:
-    """Every job and dataset as a node, every lineage edge; a task sits inside its DAG, a Spark job is marked."""
+def graph(queries: LineageQueries, as_of: str | None = None) -> dict:
+    """Every job and dataset as a node, every lineage edge; a task sits inside its DAG, a Spark job is marked.
+
+    ``as_of`` (ISO-8601 with its offset): the graph as it was then, by the same rule as ``GET /api/v1/lineage?asOf=``
+    (``LineageQueries._as_of_edges``: each job as the version of its latest run started by then, datasets first seen by
+    then), with each job's state and each dataset's version of then. ``runs`` lists the newest DAG runs (the page's
+    "as of a run" picker) in both forms."""
+    as_of = parse_instant(as_of) if as_of is not None else None
     with queries.store.engine.connect() as conn:
         nodes = [Node(**row._mapping) for row in conn.execute(select(nodes_table))]
-        edges = conn.execute(select(edges_table.c.source, edges_table.c.target)).all()
+        if as_of is None:
+            edges = conn.execute(select(edges_table.c.source, edges_table.c.target)).all()
+        else:
+            as_of_edges, latest_then = queries._as_of_edges(conn, as_of)
+            edges = list(as_of_edges)
+            seen = {
+                row.node_id
+                for table in (jobs_table, datasets_table)
+                for row in conn.execute(
+                    select(table.c.node_id).where(or_(table.c.created_at.is_(None), table.c.created_at <= as_of))
+                )
+            }
+            nodes = [node for node in nodes if node.id in seen]
         job_facets = {
             row.node_id: json.loads(row.facets or "{}")
             for row in conn.execute(select(jobs_table.c.node_id, jobs_table.c.facets))
@@ -69,6 +97,10 @@ def graph(queries: LineageQueries) -> dict:
                 )
             )
         }
+        if as_of is not None:
+            latest_state = _states_then(conn, latest_then, as_of)
+            dataset_info = _versions_then(conn, dataset_info, as_of)
+        picker = _recent_dag_runs(conn)
     keys = {node.id: node.key for node in nodes}
     dag_keys = {
         node.name: node.key for node in nodes if node.kind == "job" and _job_level(job_facets.get(node.id, {})) == "dag"
@@ -97,9 +129,120 @@ def graph(queries: LineageQueries) -> dict:
             item["version"] = info.version if info else None
         out.append(item)
     return {
+        "asOf": as_of,
         "nodes": out,
-        "edges": [{"source": keys[s], "target": keys[t]} for s, t in edges if s in keys and t in keys],
+        "edges": sorted(
+            ({"source": keys[s], "target": keys[t]} for s, t in edges if s in keys and t in keys),
+            key=lambda edge: (edge["source"], edge["target"]),
+        ),
+        "runs": picker,
     }
+
+
+class _Info:
+    def __init__(self, facets, version):
+        self.facets, self.version = facets, version
+
+
+def _states_then(conn, latest_then: dict[int, tuple], as_of: str) -> dict[int, str | None]:
+    """Each job's state as of then: its latest run started by then, in the last state it reported by then."""
+    e = events_table
+    run_job = {run_id: job_node for job_node, (_, run_id) in latest_then.items()}
+    ranks = {"START": "RUNNING", "RUNNING": "RUNNING", "COMPLETE": "COMPLETED", "FAIL": "FAILED", "ABORT": "ABORTED"}
+    states: dict[int, tuple[str, str]] = {}
+    for chunk in _chunks(list(run_job)):
+        for run_id, event_type, time in conn.execute(
+            select(e.c.run_id, e.c.event_type, e.c.event_time).where(e.c.run_id.in_(chunk), e.c.event_time <= as_of)
+        ):
+            job_node = run_job[run_id]
+            if event_type in ranks and (job_node not in states or (time or "") >= states[job_node][0]):
+                states[job_node] = (time or "", ranks[event_type])
+    return {job_node: state for job_node, (_, state) in states.items()}
+
+
+def _versions_then(conn, dataset_info: dict, as_of: str) -> dict:
+    """Each dataset's facets with its version of then: the latest version first reported by then."""
+    dv = dataset_versions_table
+    latest: dict[int, tuple[str, int, str]] = {}
+    for node_id, created, version_id, version in conn.execute(
+        select(datasets_table.c.node_id, dv.c.created_at, dv.c.id, dv.c.version)
+        .join(dv, dv.c.dataset_id == datasets_table.c.id)
+        .where(dv.c.created_at <= as_of)
+    ):
+        if node_id not in latest or (created or "", version_id) > latest[node_id][:2]:
+            latest[node_id] = (created or "", version_id, version)
+    return {
+        node_id: _Info(info.facets, latest[node_id][2] if node_id in latest else None)
+        for node_id, info in dataset_info.items()
+    }
+
+
+def _recent_dag_runs(conn, limit: int = PICKER_RUNS) -> list[dict]:
+    """The newest DAG runs: what "as of a run" offers."""
+    r, j = runs_table, jobs_table
+    started = func.coalesce(r.c.started_at, r.c.first_event_time, r.c.state_time)
+    query = (
+        select(r.c.id, r.c.state, r.c.started_at, r.c.ended_at, started.label("start"), j.c.name, j.c.facets)
+        .join(j, j.c.id == r.c.job_id)
+        .where(r.c.parent_run_id.is_(None))
+        .order_by(started.desc(), r.c.id.desc())
+    )
+    out = []
+    for row in conn.execute(query):
+        if _job_level(json.loads(row.facets or "{}")) != "dag":
+            continue
+        out.append({"id": row.id, "job": row.name, "state": row.state, "startedAt": row.start, "endedAt": row.ended_at})
+        if len(out) >= limit:
+            break
+    return out
+
+
+def provenance(queries: LineageQueries, run_ref: str, depth: int = DEFAULT_DEPTH) -> dict:
+    """A run's provenance for the page: ``GET /api/v1/runlineage/upstream``'s answer (run -> dataset version read ->
+    run that wrote it -> ...) with each input's table name, how its version was found and when it was written. A run
+    that read nothing itself (a DAG run) lists its child runs (its tasks) to follow instead."""
+    result = queries.run_lineage(run_ref, depth)
+    root = result["runs"][0]
+    children: list[dict] = []
+    if not root["inputs"]:
+        with queries.store.engine.connect() as conn:
+            r, j = runs_table, jobs_table
+            children = [
+                {"id": row.id, "job": row.name, "state": row.state, "startedAt": row.started_at}
+                for row in conn.execute(
+                    select(r.c.id, r.c.state, r.c.started_at, j.c.name)
+                    .join(j, j.c.id == r.c.job_id)
+                    .where(r.c.parent_run_id == root["run"]["id"])
+                    .order_by(j.c.name, r.c.started_at)
+                )
+            ]
+    return {
+        "runId": root["run"]["id"],
+        "runs": [
+            {
+                "job": entry["job"],
+                "run": entry["run"],
+                "depth": entry["depth"],
+                "parameters": entry["parameters"],
+                "inputs": entry["inputs"],
+            }
+            for entry in result["runs"]
+        ],
+        "children": children,
+    }
+
+
+def as_of_instants(queries: LineageQueries) -> list[str]:
+    """Every instant at which the as-of graph can change: a run starting (its job's version then), a job or dataset
+    first seen, a dataset version or run state reported. Between two of them the graph is the same."""
+    r, e = runs_table, events_table
+    started = func.coalesce(r.c.started_at, r.c.first_event_time, r.c.state_time)
+    with queries.store.engine.connect() as conn:
+        found = set(conn.execute(select(started).distinct()).scalars())
+        for table in (jobs_table, datasets_table, dataset_versions_table):
+            found |= set(conn.execute(select(table.c.created_at).distinct()).scalars())
+        found |= set(conn.execute(select(e.c.event_time).distinct()).scalars())
+    return sorted(value for value in found if value)
 
 
 def _writer_statistics(queries: LineageQueries, run_id: str, namespace: str, name: str) -> dict:
@@ -219,10 +362,33 @@ def diff(queries: LineageQueries, run_a: str, run_b: str) -> dict:
     return queries.diff(run_a, run_b)
 
 
+def as_of_graphs(queries: LineageQueries, limit: int = AS_OF_INSTANTS) -> dict:
+    """The as-of graph at every instant it can change (``as_of_instants``; the newest ``limit``), each distinct graph
+    once: ``{"instants": [[time, graph index], ...], "graphs": [graph, ...], "since": first instant kept}``. The graph
+    at any time is the one of the latest instant at or before it, so the exported page answers any time exactly
+    (from ``since`` on)."""
+    instants = as_of_instants(queries)
+    kept = instants[-limit:]
+    graphs: list[dict] = []
+    index_of: dict[str, int] = {}
+    pairs = []
+    for instant in kept:
+        answer = graph(queries, instant)
+        answer.pop("runs")
+        answer.pop("asOf")
+        key = json.dumps(answer, sort_keys=True, default=str)
+        if key not in index_of:
+            index_of[key] = len(graphs)
+            graphs.append(answer)
+        pairs.append([instant, index_of[key]])
+    return {"instants": pairs, "graphs": graphs, "since": kept[0] if kept else None, "complete": kept == instants}
+
+
 def bundle(queries: LineageQueries) -> dict:
     """Everything the page can ask for, answered in advance: what the exported single-file page carries."""
     whole = graph(queries)
-    details, impacts, column_views, diffs = {}, {}, {}, {}
+    details, impacts, column_views, diffs, provenances = {}, {}, {}, {}, {}
+    run_ids = [run["id"] for run in whole["runs"]]
     for item in whole["nodes"]:
         details[item["id"]] = detail = node_detail(queries, item["id"])
         impacts[item["id"]] = impact(queries, item["id"])
@@ -231,8 +397,23 @@ def bundle(queries: LineageQueries) -> dict:
                 ref = f"{item['id']}.{column}"
                 column_views[ref] = columns(queries, ref)
         else:
-            run_ids = [run["id"] for run in detail["runs"][:DIFFED_RUNS]]
-            for index, newer in enumerate(run_ids):
-                for older in run_ids[index + 1 :]:
+            compared = [run["id"] for run in detail["runs"][:DIFFED_RUNS]]
+            for index, newer in enumerate(compared):
+                for older in compared[index + 1 :]:
                     diffs[f"{older}|{newer}"] = diff(queries, older, newer)
-    return {"graph": whole, "details": details, "impact": impacts, "columns": column_views, "diffs": diffs}
+            if item.get("level") != "spark":
+                run_ids += [run["id"] for run in detail["runs"]]
+    for run_id in dict.fromkeys(run_ids):
+        provenances[run_id] = answer = provenance(queries, run_id)
+        for child in answer["children"]:
+            if child["id"] not in provenances and child["id"] not in run_ids:
+                provenances[child["id"]] = provenance(queries, child["id"])
+    return {
+        "graph": whole,
+        "details": details,
+        "impact": impacts,
+        "columns": column_views,
+        "diffs": diffs,
+        "provenance": provenances,
+        "asOf": as_of_graphs(queries),
+    }

@@ -21,7 +21,16 @@
 
   const enc = encodeURIComponent;
   const api = {
-    graph: async () => (BUNDLE ? BUNDLE.graph : get("graph")),
+    graph: async (asOf) => {
+      if (!BUNDLE) return get(asOf ? `graph?asOf=${enc(asOf)}` : "graph");
+      return asOf ? bundleGraphAt(asOf) : BUNDLE.graph;
+    },
+    provenance: async (runId) => {
+      if (!BUNDLE) return get(`provenance?run=${enc(runId)}`);
+      const found = (BUNDLE.provenance || {})[runId];
+      if (!found) throw new Error("this exported file holds the provenance of the runs its pages list only");
+      return found;
+    },
     node: async (id) => (BUNDLE ? BUNDLE.details[id] : get(`node?id=${enc(id)}`)),
     impact: async (id) => (BUNDLE ? BUNDLE.impact[id] : get(`impact?id=${enc(id)}`)),
     columns: async (ref) => {
@@ -36,6 +45,31 @@
       return found;
     },
   };
+
+  // The exported file holds the as-of graph at every instant the graph changed (the store's fixed-width UTC times):
+  // the graph at any time is the one of the latest such instant at or before it.
+  function bundleGraphAt(asOf) {
+    const table = BUNDLE.asOf || { instants: [], graphs: [], complete: true };
+    let low = 0, high = table.instants.length - 1, found = -1;
+    while (low <= high) {
+      const middle = (low + high) >> 1;
+      if (table.instants[middle][0] <= asOf) { found = middle; low = middle + 1; } else high = middle - 1;
+    }
+    if (found < 0) {
+      if (!table.complete) throw new Error(`this exported file holds the graph as of ${fmtTime(table.since)} and later only`);
+      return { asOf, nodes: [], edges: [], runs: BUNDLE.graph.runs };
+    }
+    const graph = table.graphs[table.instants[found][1]];
+    return { asOf, nodes: graph.nodes, edges: graph.edges, runs: BUNDLE.graph.runs };
+  }
+
+  // <input type="datetime-local"> value (read as UTC) <-> the store's instant text (2025-03-01T03:00:00.000000Z)
+  function toInstant(local) {
+    const m = /^(\d{4}-\d\d-\d\dT\d\d:\d\d)(?::(\d\d)(?:\.(\d+))?)?$/.exec(local || "");
+    if (!m) return null;
+    return `${m[1]}:${m[2] || "00"}.${(m[3] || "").padEnd(6, "0").slice(0, 6)}Z`;
+  }
+  const toLocal = (instant) => (instant || "").replace(/(\.\d+)?Z$/, "").slice(0, 19);
 
   function h(tag, attrs, ...children) {
     const el = document.createElement(tag);
@@ -226,8 +260,10 @@
       h("td", {}, h("input", { type: "checkbox", class: "compare", value: r.id, "aria-label": `compare ${r.id}` })),
       h("td", { class: "mono" }, r.id.slice(0, 8)), h("td", {}, state(r.state)), h("td", {}, fmtTime(r.startedAt)),
       h("td", {}, r.inputs.map((i) => i.label).concat([]).length ? `${r.inputs.length} in / ${r.outputs.length} out` : `${r.outputs.length} out`),
-      h("td", { class: "bad" }, r.errorMessage ? r.errorMessage.split("\n")[0].slice(0, 120) : "")));
-    body.append(table(["", "run", "state", "started", "datasets", "error"], rows));
+      h("td", { class: "bad" }, r.errorMessage ? r.errorMessage.split("\n")[0].slice(0, 120) : ""),
+      h("td", {}, h("button", { type: "button", class: "provenance-button", "data-run": r.id,
+        onclick: () => openProvenance(r.id).catch(showError) }, "provenance"))));
+    body.append(table(["", "run", "state", "started", "datasets", "error", ""], rows));
     if (d.kind === "job" && d.runs.length > 1) {
       body.append(h("div", { class: "actions" }, h("button", { type: "button", id: "compare-button", onclick: () => compareSelected(d).catch(showError) },
         "Compare the two selected runs")), h("div", { id: "diff" }));
@@ -284,14 +320,123 @@
     window.lineageColumnGraph = view;
   }
 
+  // ------------------------------------------------------------------ provenance view
+  const runLine = (entry) => `run ${entry.run.id.slice(0, 8)} · ${entry.job.name} · ${entry.run.status || "—"} · `
+    + `${fmtTime(entry.run.start)} → ${fmtTime(entry.run.end)}`;
+
+  async function openProvenance(runId) {
+    const result = await api.provenance(runId);
+    const entries = new Map(result.runs.map((entry) => [entry.run.id, entry]));
+    const root = result.runs[0];
+    const expanded = new Set([root.run.id]);
+    const runItem = (entry, note) => h("span", { class: "prov-run", "data-run": entry.run.id }, runLine(entry), note || "");
+
+    function reads(entry) {
+      const list = h("ul", {});
+      for (const item of entry.inputs) {
+        const writer = item.producedByRunId;
+        const version = item.version ? h("span", { class: "version mono" }, `snapshot ${item.version}`) : h("span", { class: "prov-note" }, "unversioned");
+        const how = item.resolvedBy === "latest write before the run" ? h("span", { class: "prov-note" }, " (latest write before the run)") : null;
+        const read = h("li", { class: "prov-read", "data-dataset": item.name, "data-version": item.version || "", "data-writer": writer || "" },
+          "read ", h("strong", {}, item.label || `${item.namespace}:${item.name}`), " ", version,
+          item.versionTime ? ` written ${fmtTime(item.versionTime)}` : "", how);
+        const inner = h("ul", {});
+        if (!writer) inner.append(h("li", { class: "prov-note" }, "written by: no run in the store"));
+        else if (writer === entry.run.id) inner.append(h("li", { class: "prov-note" }, "written by this run"));
+        else if (!entries.has(writer)) inner.append(h("li", { class: "prov-note" }, `written by run ${writer} (beyond the depth asked)`));
+        else if (expanded.has(writer)) inner.append(h("li", {}, "written by ", runItem(entries.get(writer), " (see above)")));
+        else {
+          expanded.add(writer);
+          inner.append(h("li", {}, "written by ", runItem(entries.get(writer)), reads(entries.get(writer))));
+        }
+        read.append(inner);
+        list.append(read);
+      }
+      return list;
+    }
+
+    const body = $("provenance-body");
+    body.replaceChildren(h("ul", {}, h("li", {}, runItem(root), reads(root))));
+    if (!root.inputs.length) {
+      body.append(h("p", { class: "prov-note" }, "It read no datasets itself."));
+      if (result.children.length) {
+        body.append(h("p", {}, "Its task runs (each with its own provenance):"), h("ul", { id: "provenance-children" },
+          result.children.map((child) => h("li", {}, h("button", { type: "button", class: "child-provenance", "data-run": child.id,
+            onclick: () => openProvenance(child.id).catch(showError) }, `${child.job} · ${child.state || "—"} · ${fmtTime(child.startedAt)}`)))));
+      }
+    }
+    $("provenance-title").textContent = `Provenance of run ${root.run.id} (${root.job.name}): dataset versions read, the runs that wrote them, …`;
+    $("provenance-view").hidden = false;
+    document.body.dataset.provenance = root.run.id;
+  }
+
+  // ------------------------------------------------------------------ as of a time, or a run
+  let asOf = null;
+
+  function draw(data) {
+    graphData = data;
+    const jobs = data.nodes.filter((n) => n.kind === "job").length;
+    $("summary").textContent = `${data.nodes.length - jobs} datasets, ${jobs} jobs${BUNDLE ? ` · exported ${BUNDLE.exportedAt}` : ""}`;
+    $("node-names").replaceChildren(...data.nodes.map((n) => h("option", { value: n.label })));
+    if (!cy) {
+      cy = cytoscape({ container: $("graph"), elements: elementsOf(data), style: STYLE, minZoom: 0.1, maxZoom: 3 });
+      window.lineageGraph = cy;
+    } else {
+      cy.batch(() => { cy.elements().remove(); cy.add(elementsOf(data)); });
+      applyFilters();
+    }
+  }
+
+  async function showAsOf(instant, label) {
+    document.body.dataset.ready = "loading";
+    try {
+      const data = await api.graph(instant);
+      asOf = instant;
+      draw(data);
+      document.body.classList.toggle("as-of", Boolean(instant));
+      $("as-of-label").textContent = instant ? `as of ${fmtTime(instant)}${label ? ` (${label})` : ""}` : "";
+      document.body.dataset.asOf = instant || "";
+    } finally {
+      document.body.dataset.ready = "true";
+    }
+  }
+
+  function fillRunPicker(runs) {
+    $("as-of-run").replaceChildren(h("option", { value: "" }, "or as of a run…"),
+      ...(runs || []).map((run) => h("option", { value: run.id }, `${run.job} · ${fmtTime(run.startedAt)} · ${run.state || "—"}`)));
+  }
+
+  function wireAsOf() {
+    $("as-of").addEventListener("change", () => {
+      const instant = toInstant($("as-of").value);
+      if (!instant) { showError(`not a time: ${$("as-of").value}`); return; }
+      $("as-of-run").value = "";
+      $("run-provenance").disabled = true;
+      showAsOf(instant).catch(showError);
+    });
+    $("as-of-run").addEventListener("change", () => {
+      const run = (graphData.runs || []).find((r) => r.id === $("as-of-run").value);
+      $("run-provenance").disabled = !run;
+      if (!run) return;
+      const instant = run.endedAt || run.startedAt;  // the graph as that run left it
+      $("as-of").value = toLocal(instant);
+      showAsOf(instant, `${run.job} run ${run.id.slice(0, 8)}`).catch(showError);
+    });
+    $("as-of-now").addEventListener("click", () => {
+      $("as-of").value = ""; $("as-of-run").value = ""; $("run-provenance").disabled = true;
+      showAsOf(null).catch(showError);
+    });
+    $("run-provenance").addEventListener("click", () => {
+      if ($("as-of-run").value) openProvenance($("as-of-run").value).catch(showError);
+    });
+    $("close-provenance").addEventListener("click", () => { $("provenance-view").hidden = true; });
+  }
+
   // ------------------------------------------------------------------ start
   async function start() {
-    graphData = await api.graph();
-    const jobs = graphData.nodes.filter((n) => n.kind === "job").length;
-    $("summary").textContent = `${graphData.nodes.length - jobs} datasets, ${jobs} jobs${BUNDLE ? ` · exported ${BUNDLE.exportedAt}` : ""}`;
-    $("node-names").replaceChildren(...graphData.nodes.map((n) => h("option", { value: n.label })));
-    cy = cytoscape({ container: $("graph"), elements: elementsOf(graphData), style: STYLE, minZoom: 0.1, maxZoom: 3 });
-    window.lineageGraph = cy;
+    draw(await api.graph());
+    fillRunPicker(graphData.runs);
+    wireAsOf();
     if (params.get("dag")) $("scope").textContent = `DAG ${params.get("dag")}`;
     applyFilters();
     // on the core, so a tap on a task inside its DAG box arrives once (events bubble to compound parents)

@@ -514,6 +514,9 @@ class LineageQueries:
                 return Subgraph(focus, direction, nodes, depths, self._edges_among(conn, set(depths)))
             if as_of is not None:
                 self._check_existed(conn, focus, as_of)
+            if as_of is not None and not all_history and direction != "both":
+                depths, among = self._as_of_walk(conn, focus, direction, depth, as_of)
+                return Subgraph(focus, direction, self._nodes(conn, depths), depths, among, as_of=as_of)
             edges = self._history_edges(conn, as_of) if all_history else self._as_of_edges(conn, as_of)[0]
             depths = {}
             if direction in ("upstream", "both"):
@@ -557,6 +560,106 @@ class LineageQueries:
                 job_node = run_job[run_id]
                 edges[(dataset_node, job_node) if direction == "input" else (job_node, dataset_node)] = None
         return edges, {job_nodes[job_id]: value for job_id, value in latest.items()}
+
+    def _as_of_walk(
+        self, conn: Connection, focus: Node, direction: str, depth: int, as_of: str
+    ) -> tuple[dict[int, int], list[tuple[int, int]]]:
+        """The upstream or downstream of ``focus`` in the graph at ``as_of`` (the rule of ``_as_of_edges``), walked
+        from the node level by level with indexed queries instead of building the whole graph of then: per level,
+        the jobs that ever wrote (read) the frontier's datasets, each job's latest run started by then, and that
+        run's datasets first seen by then. Returns (node -> distance, the edges of that graph among the nodes)."""
+        r, rd, d, j = runs_table, run_datasets_table, datasets_table, jobs_table
+        started = _run_start()
+        upstream = direction == "upstream"
+        kinds: dict[int, str] = {focus.id: focus.kind}
+        latest_run: dict[int, str | None] = {}  # job node -> its latest run started by then
+        dataset_ids: dict[int, int] = {}  # dataset node -> dataset row id
+
+        def latest_runs(job_nodes: list[int]) -> None:
+            wanted = [node for node in job_nodes if node not in latest_run]
+            for chunk in _chunks(wanted):
+                best: dict[int, tuple] = {}
+                for run_id, job_node, time in conn.execute(
+                    select(r.c.id, j.c.node_id, started)
+                    .join(j, j.c.id == r.c.job_id)
+                    .where(j.c.node_id.in_(chunk), started <= as_of)
+                ):
+                    if job_node not in best or (time, run_id) > best[job_node]:
+                        best[job_node] = (time, run_id)
+                for node in chunk:
+                    latest_run[node] = best[node][1] if node in best else None
+
+        def row_ids(dataset_nodes: list[int]) -> None:
+            wanted = [node for node in dataset_nodes if node not in dataset_ids]
+            for chunk in _chunks(wanted):
+                for node, row_id, created in conn.execute(
+                    select(d.c.node_id, d.c.id, d.c.created_at).where(d.c.node_id.in_(chunk))
+                ):
+                    if created is None or created <= as_of:  # a dataset first seen later has no edges then
+                        dataset_ids[node] = row_id
+
+        def neighbours(nodes: list[int]) -> list[tuple[int, int]]:
+            """The edges of the graph then that reach ``nodes`` (upstream: ending at them; downstream: leaving them)."""
+            found: list[tuple[int, int]] = []
+            jobs_ = [n for n in nodes if kinds[n] == "job"]
+            datasets_ = [n for n in nodes if kinds[n] == "dataset"]
+            latest_runs(jobs_)
+            runs_of = {latest_run[n]: n for n in jobs_ if latest_run[n] is not None}
+            side = "input" if upstream else "output"
+            for chunk in _chunks(runs_of):
+                for run_id, dataset_node, created in conn.execute(
+                    select(rd.c.run_id, d.c.node_id, d.c.created_at)
+                    .join(d, d.c.id == rd.c.dataset_id)
+                    .where(rd.c.run_id.in_(chunk), rd.c.direction == side)
+                ):
+                    if created is None or created <= as_of:
+                        kinds[dataset_node] = "dataset"
+                        job_node = runs_of[run_id]
+                        found.append((dataset_node, job_node) if upstream else (job_node, dataset_node))
+            row_ids(datasets_)
+            by_row = {dataset_ids[n]: n for n in datasets_ if n in dataset_ids}
+            other = "output" if upstream else "input"
+            candidates: dict[int, set[int]] = {}  # job node -> datasets of the frontier it ever wrote (read)
+            for chunk in _chunks(by_row):
+                for job_node, dataset_row in conn.execute(
+                    select(j.c.node_id, rd.c.dataset_id)
+                    .select_from(rd)
+                    .join(r, r.c.id == rd.c.run_id)
+                    .join(j, j.c.id == r.c.job_id)
+                    .where(rd.c.dataset_id.in_(chunk), rd.c.direction == other)
+                    .distinct()
+                ):
+                    candidates.setdefault(job_node, set()).add(by_row[dataset_row])
+            latest_runs(list(candidates))
+            current = {latest_run[n]: n for n in candidates if latest_run[n] is not None}
+            for chunk in _chunks(current):
+                for run_id, dataset_row in conn.execute(
+                    select(rd.c.run_id, rd.c.dataset_id).where(rd.c.run_id.in_(chunk), rd.c.direction == other)
+                ):
+                    job_node = current[run_id]
+                    dataset_node = by_row.get(dataset_row)
+                    if dataset_node is not None and dataset_node in candidates[job_node]:
+                        kinds[job_node] = "job"
+                        found.append((job_node, dataset_node) if upstream else (dataset_node, job_node))
+            return found
+
+        depths = {focus.id: 0}
+        edges: set[tuple[int, int]] = set()
+        frontier = [focus.id]
+        level = 0
+        while frontier:
+            found = neighbours(frontier)
+            edges.update(found)
+            level += 1
+            following = []
+            for edge in found:
+                other_end = edge[0] if upstream else edge[1]
+                if other_end not in depths and level <= depth:
+                    depths[other_end] = level
+                    following.append(other_end)
+            frontier = following
+        among = sorted(edge for edge in edges if edge[0] in depths and edge[1] in depths)
+        return depths, among
 
     def _history_edges(self, conn: Connection, as_of: str | None = None) -> dict[tuple[int, int], tuple]:
         """Every edge ever seen, (source, target) -> (first seen, last seen): the store's ``lineage_edge_history``

@@ -143,3 +143,64 @@ def test_all_history_has_every_edge_ever_seen_with_when(store, capsys):
     assert "[seen 2025-03-01T01:00:00.000000Z … 2025-03-01T03:30:00.000000Z]" in out
     assert cli.main(["impact", "warehouse:actuals", "--all-history", "--store", store.url]) == 0
     assert "warehouse:site" in capsys.readouterr().out  # through forecast's edge from actuals, no longer current
+
+
+# ----------------------------------------------------------------------------- the walk from the node, as a property
+from hypothesis import HealthCheck, given  # noqa: E402
+from hypothesis import settings as hypothesis_settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from include.lineage.queries import _directed_depths  # noqa: E402
+from tests.unit.test_store_closure import _histories, _ingest_in_pieces  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def empty_store(tmp_path_factory):
+    """An empty store at head, copied for each example (creating one runs the migrations)."""
+    path = tmp_path_factory.mktemp("template") / "store.db"
+    LineageStore(f"sqlite:///{path}").close()
+    return path
+
+
+@hypothesis_settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+@given(
+    events=_histories(dag=False),
+    seed=st.integers(0, 2**16),
+    seconds=st.lists(st.integers(0, 13), min_size=1, max_size=3),
+    depth=st.sampled_from([0, 1, 2, 3, 20]),
+)
+def test_the_as_of_walk_from_a_node_equals_a_walk_of_the_whole_graph_of_then(empty_store, events, seed, seconds, depth):
+    """`lineage upstream|downstream --as-of` walk from the node with indexed queries (``_as_of_walk``): the same nodes,
+    distances and edges as walking the whole graph of that instant (``_as_of_edges``, pinned by the tests above), on
+    random histories (version changes, ties, out-of-order arrival, duplicates, cycles) and instants."""
+    import shutil
+
+    from sqlalchemy import select
+
+    from include.lineage.store.schema import nodes_table
+
+    store, folder = _ingest_in_pieces(empty_store, events, seed)
+    try:
+        queries = LineageQueries(store)
+        with store.engine.connect() as conn:
+            nodes = [
+                queries.resolve(key, conn)
+                for key in conn.execute(select(nodes_table.c.key).order_by(nodes_table.c.id)).scalars()
+            ]
+            for second in seconds:
+                as_of = parse_instant(f"2025-01-01T00:00:{second:02d}Z")
+                whole = queries._as_of_edges(conn, as_of)[0]
+                for node in nodes:
+                    for direction in ("upstream", "downstream"):
+                        expected = _directed_depths(whole, node.id, direction == "downstream", depth)
+                        among = sorted(e for e in whole if e[0] in expected and e[1] in expected)
+                        assert queries._as_of_walk(conn, node, direction, depth, as_of) == (expected, among), (
+                            node.key,
+                            direction,
+                            as_of,
+                        )
+    finally:
+        store.close()
+        shutil.rmtree(folder)

@@ -25,7 +25,7 @@ from include.lineage.events import load_events, utc_time
 from include.sources import downloads
 from tests.integration.conftest import INGEST_DATE, REINGEST_DATE
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(3600)]  # it may set up the shared run, under load
 
 LINEAGE = str(Path(sys.executable).parent / "lineage")
 FORECAST = "nyc_taxi.yellow_rides_hourly_forecast"

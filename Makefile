@@ -39,6 +39,7 @@ demo: setup
 # make airflow SAMPLE_DATA=1: generated TLC/NOAA files served on loopback (offline); trigger logical date 2025-02-01.
 # SAMPLE_MONTHS=2024-01..2024-12 serves a year instead (for `airflow backfill create`, docs/pipeline.md "Backfilling history").
 airflow: setup
+	@include/setup/system_packages.sh postgresql
 	$(PIPELINE) ui $(if $(SAMPLE_DATA),--sample-data,) $(if $(SAMPLE_MONTHS),--sample-months $(SAMPLE_MONTHS),)
 
 bench: setup

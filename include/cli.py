@@ -54,12 +54,40 @@ def _ensure_catalog() -> None:
         )
 
 
+def _ensure_metadata_db(for_ui: bool = False) -> None:
+    """This ``var/``'s metadata PostgreSQL started (made, migrated, with ``spark_default``, the first time) when
+    ``AIRFLOW_METADATA_DB`` chooses it; without PostgreSQL installed, `make airflow` says so and keeps SQLite."""
+    from include.services import postgres
+
+    paths = settings.Paths.current()
+    if settings.metadata_db_kind(paths, for_ui=for_ui) != "postgres":
+        return
+    if not postgres.available() and settings.AIRFLOW_METADATA_DB.get() == "auto" and for_ui:
+        print(
+            "pipeline: PostgreSQL is not installed (include/setup/system_packages.sh): Airflow keeps SQLite", flush=True
+        )
+        return
+    from importlib.metadata import version
+
+    from include.setup import bootstrap
+
+    database = postgres.ensure_metadata_db(paths)
+    marker = paths.var / "postgres.migrated"
+    airflow_version = version("apache-airflow-core")
+    if not marker.exists() or marker.read_text().strip() != airflow_version:
+        bootstrap.migrate_airflow_db(paths)
+        bootstrap.ensure_spark_connection(paths)
+        marker.write_text(airflow_version + "\n")
+    print(f"pipeline: Airflow metadata database {database.endpoint} (PostgreSQL, {postgres.folder(paths)})", flush=True)
+
+
 def _airflow_command_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return {**os.environ, **settings.airflow_env(), **(extra or {})}
 
 
 def cmd_airflow(options: argparse.Namespace) -> int:
     _ensure_catalog()
+    _ensure_metadata_db()
     os.execvpe("airflow", ["airflow", *options.args], _airflow_command_env())
     return 0  # not reached
 
@@ -70,6 +98,7 @@ def cmd_ui(options: argparse.Namespace) -> int:
 
     paths = settings.Paths.current().ensure()
     _ensure_catalog()
+    _ensure_metadata_db(for_ui=True)
     password_file = paths.airflow_home / "simple_auth_manager_passwords.json.generated"
     extra: dict[str, str] = {}
     server = None
@@ -168,6 +197,7 @@ def cmd_demo(options: argparse.Namespace) -> int:
     from include import demo
 
     _ensure_catalog()
+    _ensure_metadata_db()
     return demo.run(rows=options.rows)
 
 
@@ -222,6 +252,10 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"taxi trips generated for the month (DEMO_ROWS_PER_MONTH or {settings.DEMO_ROWS_PER_MONTH.default})",
     )
     demo.set_defaults(handler=cmd_demo)
+
+    from include.quality.review import add_publish_commands  # write-audit-publish: `publish`, `discard`
+
+    add_publish_commands(commands)
 
     test = commands.add_parser("test", help="pytest, with any pytest arguments")
     test.add_argument("args", nargs=argparse.REMAINDER)

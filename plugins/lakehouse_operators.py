@@ -56,7 +56,9 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
 
         catalog_server.ensure_running()
         # [openlineage] disabled turns lineage off everywhere, the Spark listener included.
-        launch = submit.spark_submit_kwargs(lineage=not is_disabled())
+        # The master spark_default names (the hook resolves the connection): local mode binds the driver to loopback.
+        master = self._get_hook()._connection["master"]
+        launch = submit.spark_submit_kwargs(lineage=not is_disabled(), master=master)
         self.conf = {**launch["conf"], **(self.conf or {})}
         self.jars = self.jars or launch["jars"]
         self.py_files = ",".join(filter(None, [launch["py_files"], self.py_files]))

@@ -239,6 +239,20 @@ KAFKA_PORT = _define(
 )
 # -- Airflow
 AIRFLOW_UI_PORT = _define("AIRFLOW_UI_PORT", "8080", "port of the Airflow UI started by `make airflow`", "airflow")
+AIRFLOW_METADATA_DB = _define(
+    "AIRFLOW_METADATA_DB",
+    "auto",
+    "Airflow's metadata database: `auto` (PostgreSQL for `make airflow` and for a `var/` it ran in, SQLite otherwise: "
+    "`airflow dags test`, the demo), `postgres` (always) or `sqlite` (always `var/airflow/airflow.db`)",
+    "airflow",
+)
+AIRFLOW_METADATA_DB_PORT = _define(
+    "AIRFLOW_METADATA_DB_PORT",
+    None,
+    "port of the metadata PostgreSQL on 127.0.0.1; unset: a free port chosen once per `var/`, kept in "
+    "`var/postgres.port`",
+    "airflow",
+)
 # -- bench (bench/, not shipped)
 BENCH_ROWS = _define("BENCH_ROWS", "3000000", "rows of the bench's one-month ingest", "bench")
 BENCH_LINEAGE_ROWS = _define(
@@ -532,6 +546,39 @@ def airflow_env(paths: Paths | None = None) -> dict[str, str]:
         "PIPELINE_VAR_DIR": str(paths.var),
         "PATH": venv_bin + os.pathsep + os.environ.get("PATH", ""),  # passed through, not a setting
         "PYTHONPATH": str(PROJECT_ROOT),
+        **airflow_metadata_db_env(paths),
+    }
+
+
+METADATA_DB_CHOICES = ("auto", "postgres", "sqlite")
+
+
+def metadata_db_url_file(paths: Paths) -> Path:
+    """The SQLAlchemy URL of this ``var/``'s metadata PostgreSQL (mode 600, written by ``include/services/postgres.py``)."""
+    return paths.secrets / "airflow-metadata-db.url"
+
+
+def metadata_db_kind(paths: Paths, for_ui: bool = False) -> str:
+    """``postgres`` or ``sqlite``: what ``AIRFLOW_METADATA_DB`` chooses for this ``var/`` (``for_ui``: `make airflow`)."""
+    choice = (AIRFLOW_METADATA_DB.get() or "auto").lower()
+    if choice not in METADATA_DB_CHOICES:
+        raise SettingError(f"AIRFLOW_METADATA_DB={choice!r}: expected one of {', '.join(METADATA_DB_CHOICES)}")
+    if choice == "auto":
+        return "postgres" if for_ui or metadata_db_url_file(paths).exists() else "sqlite"
+    return choice
+
+
+def airflow_metadata_db_env(paths: Paths) -> dict[str, str]:
+    """With PostgreSQL, Airflow reads the URL from its file (a command, ``_CMD``): the password is in no environment;
+    the SQLite lock-wait arguments airflow.cfg names are replaced by PostgreSQL's."""
+    if metadata_db_kind(paths) != "postgres":
+        return {}
+    import shlex
+
+    return {
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD": f"cat {shlex.quote(str(metadata_db_url_file(paths)))}",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": "include.airflow.metadata_db.POSTGRES_CONNECT_ARGS",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC": "include.airflow.metadata_db.POSTGRES_CONNECT_ARGS_ASYNC",
     }
 
 

@@ -2,12 +2,14 @@
 # Debian packages the tests need: headless Chromium (the lineage report and Airflow UI browser tests) and PostgreSQL
 # (the shared-catalog test starts a throwaway cluster of its own with initdb/pg_ctl; no service is enabled or used).
 # Idempotent: installs only what is missing, with apt-get when it can (root on Debian/Ubuntu); otherwise says what to do.
+# With arguments, only those of the two (`make airflow` asks for postgresql: its metadata database).
 set -euo pipefail
+wanted=" ${*:-chromium postgresql} "
 missing=()
-if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+if [[ "$wanted" == *" chromium "* ]] && ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
   missing+=(chromium)
 fi
-if ! command -v initdb >/dev/null 2>&1 && ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+if [[ "$wanted" == *" postgresql "* ]] && ! command -v initdb >/dev/null 2>&1 && ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
   missing+=(postgresql)
 fi
 if [ ${#missing[@]} -eq 0 ]; then

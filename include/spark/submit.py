@@ -39,13 +39,25 @@ def jar_paths() -> list[Path]:
     return jars.jar_paths(jars.SPARK)
 
 
+LOOPBACK = "127.0.0.1"
+
+
+def is_local_master(master: str | None) -> bool:
+    """``local``, ``local[N]``, ``local[*]``, ``local[N,F]`` (and None: the project's default, ``local[*]``)."""
+    return master is None or master.strip().startswith("local")
+
+
 def spark_conf(
-    paths: Paths | None = None, catalog: CatalogSettings | None = None, lineage: bool = True
+    paths: Paths | None = None, catalog: CatalogSettings | None = None, lineage: bool = True, master: str | None = None
 ) -> dict[str, str]:
     """Spark properties for every job: Iceberg extensions and catalog, the OpenLineage listener, local tuning.
 
     The jars go on the driver's and executors' class path as well as ``--jars``: the OpenLineage listener must
     see Iceberg's classes from the same class loader, or it drops every Iceberg input and output.
+
+    In local mode (``master`` local or None) the driver binds and advertises 127.0.0.1: its RPC and block-manager
+    ports would otherwise listen on the address the host name resolves to, or the first external interface. On a
+    cluster the executors must reach the driver, so nothing is pinned there.
     """
     paths = paths or Paths.current()
     catalog = catalog or CatalogSettings.current(paths)
@@ -66,6 +78,8 @@ def spark_conf(
         "spark.pyspark.driver.python": sys.executable,
         "spark.executorEnv.PIPELINE_VAR_DIR": str(paths.var),
     }
+    if is_local_master(master):
+        conf.update({"spark.driver.host": LOOPBACK, "spark.driver.bindAddress": LOOPBACK})
     if lineage:
         conf.update(
             {
@@ -144,13 +158,14 @@ def spark_submit_env(paths: Paths | None = None) -> dict[str, str]:
     return env
 
 
-def spark_submit_kwargs(paths: Paths | None = None, lineage: bool = True) -> dict:
+def spark_submit_kwargs(paths: Paths | None = None, lineage: bool = True, master: str | None = None) -> dict:
     """Arguments shared by every SparkSubmitOperator (and SparkSubmitHook) of the project: the jars and the
-    project's code (``include/spark/codeship.py``) are shipped with every job, so it runs on a cluster as it does locally."""
+    project's code (``include/spark/codeship.py``) are shipped with every job, so it runs on a cluster as it does locally.
+    ``master``: the one ``spark_default`` names, when known (None: local mode)."""
     paths = paths or Paths.current()
     return {
         "conn_id": "spark_default",
-        "conf": spark_conf(paths, lineage=lineage),
+        "conf": spark_conf(paths, lineage=lineage, master=master),
         "jars": spark_submit_jars(),
         "py_files": str(codeship.ensure_built(paths)),
         "env_vars": spark_submit_env(paths),

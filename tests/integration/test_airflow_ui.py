@@ -14,7 +14,9 @@ from collections import defaultdict
 
 import pytest
 
-from tests.integration.running_airflow import FORECAST_DAG, INGEST_DAGS, UI_SPARK_MASTER
+from include.core import settings
+from include.services import postgres
+from tests.integration.running_airflow import EXTRA_LOGICAL_DATES, FORECAST_DAG, INGEST_DAGS, UI_SPARK_MASTER
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(2700)]  # a slow machine: the whole chain runs in the fixture
 
@@ -42,6 +44,66 @@ def test_two_ingest_dags_at_once_succeed_with_every_task_on_its_first_try(airflo
     taxi, weather = (concurrent_runs["finished"][dag_id] for dag_id in INGEST_DAGS)
     overlap = min(taxi["end_date"], weather["end_date"]) > max(taxi["start_date"], weather["start_date"])
     assert overlap, "the two DAG runs must have run at the same time"
+
+
+def test_triggers_again_and_again_answer_200_and_every_task_runs_on_its_first_try(airflow_ui, user_runs):
+    """Right after the first pair, both ingest DAGs were triggered twice more at once (months the sample server does
+    not publish): every trigger answered 200 on its first attempt (``RunningAirflow.api`` makes a write once), and
+    every run ended with its download skipped on its first try: no writer met a locked metadata database."""
+    assert set(user_runs.extra_run_ids) == {(dag_id, date) for dag_id in INGEST_DAGS for date in EXTRA_LOGICAL_DATES}
+    for (dag_id, date), run in user_runs.extra_finished.items():
+        instances = airflow_ui.task_instances(dag_id, run["dag_run_id"])
+        states = {ti["task_id"]: (ti["state"], ti["try_number"]) for ti in instances}
+        download = next(task for task in states if task.startswith("download_"))
+        assert run["state"] == "success" and states[download] == ("skipped", 1), f"{dag_id} {date}: {states}"
+        assert {state for state, _ in states.values()} == {"skipped"}, f"{dag_id} {date}: {states}"
+
+
+def test_make_airflow_keeps_its_metadata_in_postgres_with_a_password_nowhere_else(airflow_ui, user_runs):
+    """`make airflow` runs on this var/'s PostgreSQL (127.0.0.1, SCRAM): the runs triggered are rows there, the
+    password is in var/secrets only (mode 600), in no Airflow process's environment, airflow.cfg or lineage."""
+    import psycopg2
+
+    url_file = settings.metadata_db_url_file(airflow_ui.paths)
+    assert oct(url_file.stat().st_mode & 0o777) == "0o600"
+    assert oct(postgres.secrets_file(airflow_ui.paths).stat().st_mode & 0o777) == "0o600"
+    url = url_file.read_text()
+    assert url.startswith("postgresql+psycopg2://airflow:") and "@127.0.0.1:" in url
+    with psycopg2.connect(url.replace("+psycopg2", "")) as db, db.cursor() as cursor:
+        cursor.execute("SELECT dag_id, run_id FROM dag_run")
+        stored = set(cursor.fetchall())
+    triggered = {(dag_id, run_id) for dag_id, run_id in user_runs.run_ids.items()}
+    triggered |= {(dag_id, run_id) for (dag_id, _), run_id in user_runs.extra_run_ids.items()}
+    assert triggered <= stored
+    password = json.loads(postgres.secrets_file(airflow_ui.paths).read_text())["airflow_password"]
+    assert password.encode() not in (airflow_ui.paths.airflow_home / "airflow.cfg").read_bytes()
+    with pytest.raises(psycopg2.OperationalError, match="password authentication failed"):
+        psycopg2.connect(url.replace("+psycopg2", "").replace(password, "wrong-password")).close()
+    import psutil
+
+    environments = 0
+    for process in psutil.process_iter():
+        try:
+            environ = process.environ()
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+        if environ.get("PIPELINE_VAR_DIR") == str(airflow_ui.paths.var):
+            environments += 1
+            assert not any(password in value for value in environ.values()), f"password in {process.cmdline()[:3]}"
+    assert environments >= 4, "the api-server, scheduler, dag-processor and triggerer run with this var/"
+
+
+def test_every_process_of_make_airflow_listened_on_loopback_only(airflow_ui, user_runs):
+    """Sampled from /proc/net/tcp from the start of `pipeline ui` to now: the api-server, the scheduler's and the
+    triggerer's log servers, PostgreSQL, the catalog server, the sample-file server and every Spark driver."""
+    seen = set(airflow_ui.listeners)
+    ports = {listener.port for listener in seen}
+    log_servers = {int(airflow_ui.env[f"AIRFLOW__LOGGING__{kind}_LOG_SERVER_PORT"]) for kind in ("WORKER", "TRIGGER")}
+    assert {airflow_ui.port, *log_servers} <= ports, f"the api-server and both log servers must have been seen: {seen}"
+    programs = {listener.process.split()[0].rsplit("/", 1)[-1] for listener in seen}
+    assert {"postgres", "java"} <= programs, programs
+    outside = sorted(f"{item.process} on {item.readable_address}:{item.port}" for item in seen if not item.loopback)
+    assert outside == [], "listening beyond loopback:\n" + "\n".join(outside)
 
 
 def test_forecast_is_triggered_by_the_two_raw_assets_and_succeeds(airflow_ui, concurrent_runs):
@@ -102,6 +164,7 @@ def test_scheduler_path_emits_dag_and_task_lineage_with_parents(airflow_ui, conc
 def test_no_secret_of_the_airflow_home_reaches_lineage(airflow_ui, concurrent_runs):
     secrets = json.loads((airflow_ui.paths.secrets / "airflow.json").read_text())
     secrets["admin_password"] = airflow_ui.admin_password
+    secrets.update(json.loads(postgres.secrets_file(airflow_ui.paths).read_text()))
     files = [path for path in airflow_ui.paths.lineage.rglob("*") if path.is_file()]
     assert files
     for path in files:

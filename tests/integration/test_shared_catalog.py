@@ -1,6 +1,6 @@
 """A shared catalog on a real PostgreSQL (Debian's package, installed by ``include/setup/system_packages.sh``): a throwaway
-cluster made with ``initdb`` under the session's ``var/``, started with ``pg_ctl`` on 127.0.0.1 with password
-authentication, stopped at the end.
+cluster of ``include/services/postgres.py`` under the session's ``var/`` (``initdb``, ``pg_ctl`` on 127.0.0.1 with
+password authentication), stopped at the end.
 
 Two configurations a user sets with environment variables only, one taxi DAG run each:
 
@@ -14,10 +14,8 @@ pyiceberg reads the tables each run wrote, through the configured catalog and st
 from __future__ import annotations
 
 import dataclasses
-import glob
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -26,6 +24,7 @@ import pytest
 
 from include.core import naming, settings
 from include.services import catalog_server
+from include.services import postgres as postgres_service
 from include.sources import sample_server
 from tests.integration.isolated_var import IsolatedVar
 from tests.support import free_port
@@ -39,78 +38,13 @@ MONTH = (2025, 1)
 TAXI_TABLES = {naming.TAXI_STAGING, naming.TAXI_QUARANTINE, naming.TAXI_RAW}
 
 
-def _postgres_bin(tool: str) -> str | None:
-    """Debian keeps the server binaries out of PATH, under /usr/lib/postgresql/<version>/bin."""
-    return shutil.which(tool) or next(iter(sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{tool}"), reverse=True)), None)
-
-
-class ThrowawayPostgres:
-    """A PostgreSQL cluster of its own: data folder under ``folder``, TCP on 127.0.0.1 only, socket in the folder.
-
-    PostgreSQL refuses to run as root; as root the commands run as Debian's ``postgres`` user (``runuser``)."""
-
-    def __init__(self, folder: Path):
-        self.folder = folder
-        self.data = folder / "data"
-        self.sockets = folder / "sockets"
-        self.port = free_port()
-        self.as_root = os.geteuid() == 0
-
-    def _run(self, *command: str) -> subprocess.CompletedProcess:
-        prefix = ["runuser", "-u", "postgres", "--"] if self.as_root else []
-        return subprocess.run([*prefix, *command], check=True, capture_output=True, text=True)
-
-    def start(self) -> ThrowawayPostgres:
-        self.sockets.mkdir(parents=True, exist_ok=True)
-        if self.as_root:
-            shutil.chown(self.folder, "postgres")
-            shutil.chown(self.sockets, "postgres")
-        self._run(
-            _postgres_bin("initdb"),
-            "-D",
-            str(self.data),
-            "-U",
-            "postgres",
-            "--auth-local=trust",
-            "--auth-host=scram-sha-256",
-            "--encoding=UTF8",
-            "--no-instructions",
-        )
-        options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.sockets} -c fsync=off"
-        self._run(
-            _postgres_bin("pg_ctl"),
-            "-D",
-            str(self.data),
-            "-o",
-            options,
-            "-l",
-            str(self.folder / "server.log"),
-            "-w",
-            "start",
-        )
-        return self
-
-    def sql(self, statement: str) -> None:
-        self._run(
-            _postgres_bin("psql"),
-            "-h",
-            str(self.sockets),
-            "-p",
-            str(self.port),
-            "-U",
-            "postgres",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-c",
-            statement,
-        )
+class ThrowawayPostgres(postgres_service.Cluster):
+    """A throwaway cluster (``include/services/postgres.py``, the one implementation) with the Iceberg user's
+    databases, and the catalog's own table read back over TCP as that user."""
 
     def create_database(self, name: str) -> str:
-        self.sql(f"CREATE DATABASE {name} OWNER {USER}")
+        self.ensure_database(name, USER)
         return f"jdbc:postgresql://127.0.0.1:{self.port}/{name}"
-
-    def stop(self) -> None:
-        self._run(_postgres_bin("pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
 
     def iceberg_tables(self, database: str) -> set[tuple[str, str, str]]:
         """(catalog, namespace, table) rows of the Iceberg JDBC catalog's own table, read over TCP as the user."""
@@ -122,11 +56,11 @@ class ThrowawayPostgres:
 
 @pytest.fixture(scope="module")
 def postgres(paths):
-    if not (_postgres_bin("initdb") and _postgres_bin("pg_ctl")):
+    if not postgres_service.available():
         pytest.skip("PostgreSQL is not installed (include/setup/system_packages.sh installs Debian's package as root)")
-    server = ThrowawayPostgres(paths.var / "postgres").start()
+    server = ThrowawayPostgres(paths.var / "postgres", free_port()).init().start(durable=False)
     try:
-        server.sql(f"CREATE ROLE {USER} LOGIN PASSWORD '{PASSWORD}'")
+        server.ensure_role(USER, PASSWORD)
         yield server
     finally:
         server.stop()

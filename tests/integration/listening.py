@@ -1,0 +1,108 @@
+"""Which TCP sockets the processes of one ``var/`` listen on, read from the kernel (``/proc/net/tcp``, ``tcp6`` and
+each process's file descriptors), sampled for as long as a command runs.
+
+A process belongs to the ``var/`` when its environment names it (``PIPELINE_VAR_DIR``): Airflow's components, task
+runners, spark-submit and its JVM, the catalog server, the sample-file server, PostgreSQL (started through
+``runuser``, which keeps the environment).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+LISTEN = "0A"
+LOOPBACK_V4 = "0100007F"  # 127.0.0.1 as the kernel writes it (little-endian hex)
+LOOPBACK_V6 = "00000000000000000000000001000000"  # ::1
+IPV4_MAPPED_PREFIX = "0000000000000000FFFF0000"  # ::ffff:a.b.c.d
+
+
+@dataclass(frozen=True)
+class Listener:
+    process: str  # the command line's first words
+    address: str  # the kernel's hex form
+    port: int
+
+    @property
+    def loopback(self) -> bool:
+        address = self.address.removeprefix(IPV4_MAPPED_PREFIX)
+        return address == LOOPBACK_V4 or address == LOOPBACK_V6
+
+    @property
+    def readable_address(self) -> str:
+        address = self.address.removeprefix(IPV4_MAPPED_PREFIX)
+        if len(address) == 8:
+            return ".".join(str(int(address[i : i + 2], 16)) for i in (6, 4, 2, 0))
+        return "[" + address + "]"
+
+
+def listening_inodes() -> dict[int, tuple[str, int]]:
+    """Socket inode -> (hex address, port) of every listening TCP socket of the machine."""
+    found: dict[int, tuple[str, int]] = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], int(fields[9])
+            if state == LISTEN:
+                address, port_hex = local.rsplit(":", 1)
+                found[inode] = (address, int(port_hex, 16))
+    return found
+
+
+def processes_of(var_dir: Path) -> Iterator[tuple[int, str]]:
+    marker = f"PIPELINE_VAR_DIR={var_dir}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if marker not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        yield int(entry.name), " ".join(command.split()[:3])[:160]
+
+
+def listeners_of(var_dir: Path) -> set[Listener]:
+    sockets = listening_inodes()
+    found: set[Listener] = set()
+    for pid, command in processes_of(var_dir):
+        try:
+            descriptors = list(Path(f"/proc/{pid}/fd").iterdir())
+        except OSError:
+            continue
+        for descriptor in descriptors:
+            try:
+                target = os.readlink(descriptor)
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inode = int(target[len("socket:[") : -1])
+                if inode in sockets:
+                    found.add(Listener(command, *sockets[inode]))
+    return found
+
+
+@contextlib.contextmanager
+def sampled(var_dir: Path, every: float = 0.5) -> Iterator[set[Listener]]:
+    """Every listener of ``var_dir``'s processes seen while the block runs (sampled every ``every`` seconds)."""
+    seen: set[Listener] = set()
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            seen.update(listeners_of(var_dir))
+            stop.wait(every)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        yield seen
+    finally:
+        stop.set()
+        thread.join()
+        seen.update(listeners_of(var_dir))

@@ -29,7 +29,8 @@ class UnknownNodeError(LineageError, NotFoundError):
 
     def __init__(self, ref: str, suggestions: list[str], what: str = "node"):
         hint = ("; did you mean: " + ", ".join(suggestions)) if suggestions else ""
-        super().__init__(f"no {what} named {ref!r} in the lineage store{hint}")
+        shown = ref if len(ref) <= 200 else f"{ref[:197]}..."
+        super().__init__(f"no {what} named {shown!r} in the lineage store{hint}")
         self.ref, self.suggestions = ref, suggestions
 
 

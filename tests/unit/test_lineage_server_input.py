@@ -79,6 +79,34 @@ HOSTILE = {
         "facets",
     ),
     "a number": (b"42", {}, 400, "OpenLineage event"),
+    "an input's facets a string": (
+        json.dumps(event(inputs=[{"namespace": "file", "name": "/in", "facets": "schema"}])).encode(),
+        {},
+        400,
+        "inputs[0].facets",
+    ),
+    "an output's outputFacets a list": (
+        json.dumps(event(outputs=[{"namespace": "file", "name": "/o", "outputFacets": []}])).encode(),
+        {},
+        400,
+        "outputFacets",
+    ),
+    "job facets null": (
+        json.dumps(event(job={"namespace": "ns", "name": "j", "facets": None})).encode(),
+        {},
+        400,
+        "facets",
+    ),
+    "runId a number": (json.dumps(event(run={"runId": 42, "facets": {}})).encode(), {}, 400, "runId"),
+    "no job": (json.dumps({k: v for k, v in event().items() if k != "job"}).encode(), {}, 400, "job"),
+    "no producer": (json.dumps({k: v for k, v in event().items() if k != "producer"}).encode(), {}, 400, "producer"),
+    "eventTime not a time": (json.dumps(event(eventTime="yesterday")).encode(), {}, 400, "eventTime"),
+    "eventType unknown": (json.dumps(event(eventType="DONE")).encode(), {}, 400, "eventType"),
+    "inputs an object": (json.dumps(event(inputs={"namespace": "file"})).encode(), {}, 400, "inputs"),
+    "a dataset without a name": (json.dumps(event(inputs=[{"namespace": "file"}])).encode(), {}, 400, "name"),
+    "an array of a number": (b"[42]", {}, 400, "OpenLineage event"),
+    "invalid UTF-8": (b'{"eventType": "\xff\xfe"}', {}, 400, "not JSON"),
+    "a NaN": (json.dumps(event()).encode().replace(b'"facets": {}}', b'"facets": {}, "x": NaN}', 1), {}, 400, "NaN"),
 }
 
 
@@ -146,3 +174,131 @@ def test_arbitrary_bytes_never_raise_anything_but_a_4xx(data):
             decode()
         except body.HTTPException as error:
             assert 400 <= error.status_code < 500
+
+
+BASE_FACET = {"_producer": PRODUCER, "_schemaURL": "https://openlineage.io/spec/facets/1-0-0/X.json"}
+
+
+def _with_output_facets(**facets) -> dict:
+    return event(outputs=[{"namespace": "file", "name": "/out/poisoned", "facets": facets}])
+
+
+def _column_lineage(transformations) -> dict:
+    field = {"namespace": "file", "name": "/in", "field": "a", "transformations": transformations}
+    return {**BASE_FACET, "fields": {"b": {"inputFields": [field]}}}
+
+
+POISONED = {  # facets of the wrong shape that made every read of their graph answer 500 (issue 24)
+    "schema.fields a string": (
+        _with_output_facets(schema={**BASE_FACET, "fields": "id INT"}),
+        "facet 'schema' at outputs[0].facets.schema",
+        "$.fields",
+    ),
+    "a schema field's type a list": (
+        _with_output_facets(schema={**BASE_FACET, "fields": [{"name": "id", "type": ["INT"]}]}),
+        "facet 'schema'",
+        "$.fields[0].type",
+    ),
+    "lifecycleStateChange a string": (
+        _with_output_facets(lifecycleStateChange="DROP"),
+        "facet 'lifecycleStateChange' at outputs[0].facets.lifecycleStateChange is a str",
+        "not a facet object",
+    ),
+    "lifecycleStateChange not one of its values": (
+        _with_output_facets(lifecycleStateChange={**BASE_FACET, "lifecycleStateChange": "EXPLODE"}),
+        "facet 'lifecycleStateChange'",
+        "$.lifecycleStateChange",
+    ),
+    "job documentation a string": (
+        {**event(), "job": {"namespace": "ns", "name": "j", "facets": {"documentation": "read me"}}},
+        "facet 'documentation' at job.facets.documentation is a str",
+        "not a facet object",
+    ),
+    "job documentation's description a list": (
+        {
+            **event(),
+            "job": {"namespace": "ns", "name": "j", "facets": {"documentation": {**BASE_FACET, "description": []}}},
+        },
+        "facet 'documentation' at job.facets.documentation",
+        "$.description",
+    ),
+    "a column's transformations a string": (
+        _with_output_facets(columnLineage=_column_lineage("IDENTITY")),
+        "facet 'columnLineage'",
+        "$.fields.b.inputFields[0].transformations",
+    ),
+    "a standard facet without _producer": (
+        _with_output_facets(symlinks={"identifiers": []}),
+        "facet 'symlinks'",
+        "_producer",
+    ),
+    "a custom facet a string": (
+        event(run={"runId": str(uuid.uuid4()), "facets": {"mine": "x"}}),
+        "facet 'mine' at run.facets.mine is a str",
+        "not a facet object",
+    ),
+    "nominalTime's start not a string": (
+        event(run={"runId": str(uuid.uuid4()), "facets": {"nominalTime": {**BASE_FACET, "nominalStartTime": 5}}}),
+        "facet 'nominalTime' at run.facets.nominalTime",
+        "$.nominalStartTime",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(POISONED))
+def test_a_facet_of_the_wrong_shape_is_refused_naming_the_facet_and_the_path(client, name):
+    payload, facet, path = POISONED[name]
+    answer = client.post("/api/v1/lineage", json=payload)
+    assert answer.status_code == 400, answer.text
+    assert facet in answer.json()["message"] and path in answer.json()["message"], answer.json()["message"]
+    batch = client.post("/api/v1/lineage/batch", json=[event("fine"), payload])
+    assert batch.status_code == 400 and [e["index"] for e in batch.json()["errors"]] == [1]
+    assert client.store.count(events_table) == 0
+
+
+def test_custom_facets_need_only_be_objects_and_a_deleted_facet_only_a_base_facet(client):
+    custom = event(run={"runId": str(uuid.uuid4()), "facets": {"mine": {"anything": [1, {"x": None}]}}})
+    assert client.post("/api/v1/lineage", json=custom).status_code == 201
+    deleted = _with_output_facets(schema={**BASE_FACET, "_deleted": True})
+    assert client.post("/api/v1/lineage", json=deleted).status_code == 201
+    good = _with_output_facets(
+        schema={**BASE_FACET, "fields": [{"name": "id", "type": "INT"}]},
+        columnLineage=_column_lineage([{"type": "DIRECT", "subtype": "IDENTITY"}]),
+    )
+    assert client.post("/api/v1/lineage", json=good).status_code == 201
+
+
+def test_the_limits_of_datasets_per_event_and_facet_size(client, monkeypatch):
+    monkeypatch.setenv("LINEAGE_MAX_EVENT_DATASETS", "5")
+    monkeypatch.setenv("LINEAGE_MAX_FACET_BYTES", "2000")
+    outputs = [{"namespace": "file", "name": f"/o{i}", "facets": {}} for i in range(6)]
+    wide = client.post("/api/v1/lineage", json=event(outputs=outputs))
+    assert wide.status_code == 400 and "LINEAGE_MAX_EVENT_DATASETS" in wide.json()["message"]
+    assert client.post("/api/v1/lineage", json=event(outputs=outputs[:5])).status_code == 201
+    big = event(run={"runId": str(uuid.uuid4()), "facets": {"mine": {"blob": "x" * 2000}}})
+    refused = client.post("/api/v1/lineage", json=big)
+    assert refused.status_code == 400 and "facet 'mine'" in refused.json()["message"]
+    assert "LINEAGE_MAX_FACET_BYTES" in refused.json()["message"]
+
+
+def test_bad_node_and_run_ids_are_answered_with_a_4xx_and_wildcards_are_literal(client):
+    assert client.post("/api/v1/lineage", json=event("some_job")).status_code == 201
+    cases = {
+        "/api/v1/lineage?nodeId=dataset:file:/" + "a" * 60_000: 400,
+        "/api/v1/lineage?nodeId=" + "a" * 60_000: 400,
+        "/api/v1/lineage?nodeId=" + "a" * 4_000: 404,  # within the limit: the suggestions' LIKE copes
+        "/api/v1/column-lineage?nodeId=" + "a" * 60_000: 400,
+        "/api/v1/runlineage/upstream?runId=" + "r" * 60_000: 400,
+        "/api/v1/runlineage/upstream?runId=" + "r" * 4_000: 404,
+        "/api/v1/lineage?nodeId=dataset:file:%25": 404,
+        "/api/v1/lineage?nodeId=job:ns:%25": 404,
+        "/api/v1/runlineage/upstream?runId=____": 404,  # a LIKE pattern: it matched the one run
+        "/api/v1/runlineage/upstream?runId=%25%25%25%25": 404,
+        "/api/v1/lineage?nodeId=job:ns:some_job&depth=-1": 422,
+    }
+    for path, status in cases.items():
+        answer = client.get(path)
+        assert answer.status_code in (status if isinstance(status, tuple) else (status,)), (path[:80], answer.text)
+        assert len(answer.text) < 2_000, "the message shows a long id shortened"
+    suggestion = client.get("/api/v1/lineage?nodeId=job:ns:%25").json()["message"]
+    assert "did you mean" not in suggestion, "% matched every node's name"

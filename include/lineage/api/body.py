@@ -102,13 +102,17 @@ def nesting_depth(text: bytes) -> int:
     return deepest
 
 
+def _not_json(constant: str):
+    raise ValueError(f"{constant} is not a JSON number")  # Python's json reads NaN and Infinity; JSON has neither
+
+
 def parse_json(body: bytes, max_depth: int | None = None):
     max_depth = max_depth or settings.LINEAGE_MAX_JSON_DEPTH.integer()
     depth = nesting_depth(body)
     if depth > max_depth:
         raise HTTPException(status_code=400, detail=f"the JSON nests {depth} levels deep; the limit is {max_depth}")
     try:
-        return json.loads(body)
+        return json.loads(body, parse_constant=_not_json)
     except (ValueError, RecursionError) as error:
         raise HTTPException(status_code=400, detail=f"the body is not JSON: {error}") from None
 

@@ -53,7 +53,7 @@ from include.lineage.api.body import json_body
 from include.lineage.api.errors import install_error_handlers
 from include.lineage.emit import tokens as token_file
 from include.lineage.errors import InvalidEventError
-from include.lineage.events import check_event
+from include.lineage.events import MAX_NODE_ID_LENGTH, check_event
 from include.lineage.queries import DEFAULT_DEPTH, LineageQueries
 from include.lineage.render import run_lineage_json
 from include.lineage.store import LineageStore
@@ -79,6 +79,15 @@ def check_incoming(lineage_event) -> None:
         max_facet_bytes=settings.LINEAGE_MAX_FACET_BYTES.integer(),
     )
     check_event(lineage_event)
+
+
+def _bounded(name: str, value: str) -> str:
+    """400 for an id longer than any the store keeps (its message does not repeat it)."""
+    if len(value) > MAX_NODE_ID_LENGTH:
+        raise HTTPException(
+            status_code=400, detail=f"{name} is {len(value):,} characters long; at most {MAX_NODE_ID_LENGTH:,}"
+        )
+    return value
 
 
 def _json_error(status: int, message: str, headers: dict | None = None) -> JSONResponse:
@@ -266,17 +275,17 @@ def create_app(
         as_of: str | None = Query(None, alias="asOf", description="ISO-8601 time with its UTC offset"),
         history: str | None = Query(None, description="all: every edge ever seen, with when"),
     ):
-        return queries.marquez_lineage(node_id, depth, as_of=as_of, history=history)
+        return queries.marquez_lineage(_bounded("nodeId", node_id), depth, as_of=as_of, history=history)
 
     @app.get("/api/v1/runlineage/upstream", dependencies=read)
     def get_run_lineage_upstream(
         run_id: str = Query(..., alias="runId"), depth: int = Query(DEFAULT_DEPTH, ge=0, le=1000)
     ):
-        return run_lineage_json(queries.run_lineage(run_id, depth))
+        return run_lineage_json(queries.run_lineage(_bounded("runId", run_id), depth))
 
     @app.get("/api/v1/column-lineage", dependencies=read)
     def get_column_lineage(node_id: str = Query(..., alias="nodeId"), depth: int = Query(DEFAULT_DEPTH, ge=0, le=1000)):
-        ref = node_id
+        ref = _bounded("nodeId", node_id)
         if ref.startswith("datasetField:"):
             namespace_name, _, column = ref.removeprefix("datasetField:").rpartition(":")
             ref = f"{namespace_name}.{column}"

@@ -216,7 +216,7 @@ def lineage_server(tmp_path):
     port = free_port()
     store = f"sqlite:///{tmp_path / 'served.db'}"
     process = subprocess.Popen(
-        [LINEAGE, "serve", "--port", str(port), "--store", store],
+        [LINEAGE, "serve", "--port", str(port), "--store", store, "--no-auth"],  # tokens: test_lineage_serve_auth
         env=os.environ.copy(),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -13,6 +13,9 @@ Every figure is the median of ``BENCH_REPEATS`` (default 3) alternating runs, wi
    ingested in turn; month N into a raw table holding months 1..N-1 ÷ month 1 into an empty one.
 4. Explorer: the lineage store on a generated 10^5-node lineage graph: ingest rate, upstream/downstream latency from
    the closure table beside a recursive CTE (``bench/explorer.py``; ``BENCH_EXPLORER_NODES``).
+5. First hour: the fixed cost of one Spark task (an empty job with the project's settings ÷ the same job submitted
+   bare) and ``make demo``'s time per step (``DEMO_ROWS_PER_MONTH`` trips, a ``var/`` of its own); the machine's
+   load averages at the start and the end of the bench are written beside every figure.
 """
 
 from __future__ import annotations
@@ -205,6 +208,89 @@ def scale(paths: settings.Paths, rows: int, months: int, repeats: int) -> dict:
     }
 
 
+EMPTY_JOB = Path(__file__).resolve().parent / "jobs" / "empty_job.py"
+
+
+def _submit_empty_job(project_settings: bool, extra_conf: dict[str, str] | None = None) -> float:
+    """Seconds of one ``spark-submit`` of the empty job: with every property, jar and the code zip a task of the
+    project gets (Iceberg, the catalog, the OpenLineage listener), or bare (local mode, nothing added)."""
+    if project_settings:
+        kwargs = submit.spark_submit_kwargs()
+        kwargs["conf"] = {**kwargs["conf"], **(extra_conf or {})}
+        command = ["spark-submit", "--master", submit.DEFAULT_SPARK_MASTER]
+        for key, value in kwargs["conf"].items():
+            command += ["--conf", f"{key}={value}"]
+        command += ["--jars", kwargs["jars"], "--py-files", kwargs["py_files"]]
+        env = {**os.environ, **kwargs["env_vars"]}
+    else:
+        command = [
+            "spark-submit",
+            "--master",
+            submit.DEFAULT_SPARK_MASTER,
+            *[f"--conf={k}={v}" for k, v in (extra_conf or {}).items()],
+        ]
+        env = dict(os.environ)
+    started = time.monotonic()
+    subprocess.run([*command, str(EMPTY_JOB)], env=env, check=True, capture_output=True)
+    return time.monotonic() - started
+
+
+def spark_task_fixed_cost(repeats: int) -> dict:
+    """The empty job with the project's settings ÷ the same job submitted bare, alternating."""
+    project, bare = [], []
+    for repeat in range(1, repeats + 1):
+        _progress(f"first hour: empty Spark job, project settings and bare ({repeat}/{repeats})")
+        project.append(_submit_empty_job(True))
+        bare.append(_submit_empty_job(False))
+    return {
+        "project_seconds": _summary(project),
+        "bare_seconds": _summary(bare),
+        "fixed_cost_ratio": _summary([a / b for a, b in zip(project, bare, strict=True)]),
+    }
+
+
+def demo_steps(paths: settings.Paths, rows: int) -> dict:
+    """``pipeline demo --rows N`` in a ``var/`` of its own: its time per step (``var/demo-logs/timings.json``)."""
+    demo_var = paths.var / "demo"
+    shutil.rmtree(demo_var, ignore_errors=True)
+    env = {**os.environ, "PIPELINE_VAR_DIR": str(demo_var), "ICEBERG_REST_PORT": str(_free_port())}
+    for name in ("AIRFLOW_HOME", "AIRFLOW_CONFIG", "AIRFLOW_CONN_SPARK_DEFAULT"):
+        env.pop(name, None)
+    _progress(f"first hour: make demo of {rows:,} trips in {demo_var}")
+    subprocess.run([sys.executable, "-m", "include.setup.bootstrap"], env=env, check=True, stdout=subprocess.DEVNULL)
+    pipeline = Path(sys.executable).parent / "pipeline"
+    try:
+        subprocess.run([str(pipeline), "demo", "--rows", str(rows)], env=env, check=True, stdout=subprocess.DEVNULL)
+    finally:
+        subprocess.run([str(pipeline), "catalog", "stop"], env=env, stdout=subprocess.DEVNULL)
+    return {"rows": rows, **json.loads((demo_var / "demo-logs" / "timings.json").read_text())}
+
+
+def first_hour(paths: settings.Paths, repeats: int) -> dict:
+    return {
+        "spark_task": spark_task_fixed_cost(repeats),
+        "demo": demo_steps(paths, settings.DEMO_ROWS_PER_MONTH.integer()),
+    }
+
+
+def first_hour_markdown(results: dict) -> str:
+    fmt = lambda s: f"{s['median']:.2f} ({s['min']:.2f}–{s['max']:.2f})"  # noqa: E731
+    task, demo = results["spark_task"], results["demo"]
+    lines = [
+        "",
+        f"First hour (load average {results.get('load', '?')}):",
+        "",
+        "| figure | value |",
+        "|---|---|",
+        f"| empty Spark job, project settings (s) | {fmt(task['project_seconds'])} |",
+        f"| empty Spark job, bare spark-submit (s) | {fmt(task['bare_seconds'])} |",
+        f"| `first_hour.fixed_cost_ratio`: project ÷ bare | {fmt(task['fixed_cost_ratio'])} |",
+        *[f"| demo of {demo['rows']:,} trips: {step} (s) | {seconds:.1f} |" for step, seconds in demo["steps"].items()],
+        f"| demo of {demo['rows']:,} trips: total (s) | {demo['total']:.1f} |",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def to_markdown(results: dict) -> str:
     ing, lin, sc = results["ingest"], results["lineage"], results["scale"]
     fmt = lambda s: f"{s['median']:.2f} ({s['min']:.2f}–{s['max']:.2f})"  # noqa: E731
@@ -270,6 +356,7 @@ def main() -> int:
         f"{repeats} repeats, state in {paths.var}"
     )
     catalog_server.ensure_running(paths)
+    load_at_start = list(os.getloadavg())  # the 1/5/15-minute load averages: a loaded machine inflates every time
     try:
         results = {
             "started": datetime.now(UTC).isoformat(),
@@ -283,12 +370,17 @@ def main() -> int:
             "lineage": lineage_overhead(paths, lineage_rows, repeats),
             "scale": scale(paths, scale_rows, scale_months, repeats),
             "explorer": explorer.explorer(paths.var / "explorer"),
+            "first_hour": first_hour(paths, repeats),
         }
+        results["load_average"] = {"start": load_at_start, "end": list(os.getloadavg())}
+        results["first_hour"]["load"] = " / ".join(f"{value:.1f}" for value in os.getloadavg())
     finally:
         catalog_server.stop(paths)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=2))
-    markdown = to_markdown(results) + explorer.to_markdown(results["explorer"])
+    markdown = (
+        to_markdown(results) + explorer.to_markdown(results["explorer"]) + first_hour_markdown(results["first_hour"])
+    )
     (out / "results.md").write_text(markdown)
     print(markdown)
     _progress(f"results in {out / 'results.json'} and {out / 'results.md'}")

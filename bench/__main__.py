@@ -9,14 +9,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench import pipeline
+from bench import pipeline, wap
+from include.core import settings
 from include.core.errors import EXIT_STATUS
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__, epilog=EXIT_STATUS)
     parser.parse_args(argv)  # no arguments: an unknown one is an error (exit 2), never dropped
-    return pipeline.main()
+    project = settings.Paths.current()
+    return pipeline.main() or wap.main(project)  # wap: ingest.wap_overhead_ratio, added to results.json
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ The model is saved under `var/models/<model>/`, a dataset in the lineage between
 """
 
 from airflow.sdk import DAG, Param
+from lakehouse_notifier import LineageAlertNotifier
 from lakehouse_operators import LakehouseSparkSubmitOperator
 
 from include.airflow.schedules import DEFAULT_ARGS, START_DATE
@@ -27,7 +28,12 @@ with DAG(
     start_date=START_DATE,
     catchup=False,
     max_active_runs=1,
-    default_args=DEFAULT_ARGS,
+    # A failed task, a blocked publish, a publish with failed warn expectations: one alert (plugins/lakehouse_notifier.py)
+    default_args={
+        **DEFAULT_ARGS,
+        "on_failure_callback": [LineageAlertNotifier()],
+        "on_success_callback": [LineageAlertNotifier(on="success")],
+    },
     params={"model": Param("seasonal_naive", enum=["seasonal_naive", "weather"], description="Forecast model")},
     tags=["forecast", "ml", "iceberg", "openlineage"],
     doc_md=__doc__,

@@ -9,6 +9,7 @@ county, month and element, `-999.99` for days without an observation. A day's ne
 
 from airflow.sdk import DAG, Param
 from airflow.timetables.interval import CronDataIntervalTimetable
+from lakehouse_notifier import LineageAlertNotifier
 from lakehouse_operators import LakehouseSparkSubmitOperator, LandSourceOperator
 
 from include.airflow.schedules import DEFAULT_ARGS, MONTH, WEATHER_START_DATE, refuse_unsupported_month
@@ -20,7 +21,12 @@ with DAG(
     start_date=WEATHER_START_DATE,
     catchup=False,
     max_active_runs=1,
-    default_args=DEFAULT_ARGS,
+    # A failed task, a blocked publish, a publish with failed warn expectations: one alert (plugins/lakehouse_notifier.py)
+    default_args={
+        **DEFAULT_ARGS,
+        "on_failure_callback": [LineageAlertNotifier()],
+        "on_success_callback": [LineageAlertNotifier(on="success")],
+    },
     params={
         "force": Param(False, type="boolean", description="Re-ingest even if the files' fingerprints were ingested")
     },

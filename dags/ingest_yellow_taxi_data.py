@@ -16,6 +16,7 @@ The raw table's Asset schedules `forecast_yellow_rides`.
 
 from airflow.sdk import DAG, Param
 from airflow.timetables.interval import CronDataIntervalTimetable
+from lakehouse_notifier import LineageAlertNotifier
 from lakehouse_operators import LakehouseSparkSubmitOperator, LandSourceOperator
 
 from include.airflow.schedules import DEFAULT_ARGS, MONTH, TAXI_START_DATE, refuse_unsupported_month
@@ -27,7 +28,12 @@ with DAG(
     start_date=TAXI_START_DATE,
     catchup=False,
     max_active_runs=1,
-    default_args=DEFAULT_ARGS,
+    # A failed task, a blocked publish, a publish with failed warn expectations: one alert (plugins/lakehouse_notifier.py)
+    default_args={
+        **DEFAULT_ARGS,
+        "on_failure_callback": [LineageAlertNotifier()],
+        "on_success_callback": [LineageAlertNotifier(on="success")],
+    },
     params={"force": Param(False, type="boolean", description="Re-ingest even if the file's fingerprint was ingested")},
     tags=["ingest", "taxi", "iceberg", "openlineage"],
     doc_md=__doc__,

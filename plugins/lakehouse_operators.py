@@ -72,7 +72,8 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
 
     @staticmethod
     def _explained(report, error: Exception) -> Exception:
-        """Bad input fails without retry and with the job's own message; anything else keeps its retries."""
+        """Bad input and a blocked publish fail without retry and with the job's own message; anything else keeps
+        its retries."""
         from airflow.sdk.exceptions import AirflowFailException
 
         try:
@@ -81,6 +82,8 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
             return error
         if failure.get("kind") == "bad_input":
             return AirflowFailException(f"bad input: {failure['message']}")
+        if failure.get("kind") == "blocked":  # retrying would audit the same data again
+            return AirflowFailException(failure["message"])
         return error
 
 

@@ -6,9 +6,10 @@ from pyspark.sql import functions as F
 
 from include.core import naming
 from include.sources import downloads
+from spark_jobs.common import audit, wap
 from spark_jobs.common.iceberg_metadata import partition_metrics, total_records
 from spark_jobs.common.report import assertion, column_metrics, table_column_metrics, write_report
-from spark_jobs.common.runner import month_job_args, run
+from spark_jobs.common.runner import PublishBlockedError, month_job_args, run
 from spark_jobs.common.session import spark_session
 from spark_jobs.common.tables import (
     current_snapshot_id,
@@ -74,13 +75,7 @@ def load(spark, staged, month: str) -> str:
     month already holds exactly the staged ids (an idempotent re-load: two one-column scans instead of a join),
     else ``merge``."""
     write_one_partition_per_job(spark)
-    ensure_table(
-        spark,
-        naming.TAXI_RAW,
-        staged.schema,
-        partitioned_by="months(tpep_pickup_datetime)",
-        properties={ROW_ID_PROPERTY: ROW_ID_SCHEME},
-    )
+    ensure_raw(spark, staged.schema)
     if table_property(spark, naming.TAXI_RAW, ROW_ID_PROPERTY) != ROW_ID_SCHEME:
         migrate_row_ids(spark)
     base = current_snapshot_id(spark, naming.TAXI_RAW)
@@ -92,6 +87,16 @@ def load(spark, staged, month: str) -> str:
         return "unchanged"
     merge_new_rows(spark, staged, month)
     return "merge"
+
+
+def ensure_raw(spark, schema) -> None:
+    ensure_table(
+        spark,
+        naming.TAXI_RAW,
+        schema,
+        partitioned_by="months(tpep_pickup_datetime)",
+        properties={ROW_ID_PROPERTY: ROW_ID_SCHEME},
+    )
 
 
 def append_to_empty_month(staged, month: str, base_snapshot: int | None) -> None:
@@ -113,14 +118,52 @@ def merge_new_rows(spark, staged, month: str) -> None:
     merge_source(staged, "staged").mergeInto(raw, on).whenNotMatched().insertAll().merge()
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None, write_audit_publish: bool = True) -> None:
+    """``write_audit_publish=False``: MERGE straight into main, as before write-audit-publish (only the bench's side-by-side
+    measure of its cost, ``bench/wap.py``, runs it)."""
     args = month_job_args(__doc__, argv)
 
     spark = spark_session("merge_taxi")
     staged = extract(spark, args.month)
     staging_snapshot = current_snapshot_id(spark, naming.TAXI_STAGING)
     before = current_snapshot_id(spark, naming.TAXI_RAW)
+    # Write-audit-publish: the month goes to a branch of its own; main moves only if the audit passes.
+    ensure_raw(spark, staged.schema)
+    if write_audit_publish:
+        branch = wap.branch_name("taxi", args.month)
+        wap.open_branch(spark, naming.TAXI_RAW, branch)
     load(spark, staged, args.month)
+    if write_audit_publish:
+        verdict = audit.judge(naming.TAXI_RAW, *audit.taxi_month(spark, args.month))
+        audited = wap.publish_or_block(spark, naming.TAXI_RAW, branch, before, verdict)
+    else:
+        audited = {"published": True, "results": []}
+    staged_metrics = table_column_metrics(
+        spark, naming.TAXI_STAGING, STAGED_METRIC_COLUMNS, f"source_month={args.month}"
+    ) or column_metrics(staged, STAGED_METRIC_COLUMNS)
+    inputs = {naming.TAXI_STAGING: {"snapshot_id": staging_snapshot, "rows": staged_metrics["rowCount"]}}
+    if not audited["published"]:
+        message = wap.blocked_message(audited)
+        write_report(
+            args.report,
+            {
+                "input_metrics": {naming.TAXI_STAGING: staged_metrics},
+                "assertions": {naming.TAXI_RAW: audited["results"]},
+                "inputs": inputs,
+                "outputs": {
+                    naming.TAXI_RAW: {
+                        "previous_snapshot_id": before,
+                        "snapshot_id": audited["branch_snapshot_id"],
+                        "rows": total_records(spark, naming.TAXI_RAW, audited["branch_snapshot_id"]),
+                    }
+                },
+                "audit": audited,
+                "error": {"kind": "blocked", "message": message},
+            },
+            spark,
+        )
+        spark.stop()
+        raise PublishBlockedError(message)
     after = current_snapshot_id(spark, naming.TAXI_RAW)
     landed = downloads.tlc_landed_path(args.month)
     if landed.exists():
@@ -135,9 +178,6 @@ def main(argv: list[str] | None = None) -> None:
     rows, null_zones = metrics["rowCount"], metrics["columnMetrics"]["PULocationID"]["nullCount"]
     ids = raw_month.agg(F.countDistinct("unique_row_id")).first()[0]
     negative_totals = negative_values(spark, naming.TAXI_RAW, "total_amount", in_month, raw_month)
-    staged_metrics = table_column_metrics(
-        spark, naming.TAXI_STAGING, STAGED_METRIC_COLUMNS, f"source_month={args.month}"
-    ) or column_metrics(staged, STAGED_METRIC_COLUMNS)
     write_report(
         args.report,
         {
@@ -147,9 +187,10 @@ def main(argv: list[str] | None = None) -> None:
                     assertion("unique", ids == rows, "unique_row_id", ids, rows),
                     assertion("not_null", not null_zones, "PULocationID", null_zones, 0),
                     assertion("non_negative", not negative_totals, "total_amount", negative_totals, 0),
+                    *audited["results"],
                 ]
             },
-            "inputs": {naming.TAXI_STAGING: {"snapshot_id": staging_snapshot, "rows": staged_metrics["rowCount"]}},
+            "inputs": inputs,
             "outputs": {
                 naming.TAXI_RAW: {
                     "previous_snapshot_id": before,
@@ -157,6 +198,7 @@ def main(argv: list[str] | None = None) -> None:
                     "rows": total_records(spark, naming.TAXI_RAW, after),
                 }
             },
+            "audit": audited if "branch" in audited else None,
         },
         spark,
     )

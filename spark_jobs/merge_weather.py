@@ -9,8 +9,9 @@ from pyspark.sql import functions as F
 
 from include.core import naming
 from include.sources import downloads
+from spark_jobs.common import audit, wap
 from spark_jobs.common.report import column_metrics, write_report
-from spark_jobs.common.runner import month_job_args, run
+from spark_jobs.common.runner import PublishBlockedError, month_job_args, run
 from spark_jobs.common.session import spark_session
 from spark_jobs.common.tables import (
     current_snapshot_id,
@@ -52,30 +53,41 @@ def main(argv: list[str] | None = None) -> None:
     staged = extract(spark, args.month)
     staging_snapshot = current_snapshot_id(spark, naming.WEATHER_STAGING)
     before = current_snapshot_id(spark, naming.WEATHER_RAW)
+    # Write-audit-publish (spark_jobs/common/wap.py): main moves only if the month passes its expectations.
+    ensure_table(spark, naming.WEATHER_RAW, staged.schema, partitioned_by="year")
+    branch = wap.branch_name("weather", args.month)
+    wap.open_branch(spark, naming.WEATHER_RAW, branch)
     load(spark, staged)
+    verdict = audit.judge(naming.WEATHER_RAW, *audit.weather_month(spark, args.month))
+    audited = wap.publish_or_block(spark, naming.WEATHER_RAW, branch, before, verdict)
+    report = {
+        "input_metrics": {
+            naming.WEATHER_STAGING: column_metrics(staged, ["region_code", "year", "month", "meteorological_element"])
+        },
+        "inputs": {naming.WEATHER_STAGING: {"snapshot_id": staging_snapshot, "rows": staged.count()}},
+        "assertions": {naming.WEATHER_RAW: audited["results"]},
+        "audit": audited,
+    }
+    if not audited["published"]:
+        message = wap.blocked_message(audited)
+        report["outputs"] = {
+            naming.WEATHER_RAW: {"previous_snapshot_id": before, "snapshot_id": audited["branch_snapshot_id"]}
+        }
+        write_report(args.report, {**report, "error": {"kind": "blocked", "message": message}}, spark)
+        spark.stop()
+        raise PublishBlockedError(message)
     ledger = downloads.IngestLedger()
     for element in downloads.WEATHER_ELEMENTS:
         landed = downloads.noaa_landed_path(element, args.month)
         ledger.record(landed.name, downloads.fingerprint_file(landed), naming.WEATHER_RAW)
-    write_report(
-        args.report,
-        {
-            "input_metrics": {
-                naming.WEATHER_STAGING: column_metrics(
-                    staged, ["region_code", "year", "month", "meteorological_element"]
-                )
-            },
-            "inputs": {naming.WEATHER_STAGING: {"snapshot_id": staging_snapshot, "rows": staged.count()}},
-            "outputs": {
-                naming.WEATHER_RAW: {
-                    "previous_snapshot_id": before,
-                    "snapshot_id": current_snapshot_id(spark, naming.WEATHER_RAW),
-                    "rows": row_count(spark, naming.WEATHER_RAW),
-                }
-            },
-        },
-        spark,
-    )
+    report["outputs"] = {
+        naming.WEATHER_RAW: {
+            "previous_snapshot_id": before,
+            "snapshot_id": current_snapshot_id(spark, naming.WEATHER_RAW),
+            "rows": row_count(spark, naming.WEATHER_RAW),
+        }
+    }
+    write_report(args.report, report, spark)
     spark.stop()
 
 

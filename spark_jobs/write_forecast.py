@@ -6,9 +6,9 @@ import argparse
 from datetime import timedelta
 
 from include.core import naming
-from spark_jobs.common import forecasting, models
+from spark_jobs.common import audit, forecasting, models, wap
 from spark_jobs.common.report import assertion, write_report
-from spark_jobs.common.runner import run
+from spark_jobs.common.runner import PublishBlockedError, run
 from spark_jobs.common.session import spark_session
 from spark_jobs.common.tables import current_snapshot_id, ensure_table, qualified, row_count
 
@@ -42,12 +42,24 @@ def main(argv: list[str] | None = None) -> None:
     predictions = forecasting.seasonal_naive(targets) if fitted is None else fitted.transform(targets)
     # Materialised: MERGE rejects a source whose plan holds the model's non-deterministic UDFs.
     rows = forecasting.forecast_rows(predictions, args.model, metadata["model_version"], args.run_id).localCheckpoint()
+    # Write-audit-publish (spark_jobs/common/wap.py): main moves only if the forecast passes its expectations.
+    ensure_table(spark, naming.HOURLY_FORECAST, rows.schema, partitioned_by="model_name")
+    before = current_snapshot_id(spark, naming.HOURLY_FORECAST)
+    branch = wap.branch_name(f"forecast_{args.model}")
+    wap.open_branch(spark, naming.HOURLY_FORECAST, branch)
     load(spark, rows)
     zones, written = inputs.zones.count(), rows.count()
     negative = rows.where("forecasted_total_rides < 0").count()
+    observations = audit.forecast_run(spark, args.model, args.run_id, zones, forecasting.HORIZON_HOURS)
+    audited = wap.publish_or_block(
+        spark, naming.HOURLY_FORECAST, branch, before, audit.judge(naming.HOURLY_FORECAST, *observations)
+    )
+    blocked = None if audited["published"] else wap.blocked_message(audited)
     write_report(
         args.report,
         {
+            "audit": audited,
+            **({"error": {"kind": "blocked", "message": blocked}} if blocked else {}),
             "assertions": {
                 naming.HOURLY_FORECAST: [
                     assertion(
@@ -58,13 +70,15 @@ def main(argv: list[str] | None = None) -> None:
                         forecasting.HORIZON_HOURS * zones,
                     ),
                     assertion("non_negative", negative == 0, "forecasted_total_rides", negative, 0),
+                    *audited["results"],
                 ]
             },
             "inputs": {table: {"snapshot_id": snapshot} for table, snapshot in inputs.snapshots.items()},
             "model": {"path": str(naming.model_dir(args.model)), **metadata},
             "outputs": {
                 naming.HOURLY_FORECAST: {
-                    "snapshot_id": current_snapshot_id(spark, naming.HOURLY_FORECAST),
+                    "previous_snapshot_id": before,
+                    "snapshot_id": audited["main_snapshot_id"] if not blocked else audited["branch_snapshot_id"],
                     "rows": row_count(spark, naming.HOURLY_FORECAST),
                     "written_rows": written,
                     "zones": zones,
@@ -74,6 +88,8 @@ def main(argv: list[str] | None = None) -> None:
         spark,
     )
     spark.stop()
+    if blocked:
+        raise PublishBlockedError(blocked)
 
 
 if __name__ == "__main__":

@@ -153,6 +153,8 @@ class JobReport:
     staged_rows: int | None = None
     quarantined_rows: dict[str, int] = field(default_factory=dict)  # reason -> rows
     error: JobError | None = None
+    # Write-audit-publish (spark_jobs/common/wap.py): table, branch, published, main and branch snapshots, results
+    audit: dict[str, Any] | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "job report") -> JobReport:

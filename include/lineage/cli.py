@@ -472,6 +472,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = add("columns", columns, "column-level upstream of DATASET.COLUMN", [walk])
     sub.add_argument("column", metavar="DATASET.COLUMN")
+    from include.quality.review import cli_checks  # write-audit-publish: the runs' expectation results
+
+    sub = add("checks", cli_checks, "the last runs' expectation results of a table (blocked, published)", [query])
+    sub.add_argument("table", metavar="TABLE")
+    sub.add_argument("--limit", type=int, default=10, help="at most this many runs (default 10)")
     add("replay", replay, "send spooled events (oldest first) through the configured transport")
     sub = add(
         "consume",

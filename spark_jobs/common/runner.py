@@ -10,12 +10,21 @@ from include.core.errors import BadInputError
 from spark_jobs.common.report import write_report
 
 BAD_INPUT_EXIT_CODE = 3
+BLOCKED_EXIT_CODE = 4
+
+
+class PublishBlockedError(Exception):
+    """A blocking expectation failed on the audit branch: main was not moved. The job wrote its full report (the
+    audit, the branch snapshot) before raising, so the runner leaves the report as it is."""
 
 
 def run(main, argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     try:
         main(argv)
+    except PublishBlockedError as error:
+        print(f"PUBLISH BLOCKED: {error}", file=sys.stderr)
+        sys.exit(BLOCKED_EXIT_CODE)
     except BadInputError as error:
         write_report(report_argument(argv), JobReport(error={"kind": "bad_input", "message": str(error)}))
         print(f"BAD INPUT: {error}", file=sys.stderr)

@@ -78,8 +78,8 @@ def publish(spark, table: str, branch: str, drop: bool = True) -> int:
     check_branch_name(branch)
     close_session_branch(spark)
     catalog = settings.CatalogSettings.current().name
-    identifier = f"{settings.ICEBERG_NAMESPACE}.{table}"
-    row = spark.sql(f"CALL {catalog}.system.fast_forward('{identifier}', 'main', '{branch}')").first()
+    # The identifier with its catalog: Spark3Util would first look for a catalog named after the namespace.
+    row = spark.sql(f"CALL {catalog}.system.fast_forward('{qualified(table)}', 'main', '{branch}')").first()
     if drop:
         discard(spark, table, branch)
     return row.updated_ref if row is not None else ref_snapshot_id(spark, table, "main")
@@ -88,3 +88,32 @@ def publish(spark, table: str, branch: str, drop: bool = True) -> int:
 def discard(spark, table: str, branch: str) -> None:
     check_branch_name(branch)
     spark.sql(f"ALTER TABLE {qualified(table)} DROP BRANCH IF EXISTS `{branch}`")
+
+
+def blocked_message(audit: dict) -> str:
+    """The error of a blocked publish: the table, main's snapshot, the kept branch, what to do, each failure."""
+    table, branch = audit["table"], audit["branch"]
+    return (
+        f"{table}: publish blocked, main left at snapshot {audit['main_snapshot_id']}; the data is kept on branch "
+        f"{branch} (snapshot {audit['branch_snapshot_id']}) for review: `pipeline publish --table {table} --branch "
+        f'{branch} --reason "..."` or `pipeline discard --table {table} --branch {branch}`. '
+        f"{len(audit['blocking'])} blocking expectation(s) failed: " + "; ".join(audit["blocking"])
+    )
+
+
+def publish_or_block(spark, table: str, branch: str, main_before: int | None, verdict: dict) -> dict:
+    """Publish ``branch`` when no blocking expectation failed, else keep it; the job report's ``audit`` section."""
+    branch_snapshot = ref_snapshot_id(spark, table, branch)
+    close_session_branch(spark)
+    audit = {
+        **verdict,
+        "branch": branch,
+        "main_snapshot_id": main_before,
+        "branch_snapshot_id": branch_snapshot,
+        "published": False,
+    }
+    if verdict["blocking"]:
+        return audit
+    audit["main_snapshot_id"] = publish(spark, table, branch)
+    audit["published"] = True
+    return audit

@@ -32,7 +32,9 @@ PACKAGE_RANKS = {
     "include.services": (1, "services"),
     "include.lineage": (1, "lineage"),
     "include.quality": (1, "quality"),
-    "include.quality.alerts": (2, "alerts"),  # follows lineage: the impact set of a failed run
+    # follow lineage (the impact set of a failed run, the runs' expectation results): above it
+    "include.quality.alerts": (2, "quality-lineage"),
+    "include.quality.review": (2, "quality-lineage"),
     "include.setup": (2, "setup"),
     "include.demo": (3, "demo"),
     "include.lineage.cli": (3, "lineage-cli"),

@@ -88,3 +88,56 @@ def test_without_write_wap_enabled_the_session_branch_is_ignored(spark, table):
 def test_branch_names_that_are_not_audit_branches_are_refused(name):
     with pytest.raises(ValueError, match="not an audit branch name"):
         wap.check_branch_name(name)
+
+
+class _Recorded:
+    def __init__(self):
+        self.events = []
+
+    def emit(self, event):
+        self.events.append(event)
+
+
+def test_pipeline_publish_follows_the_fast_forward_rule_through_pyiceberg_and_records_the_reason(
+    spark, table, monkeypatch
+):
+    from include.core import settings
+    from include.quality import review
+
+    monkeypatch.setattr(review, "AUDITED_TABLES", (table,))
+    _append(spark, table, [1])
+    wap.open_branch(spark, table, "audit_t_5")
+    _append(spark, table, [2])
+    wap.close_session_branch(spark)
+    branch_snapshot = wap.ref_snapshot_id(spark, table, "audit_t_5")
+    recorded = _Recorded()
+    outcome = review.publish(table, "audit_t_5", "reviewed", settings.pyiceberg_catalog(), transport=recorded)
+    spark.sql(f"REFRESH TABLE {qualified(table)}")
+    assert wap.ref_snapshot_id(spark, table, "main") == branch_snapshot == outcome["snapshot"]
+    assert "audit_t_5" not in wap.branches(spark, table)
+    assert [e.eventType.value for e in recorded.events] == ["START", "COMPLETE"]
+    facet = recorded.events[-1].run.facets["writeAuditPublish"]
+    assert facet.reason == "reviewed" and facet.published is True and facet.branch == "audit_t_5"
+    assert recorded.events[-1].outputs[0].facets["version"].datasetVersion == str(branch_snapshot)
+
+
+def test_pipeline_publish_refuses_a_branch_main_moved_away_from_and_discard_drops_it(spark, table, monkeypatch):
+    from include.core import settings
+    from include.core.errors import NotFoundError
+    from include.quality import review
+
+    monkeypatch.setattr(review, "AUDITED_TABLES", (table,))
+    _append(spark, table, [1])
+    wap.open_branch(spark, table, "audit_t_6")
+    _append(spark, table, [2])
+    wap.close_session_branch(spark)
+    _append(spark, table, [3])  # main moved
+    moved = wap.ref_snapshot_id(spark, table, "main")
+    with pytest.raises(review.PublishRefusedError, match="Cannot fast-forward: main is not an ancestor of audit_t_6"):
+        review.publish(table, "audit_t_6", "reviewed", settings.pyiceberg_catalog())
+    assert wap.ref_snapshot_id(spark, table, "main") == moved
+    review.discard(table, "audit_t_6", catalog=settings.pyiceberg_catalog())
+    spark.sql(f"REFRESH TABLE {qualified(table)}")
+    assert "audit_t_6" not in wap.branches(spark, table) and _ids(spark, table) == [1, 3]
+    with pytest.raises(NotFoundError, match="no audit branch 'audit_t_6'"):
+        review.discard(table, "audit_t_6", catalog=settings.pyiceberg_catalog())

@@ -38,6 +38,7 @@ from include.lineage.emit.facets import (
     SchemaDriftRunFacet,
     input_dataset,
     output_dataset,
+    write_audit_publish_facet,
 )
 
 log = logging.getLogger(__name__)
@@ -307,6 +308,8 @@ def lineage_of(operator, task_instance=None, complete: bool = False):
             filledWithNull=drift.get("filled_with_null", []),
             unexpected=drift.get("unexpected", []),
         )
+    if report.audit:
+        run_facets["writeAuditPublish"] = write_audit_publish_facet(report.audit)
     log.info("lineage: extracted %s in %.3fs", operator.task_id, time.monotonic() - started)
     return OperatorLineage(
         inputs=enriched_inputs, outputs=enriched_outputs, job_facets=plain.job_facets, run_facets=run_facets

@@ -109,3 +109,47 @@ class SchemaDriftRunFacet(RunFacet):
     @staticmethod
     def _get_schema() -> str:
         return SCHEMA_DRIFT_FACET_SCHEMA_URL
+
+
+WRITE_AUDIT_PUBLISH_FACET_SCHEMA_URL = FINGERPRINT_FACET_SCHEMA_URL.replace(
+    "FileFingerprintDatasetFacet.json#/$defs/FileFingerprintDatasetFacet",
+    "WriteAuditPublishRunFacet.json#/$defs/WriteAuditPublishRunFacet",
+)
+
+
+@attr.define
+class WriteAuditPublishRunFacet(RunFacet):
+    """A write-audit-publish of an Iceberg table: the branch the run wrote, whether main was moved to it, and every
+    expectation's result (each also an entry of the dataset's ``dataQualityAssertions``)."""
+
+    table: str
+    branch: str
+    published: bool
+    blocking: list = attr.field(factory=list)
+    warnings: list = attr.field(factory=list)
+    dataset: str | None = None
+    mainSnapshotId: int | None = None  # noqa: N815
+    branchSnapshotId: int | None = None  # noqa: N815
+    reason: str | None = None
+    results: list = attr.field(factory=list)
+
+    @staticmethod
+    def _get_schema() -> str:
+        return WRITE_AUDIT_PUBLISH_FACET_SCHEMA_URL
+
+
+def write_audit_publish_facet(audit: dict, reason: str | None = None) -> WriteAuditPublishRunFacet:
+    """The run facet of a job report's ``audit`` section (``spark_jobs/common/wap.py``)."""
+    dataset_id, _ = naming.dataset_for_key(audit["table"])
+    return WriteAuditPublishRunFacet(
+        table=audit["table"],
+        dataset=dataset_id.name,
+        branch=audit["branch"],
+        published=bool(audit["published"]),
+        blocking=list(audit.get("blocking", [])),
+        warnings=list(audit.get("warnings", [])),
+        mainSnapshotId=audit.get("main_snapshot_id"),
+        branchSnapshotId=audit.get("branch_snapshot_id"),
+        reason=reason,
+        results=list(audit.get("results", [])),
+    )

@@ -1,0 +1,11 @@
+"""merge_taxi without write-audit-publish (MERGE straight into main): the bench's baseline for its cost."""
+
+from __future__ import annotations
+
+import sys
+
+from spark_jobs import merge_taxi
+from spark_jobs.common.runner import run
+
+if __name__ == "__main__":
+    run(lambda argv: merge_taxi.main(argv, write_audit_publish=False), sys.argv[1:])

@@ -1,0 +1,91 @@
+"""``ingest.wap_overhead_ratio``: the taxi MERGE published through an audit branch ÷ the same MERGE straight into
+main, measured side by side (alternating, ``BENCH_REPEATS`` times each) on one staged month of ``BENCH_SCALE_ROWS``
+rows into an empty raw table. Each figure is a whole spark-submit of the job (what a task costs). Nothing here
+asserts a timing; the target of issue 25 is ≤ 1.1.
+
+Run alone with ``python -m bench.wap`` (state in ``var/bench-state-wap/``); ``make bench`` runs it after the other
+sections and adds the figure to ``var/bench/results.json`` under ``ingest``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from bench.pipeline import _free_port, _progress, _spark_submit, _summary
+from include.core import naming, settings
+from include.services import catalog_server
+from include.sources import sample_data
+
+DIRECT = Path(__file__).resolve().parent / "jobs" / "merge_taxi_direct.py"
+MONTH = "2025-01"
+
+
+def _drop_raw() -> None:
+    catalog = settings.pyiceberg_catalog()
+    identifier = f"{settings.ICEBERG_NAMESPACE}.{naming.TAXI_RAW}"
+    if catalog.table_exists(identifier):
+        catalog.drop_table(identifier)
+
+
+def wap_overhead(paths: settings.Paths, rows: int, repeats: int) -> dict:
+    landed = paths.landing / "tlc" / sample_data.taxi_file_name(2025, 1)
+    sample_data.write_taxi_month(landed.parent, 2025, 1, rows)
+    _spark_submit(settings.SPARK_JOBS_DIR / "stage_taxi.py", ["--month", MONTH])
+    through_branch: list[float] = []
+    direct: list[float] = []
+    for repeat in range(repeats):
+        order = [("direct", DIRECT), ("branch", settings.SPARK_JOBS_DIR / "merge_taxi.py")]
+        for label, script in order if repeat % 2 == 0 else reversed(order):
+            _drop_raw()
+            seconds = _spark_submit(script, ["--month", MONTH])
+            (direct if label == "direct" else through_branch).append(seconds)
+            _progress(f"wap: {label} merge of {rows:,} rows in {seconds:.1f}s")
+    result = {
+        "rows": rows,
+        "direct_seconds": _summary(direct),
+        "through_branch_seconds": _summary(through_branch),
+    }
+    result["wap_overhead_ratio"] = result["through_branch_seconds"]["median"] / result["direct_seconds"]["median"]
+    return result
+
+
+def main(project: settings.Paths | None = None) -> int:
+    """``project``: the var/ the bench writes its results into (the other sections point the environment at their
+    own state folder)."""
+    project = project or settings.Paths.current()
+    rows = settings.BENCH_SCALE_ROWS.integer()
+    repeats = max(settings.BENCH_REPEATS.integer(), 1)
+    out = project.bench
+    paths = settings.Paths(project.var / "bench-state-wap").ensure()
+    os.environ["PIPELINE_VAR_DIR"] = str(paths.var)
+    os.environ["ICEBERG_REST_PORT"] = str(_free_port())
+    from include.setup import bootstrap
+
+    bootstrap.setup(paths)
+    os.environ.update(settings.airflow_env(paths))
+    catalog_server.ensure_running(paths)
+    try:
+        result = wap_overhead(paths, rows, repeats)
+    finally:
+        catalog_server.stop(paths)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "wap.json").write_text(json.dumps(result, indent=2))
+    combined = out / "results.json"
+    if combined.exists():
+        results = json.loads(combined.read_text())
+        results.setdefault("ingest", {})["wap_overhead_ratio"] = result["wap_overhead_ratio"]
+        results["ingest"]["wap"] = result
+        combined.write_text(json.dumps(results, indent=2))
+    print(
+        f"ingest.wap_overhead_ratio = {result['wap_overhead_ratio']:.3f} (through the branch "
+        f"{result['through_branch_seconds']['median']:.1f}s ÷ direct {result['direct_seconds']['median']:.1f}s, "
+        f"{rows:,} rows, median of {repeats})"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

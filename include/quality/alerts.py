@@ -1,0 +1,255 @@
+"""Alerts that follow lineage: on a blocked publish, a failed task or a failed ``warn`` expectation, one message
+naming the run, what failed and everything downstream that would have consumed the data (the impact set from the
+lineage store: datasets, jobs, DAGs, with their owners), kept in an outbox until every channel took it.
+
+- ``compose``: the alert (a JSON-able dict) from what the notifier knows; ``impact_of``: the impact set.
+- ``Outbox``: ``var/alerts/outbox/<id>.json`` until sent on every channel, then ``var/alerts/sent/``; an alert
+  that could not be sent is re-sent with the next one, or by ``pipeline alerts resend``.
+- Channels: ``Webhook`` (Slack's incoming-webhook format, ``{"text": ...}``) and ``Smtp`` (e-mail). The notifier in
+  ``plugins/lakehouse_notifier.py`` builds them from Airflow connections; no connection detail is ever put in an
+  alert's text, and every send has a short timeout (a task is never held more than a few seconds).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import smtplib
+import time
+import urllib.request
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.message import EmailMessage
+from pathlib import Path
+
+from include.core import naming, settings
+
+KINDS = ("blocked", "failed", "warn")
+SEND_TIMEOUT_SECONDS = 2.0
+IMPACT_BUDGET_SECONDS = 3.0
+
+
+def outbox_dir(paths: settings.Paths | None = None) -> Path:
+    return (paths or settings.Paths.current()).var / "alerts"
+
+
+# ---------------------------------------------------------------------------------------------------- impact set
+def _owners(facets_json: str | None) -> list[str]:
+    facets = json.loads(facets_json or "{}")
+    return [owner.get("name") for owner in (facets.get("ownership") or {}).get("owners", []) if owner.get("name")]
+
+
+def impact_of(table: str, store_url: str | None = None, paths: settings.Paths | None = None) -> dict:
+    """Datasets, jobs and DAGs downstream of ``table`` (every edge ever seen: both models' jobs, though only the
+    newest run of train_model is in the current graph), each with its owners (OpenLineage ``ownership`` facet; a
+    job's and a DAG's from its DAG's), read from the lineage store after catching up with the event files."""
+    from sqlalchemy import select
+
+    from include.lineage.events import discover_event_files
+    from include.lineage.queries import LineageQueries
+    from include.lineage.store import LineageStore
+    from include.lineage.store.schema import datasets_table, jobs_table
+
+    paths = paths or settings.Paths.current()
+    with LineageStore(store_url) as store:
+        try:
+            store.ingest_files(discover_event_files(paths))
+        except Exception:  # a bad event file must not cost the alert; the store reports it to `lineage ingest`
+            pass
+        label = f"{settings.ICEBERG_NAMESPACE}.{table}" if naming.is_table_key(table) else table
+        sub = LineageQueries(store).downstream(label, all_history=True)
+        datasets = [n for n in sub.datasets() if sub.depths[n.id] > 0]
+        jobs = sub.jobs()
+        with store.engine.connect() as conn:
+            job_facets = dict(conn.execute(select(jobs_table.c.name, jobs_table.c.facets)).all())
+            dataset_facets = {
+                (ns, name): facets
+                for ns, name, facets in conn.execute(
+                    select(datasets_table.c.namespace, datasets_table.c.name, datasets_table.c.facets)
+                ).all()
+            }
+    dags: dict[str, list[str]] = {}
+    for job in jobs:
+        dag = job.name.split(".", 1)[0]
+        dags.setdefault(dag, _owners(job_facets.get(dag)))
+    return {
+        "datasets": [{"name": n.label, "owners": _owners(dataset_facets.get((n.namespace, n.name)))} for n in datasets],
+        "jobs": [{"name": n.name, "owners": dags[n.name.split(".", 1)[0]]} for n in jobs],
+        "dags": [{"dag_id": dag, "owners": owners} for dag, owners in sorted(dags.items())],
+    }
+
+
+def impact_within_budget(table: str, budget: float = IMPACT_BUDGET_SECONDS, **kwargs) -> dict:
+    """``impact_of``, or a note saying it was not ready in time (the alert is sent anyway)."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="alert-impact")
+    future = pool.submit(impact_of, table, **kwargs)
+    try:
+        return future.result(timeout=budget)
+    except FutureTimeout:
+        return {"error": f"the lineage store did not answer within {budget:.0f} s: see `lineage impact {table}`"}
+    except Exception as error:
+        return {"error": f"impact not computed ({type(error).__name__}: {error}): see `lineage impact {table}`"}
+    finally:
+        pool.shutdown(wait=False)
+
+
+# ---------------------------------------------------------------------------------------------------- the alert
+def compose(
+    kind: str,
+    *,
+    dag_id: str,
+    task_id: str,
+    run_id: str,
+    table: str | None,
+    failures: list[str],
+    impact: dict | None = None,
+    branch: str | None = None,
+    published: bool | None = None,
+) -> dict:
+    """The alert: what happened, to which run, what failed, and the impact set."""
+    if kind not in KINDS:
+        raise ValueError(f"alert kind {kind!r}, expected one of {KINDS}")
+    target = f"{settings.ICEBERG_NAMESPACE}.{table}" if table and naming.is_table_key(table) else table
+    headline = {
+        "blocked": f"BLOCKED: {target} was not published (main unchanged; branch {branch} kept for review)",
+        "failed": f"FAILED: task {dag_id}.{task_id}" + (f" writing {target}" if target else ""),
+        "warn": f"WARNING: {target} was published with failed warn expectations",
+    }[kind]
+    impact = impact or {}
+    lines = [headline, f"run: {dag_id} / {task_id} / {run_id}", "what failed:"]
+    lines += [f"  - {failure}" for failure in failures] or ["  - (no message)"]
+    if impact.get("error"):
+        lines.append(f"downstream: {impact['error']}")
+    else:
+        lines.append("downstream that would have consumed it:")
+        owned = lambda item: f" (owners: {', '.join(item['owners'])})" if item.get("owners") else ""  # noqa: E731
+        lines += [f"  dataset {item['name']}{owned(item)}" for item in impact.get("datasets", [])]
+        lines += [f"  job {item['name']}{owned(item)}" for item in impact.get("jobs", [])]
+        lines += [f"  DAG {item['dag_id']}{owned(item)}" for item in impact.get("dags", [])]
+    if kind == "blocked" and table and branch:
+        lines.append(
+            f'to publish after review: pipeline publish --table {table} --branch {branch} --reason "..."; '
+            f"to drop it: pipeline discard --table {table} --branch {branch}"
+        )
+    created = datetime.now(UTC)
+    return {
+        "id": f"{created.strftime('%Y%m%dT%H%M%S%f')}-{uuid.uuid4().hex[:8]}",
+        "created": created.isoformat(),
+        "kind": kind,
+        "dag_id": dag_id,
+        "task_id": task_id,
+        "run_id": run_id,
+        "table": target,
+        "branch": branch,
+        "published": published,
+        "failures": list(failures),
+        "impact": impact,
+        "subject": f"[lineage-aware pipelines] {headline}"[:200],
+        "text": "\n".join(lines),
+    }
+
+
+# ---------------------------------------------------------------------------------------------------- channels
+@dataclass(frozen=True)
+class Webhook:
+    """A webhook taking Slack's incoming-webhook body (``{"text": ...}``): Slack, Mattermost, Rocket.Chat, ..."""
+
+    url: str
+    name: str = "webhook"
+
+    def send(self, alert: dict, timeout: float = SEND_TIMEOUT_SECONDS) -> None:
+        body = json.dumps({"text": alert["text"]}).encode()
+        request = urllib.request.Request(self.url, data=body, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (an operator's connection)
+            if response.status >= 300:
+                raise OSError(f"webhook answered HTTP {response.status}")
+
+
+@dataclass(frozen=True)
+class Smtp:
+    host: str
+    port: int
+    sender: str
+    recipients: tuple[str, ...]
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+    starttls: bool = False
+    name: str = "smtp"
+
+    def send(self, alert: dict, timeout: float = SEND_TIMEOUT_SECONDS) -> None:
+        message = EmailMessage()
+        message["Subject"] = alert["subject"]
+        message["From"] = self.sender
+        message["To"] = ", ".join(self.recipients)
+        message["X-Alert-Id"] = alert["id"]
+        message.set_content(alert["text"])
+        with smtplib.SMTP(self.host, self.port, timeout=timeout) as client:
+            if self.starttls:
+                client.starttls()
+            if self.user:
+                client.login(self.user, self.password or "")
+            client.send_message(message)
+
+
+# ---------------------------------------------------------------------------------------------------- the outbox
+class Outbox:
+    """Alerts not yet taken by every channel. Each file records the channels that took it, so a re-send never
+    sends twice to a channel that already has it."""
+
+    def __init__(self, root: Path | None = None):
+        self.root = root or outbox_dir()
+        self.pending_dir = self.root / "outbox"
+        self.sent_dir = self.root / "sent"
+
+    def put(self, alert: dict) -> Path:
+        self.pending_dir.mkdir(parents=True, exist_ok=True)
+        path = self.pending_dir / f"{alert['id']}.json"
+        partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        partial.write_text(json.dumps({"sent_to": [], **alert}, indent=2, sort_keys=True))
+        os.replace(partial, path)
+        return path
+
+    def pending(self) -> list[Path]:
+        return sorted(self.pending_dir.glob("*.json")) if self.pending_dir.exists() else []
+
+    def sent(self) -> list[dict]:
+        return (
+            [json.loads(p.read_text()) for p in sorted(self.sent_dir.glob("*.json"))] if self.sent_dir.exists() else []
+        )
+
+    def flush(self, channels, deadline_seconds: float = 2 * SEND_TIMEOUT_SECONDS + 1) -> dict[str, list[str]]:
+        """Send every pending alert, oldest first, to each channel that has not taken it, until the deadline;
+        returns {"sent": ids, "kept": ids}. A channel that fails is not tried again in this flush."""
+        started, down, result = time.monotonic(), set(), {"sent": [], "kept": []}
+        for path in self.pending():
+            alert = json.loads(path.read_text())
+            for channel in channels:
+                if channel.name in alert["sent_to"] or channel.name in down:
+                    continue
+                if time.monotonic() - started > deadline_seconds:
+                    break
+                try:
+                    channel.send(alert)
+                    alert["sent_to"].append(channel.name)
+                except (OSError, smtplib.SMTPException) as error:
+                    down.add(channel.name)
+                    alert["last_error"] = f"{channel.name}: {type(error).__name__}"
+            if channels and all(channel.name in alert["sent_to"] for channel in channels):
+                self.sent_dir.mkdir(parents=True, exist_ok=True)
+                (self.sent_dir / path.name).write_text(json.dumps(alert, indent=2, sort_keys=True))
+                path.unlink()
+                result["sent"].append(alert["id"])
+            else:
+                path.write_text(json.dumps(alert, indent=2, sort_keys=True))
+                result["kept"].append(alert["id"])
+        return result
+
+
+def deliver(alert: dict, channels, outbox: Outbox | None = None) -> dict[str, list[str]]:
+    """Keep the alert, then send it and anything still waiting."""
+    outbox = outbox or Outbox()
+    outbox.put(alert)
+    return outbox.flush(channels)

@@ -1,0 +1,113 @@
+"""Alerts (include/quality/alerts.py) through a real webhook receiver and a real SMTP server on loopback: sent once
+to each channel, kept in the outbox and re-sent when a channel was down, bounded in time, no secret in the text."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+from include.quality import alerts
+from tests.alert_receivers import smtp_server, webhook_receiver
+from tests.support import free_port
+
+IMPACT = {
+    "datasets": [{"name": "nyc_taxi.yellow_rides_hourly_actuals", "owners": []}],
+    "jobs": [{"name": "forecast_yellow_rides.compute_hourly_actuals", "owners": ["data-platform"]}],
+    "dags": [{"dag_id": "forecast_yellow_rides", "owners": ["data-platform"]}],
+}
+
+
+def _alert(**kwargs):
+    return alerts.compose(
+        kwargs.pop("kind", "blocked"),
+        dag_id="ingest_yellow_taxi_data",
+        task_id="merge_yellow_taxi_raw",
+        run_id="manual__2025-02-01",
+        table="yellow_taxi_raw",
+        failures=["yellow_taxi_raw daily_rows_vs_trailing_months: FAILED (block): observed 0.6, expected >= 0.7"],
+        impact=IMPACT,
+        branch="audit_taxi_202502_x",
+        published=False,
+        **kwargs,
+    )
+
+
+def _smtp(port, password="s3cret-password"):
+    return alerts.Smtp("127.0.0.1", port, "airflow@localhost", ("owner@localhost",), user=None, password=password)
+
+
+def test_an_alert_reaches_the_webhook_and_the_mailbox_once_naming_run_failure_and_impact(tmp_path):
+    with webhook_receiver() as (url, hook), smtp_server() as (port, mail):
+        result = alerts.deliver(_alert(), [alerts.Webhook(url), _smtp(port)], alerts.Outbox(tmp_path))
+    assert len(result["sent"]) == 1 and not result["kept"]
+    assert len(hook.bodies) == 1 and len(mail.mails) == 1
+    text = hook.bodies[0]["text"]
+    for expected in (
+        "BLOCKED: nyc_taxi.yellow_taxi_raw was not published",
+        "ingest_yellow_taxi_data / merge_yellow_taxi_raw / manual__2025-02-01",
+        "observed 0.6, expected >= 0.7",
+        "dataset nyc_taxi.yellow_rides_hourly_actuals",
+        "job forecast_yellow_rides.compute_hourly_actuals (owners: data-platform)",
+        "DAG forecast_yellow_rides (owners: data-platform)",
+        "pipeline publish --table yellow_taxi_raw --branch audit_taxi_202502_x",
+    ):
+        assert expected in text
+    assert mail.mails[0]["Subject"].startswith("[lineage-aware pipelines] BLOCKED")
+    assert "s3cret-password" not in text and "s3cret-password" not in mail.mails[0].get_payload()
+    assert not alerts.Outbox(tmp_path).pending()
+
+
+def test_an_alert_a_channel_missed_is_kept_and_resent_to_that_channel_only(tmp_path):
+    outbox = alerts.Outbox(tmp_path)
+    webhook_port = free_port()
+    with smtp_server() as (port, mail):
+        down = [alerts.Webhook(f"http://127.0.0.1:{webhook_port}/hook"), _smtp(port)]
+        first = alerts.deliver(_alert(), down, outbox)
+        assert first["kept"] and len(mail.mails) == 1, "the mail went; the webhook was down"
+        assert len(outbox.pending()) == 1
+        with webhook_receiver(webhook_port) as (url, hook):
+            second = alerts.deliver(_alert(kind="failed"), [alerts.Webhook(url), _smtp(port)], outbox)
+    assert len(second["sent"]) == 2, second
+    assert [b["text"].split("\n")[0][:7] for b in hook.bodies] == ["BLOCKED", "FAILED:"], "oldest first"
+    assert len(mail.mails) == 2, "the kept alert was not mailed twice"
+    assert not outbox.pending() and len(outbox.sent()) == 2
+
+
+def test_a_channel_that_hangs_costs_the_caller_a_bounded_time(tmp_path):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(5)  # accepts connections, never answers
+    stop = threading.Event()
+    try:
+        started = time.monotonic()
+        result = alerts.deliver(
+            _alert(), [alerts.Webhook(f"http://127.0.0.1:{listener.getsockname()[1]}/hook")], alerts.Outbox(tmp_path)
+        )
+        elapsed = time.monotonic() - started
+    finally:
+        stop.set()
+        listener.close()
+    assert result["kept"] and elapsed < alerts.SEND_TIMEOUT_SECONDS + 2
+
+
+@pytest.mark.parametrize("kind", ["bogus", "", "BLOCKED"])
+def test_an_unknown_alert_kind_is_refused(kind):
+    with pytest.raises(ValueError, match="alert kind"):
+        _alert(kind=kind)
+
+
+def test_impact_not_ready_in_time_is_said_in_the_alert_instead_of_waiting(monkeypatch):
+    monkeypatch.setattr(alerts, "impact_of", lambda table, **kwargs: time.sleep(5))
+    started = time.monotonic()
+    impact = alerts.impact_within_budget("yellow_taxi_raw", budget=0.5)
+    assert time.monotonic() - started < 2
+    assert "did not answer within" in impact["error"]
+    assert (
+        "did not answer within"
+        in alerts.compose(
+            "failed", dag_id="d", task_id="t", run_id="r", table="yellow_taxi_raw", failures=["x"], impact=impact
+        )["text"]
+    )

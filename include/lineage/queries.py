@@ -502,6 +502,9 @@ class LineageQueries:
         as_of = parse_instant(as_of) if as_of is not None else None
         with self.store.engine.connect() as conn:
             focus = self.resolve(ref, conn)
+            if as_of is None and not all_history and direction != "both":
+                depths, nodes, among = self._closure_subgraph(conn, focus, direction, depth)
+                return Subgraph(focus, direction, nodes, depths, among)
             if as_of is None and not all_history:
                 depths: dict[int, int] = {}
                 if direction in ("upstream", "both"):
@@ -528,6 +531,34 @@ class LineageQueries:
             among = sorted(edge for edge in edges if edge[0] in depths and edge[1] in depths)
             times = {edge: edges[edge] for edge in among} if all_history else None
             return Subgraph(focus, direction, nodes, depths, among, as_of=as_of, edge_times=times)
+
+    def _closure_subgraph(
+        self, conn: Connection, focus: Node, direction: str, depth: int
+    ) -> tuple[dict[int, int], dict[int, Node], list[tuple[int, int]]]:
+        """The current graph's upstream (downstream) of ``focus`` from the closure table: the nodes with their
+        distances, and the edges among them, in two indexed queries joined to the closure (no list of ids sent)."""
+        near, far = ("descendant", "ancestor") if direction == "upstream" else ("ancestor", "descendant")
+        params = {"focus": focus.id, "depth": depth}
+        depths: dict[int, int] = {focus.id: 0}
+        nodes: dict[int, Node] = {focus.id: focus}
+        for node_id, key, kind, namespace, name, label, distance in conn.execute(
+            text(
+                "SELECT n.id, n.key, n.kind, n.namespace, n.name, n.label, c.depth FROM lineage_closure c"
+                f" JOIN lineage_nodes n ON n.id = c.{far} WHERE c.{near} = :focus AND c.depth <= :depth"
+            ),
+            params,
+        ):
+            depths[node_id] = distance
+            nodes[node_id] = Node(node_id, key, kind, namespace, name, label)
+        among = conn.execute(
+            text(  # CROSS JOIN: SQLite keeps this order (the closure rows, their edges, a key lookup), not a product
+                "SELECT e.source, e.target FROM lineage_closure a CROSS JOIN lineage_edges e CROSS JOIN lineage_closure b"
+                f" WHERE a.{near} = :focus AND a.depth <= :depth AND e.target = a.{far}"
+                f" AND b.{far} = e.source AND b.{near} = :focus AND b.depth <= :depth"
+            ),
+            params,
+        ).all()
+        return depths, nodes, sorted((source, target) for source, target in among)
 
     def _check_existed(self, conn: Connection, node: Node, as_of: str) -> None:
         table = datasets_table if node.kind == "dataset" else jobs_table

@@ -171,15 +171,18 @@ def empty_store(tmp_path_factory):
     seconds=st.lists(st.integers(0, 13), min_size=1, max_size=3),
     depth=st.sampled_from([0, 1, 2, 3, 20]),
 )
-def test_the_as_of_walk_from_a_node_equals_a_walk_of_the_whole_graph_of_then(empty_store, events, seed, seconds, depth):
-    """`lineage upstream|downstream --as-of` walk from the node with indexed queries (``_as_of_walk``): the same nodes,
+def test_upstream_and_downstream_walks_equal_a_walk_of_the_whole_graph_now_and_as_of(
+    empty_store, events, seed, seconds, depth
+):
+    """`lineage upstream|downstream` answer from the closure table (nodes and the edges among them, joined to it), and
+    with `--as-of` walk from the node with indexed queries (``_as_of_walk``): the same nodes,
     distances and edges as walking the whole graph of that instant (``_as_of_edges``, pinned by the tests above), on
     random histories (version changes, ties, out-of-order arrival, duplicates, cycles) and instants."""
     import shutil
 
     from sqlalchemy import select
 
-    from include.lineage.store.schema import nodes_table
+    from include.lineage.store.schema import edges_table, nodes_table
 
     store, folder = _ingest_in_pieces(empty_store, events, seed)
     try:
@@ -189,6 +192,13 @@ def test_the_as_of_walk_from_a_node_equals_a_walk_of_the_whole_graph_of_then(emp
                 queries.resolve(key, conn)
                 for key in conn.execute(select(nodes_table.c.key).order_by(nodes_table.c.id)).scalars()
             ]
+            current = set(conn.execute(select(edges_table.c.source, edges_table.c.target)).all())
+            for node in nodes:  # the current graph: from the closure table, edges joined to it (_closure_subgraph)
+                for direction in ("upstream", "downstream"):
+                    expected = _directed_depths(current, node.id, direction == "downstream", depth)
+                    among = sorted(e for e in current if e[0] in expected and e[1] in expected)
+                    sub = getattr(queries, direction)(node.key, depth)
+                    assert (sub.depths, sub.edges, set(sub.nodes)) == (expected, among, set(expected)), node.key
             for second in seconds:
                 as_of = parse_instant(f"2025-01-01T00:00:{second:02d}Z")
                 whole = queries._as_of_edges(conn, as_of)[0]

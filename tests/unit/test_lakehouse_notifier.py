@@ -1,0 +1,94 @@
+"""The Airflow notifier of every task (plugins/lakehouse_notifier.py): which alert a task's end makes, from its report,
+and that a notifier never raises. Channels are the real loopback receivers (tests/alert_receivers.py)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from include.core import contract, settings
+from include.quality import alerts
+from tests.alert_receivers import webhook_receiver
+
+AUDIT = {
+    "table": "yellow_taxi_raw",
+    "branch": "audit_taxi_202502_x",
+    "published": False,
+    "main_snapshot_id": 1,
+    "branch_snapshot_id": 2,
+    "blocking": ["yellow_taxi_raw days_missing: FAILED (block): observed 3, expected <= 0"],
+    "warnings": ["yellow_taxi_raw fare_out_of_range: FAILED (warn): observed 0.05, expected <= 0.02"],
+    "results": [],
+}
+
+
+@pytest.fixture
+def notifier_module(monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(settings.PROJECT_ROOT / "plugins"))
+    module = importlib.import_module("lakehouse_notifier")
+    monkeypatch.setattr(alerts, "impact_within_budget", lambda table, **kw: {"datasets": [], "jobs": [], "dags": []})
+    monkeypatch.setattr(alerts, "outbox_dir", lambda paths=None: tmp_path / "alerts")
+    yield module
+    sys.modules.pop("lakehouse_notifier", None)
+
+
+def _context(tmp_path, monkeypatch, report: contract.JobReport | None, error: Exception | None = None):
+    ti = SimpleNamespace(dag_id="ingest_yellow_taxi_data", task_id="merge_yellow_taxi_raw", run_id="r1", try_number=1)
+    path = tmp_path / "report.json"
+    if report is not None:
+        report.write(path)
+    monkeypatch.setattr(contract, "report_path_for", lambda task_instance: path)
+    task = SimpleNamespace(lineage_keys=lambda: (["yellow_taxi_staging"], ["yellow_taxi_raw"]))
+    return {"ti": ti, "task": task, "exception": error}
+
+
+@pytest.mark.parametrize(
+    "on, audit, error, headline",
+    [
+        ("failure", AUDIT, None, "BLOCKED: nyc_taxi.yellow_taxi_raw was not published"),
+        ("failure", None, RuntimeError("spark-submit exited 1"), "FAILED: task ingest_yellow_taxi_data.merge_yellow"),
+        (
+            "success",
+            {**AUDIT, "published": True, "blocking": []},
+            None,
+            "WARNING: nyc_taxi.yellow_taxi_raw was published",
+        ),
+        ("success", {**AUDIT, "published": True, "blocking": [], "warnings": []}, None, None),
+        ("success", None, None, None),
+    ],
+)
+def test_each_task_end_makes_the_alert_it_should(notifier_module, tmp_path, monkeypatch, on, audit, error, headline):
+    with webhook_receiver() as (url, hook):
+        monkeypatch.setattr(notifier_module, "channels", lambda: [alerts.Webhook(url)])
+        context = _context(tmp_path, monkeypatch, contract.JobReport(audit=audit), error)
+        notifier_module.LineageAlertNotifier(on=on).notify(context)
+    if headline is None:
+        assert hook.bodies == []
+    else:
+        assert len(hook.bodies) == 1 and hook.bodies[0]["text"].startswith(headline), hook.bodies
+    if headline and headline.startswith("BLOCKED"):
+        assert "days_missing: FAILED (block)" in hook.bodies[0]["text"]
+        assert "fare_out_of_range: FAILED (warn)" in hook.bodies[0]["text"], "warnings are named too"
+    if error is not None:
+        assert "RuntimeError: spark-submit exited 1" in hook.bodies[0]["text"]
+
+
+def test_a_notifier_never_raises_and_keeps_the_alert_when_nothing_answers(notifier_module, tmp_path, monkeypatch):
+    monkeypatch.setattr(notifier_module, "channels", lambda: [alerts.Webhook("http://127.0.0.1:9/hook")])
+    notifier_module.LineageAlertNotifier().notify(_context(tmp_path, monkeypatch, contract.JobReport(audit=AUDIT)))
+    assert len(list((tmp_path / "alerts" / "outbox").glob("*.json"))) == 1
+    broken = {"ti": None, "task": None}
+    notifier_module.LineageAlertNotifier().notify(broken)  # logged, not raised
+
+
+def test_a_notifier_refuses_an_unknown_moment():
+    sys.path.insert(0, str(settings.PROJECT_ROOT / "plugins"))
+    try:
+        module = importlib.import_module("lakehouse_notifier")
+        with pytest.raises(ValueError, match="on must be"):
+            module.LineageAlertNotifier(on="retry")
+    finally:
+        sys.path.remove(str(settings.PROJECT_ROOT / "plugins"))

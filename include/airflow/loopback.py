@@ -12,6 +12,7 @@ its containers reach each other by name, and nothing is changed there.
 from __future__ import annotations
 
 import socket
+import sys
 
 LOOPBACK = "127.0.0.1"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
@@ -41,9 +42,15 @@ class _LoopbackUvicorn:
         return self._uvicorn.run(app, **{**kwargs, "host": LOOPBACK})
 
 
-def serve_logs_on_loopback() -> bool:
-    """Make the log servers of this process bind 127.0.0.1; True when done (the API is on loopback)."""
-    if not api_on_loopback():
+LOG_SERVING_COMMANDS = ("scheduler", "triggerer")  # the Airflow commands that start a log server
+
+
+def serve_logs_on_loopback(argv: list[str] | None = None) -> bool:
+    """Make the log servers of this process bind 127.0.0.1; True when done: the process is ``airflow scheduler`` or
+    ``airflow triggerer`` (whose log server is a forked child, patched with it) and the API is on loopback. Other
+    Airflow processes (task runners, ``dags test``) skip it and the import it costs."""
+    argv = sys.argv if argv is None else argv
+    if len(argv) < 2 or argv[1] not in LOG_SERVING_COMMANDS or not api_on_loopback():
         return False
     from airflow.utils.serve_logs import core
 

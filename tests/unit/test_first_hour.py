@@ -141,3 +141,37 @@ def test_local_spark_binds_its_driver_to_loopback_and_a_cluster_keeps_its_own(ma
     else:
         assert "spark.driver.host" not in conf and "spark.driver.bindAddress" not in conf
     assert submit.spark_submit_kwargs(master=master)["conf"].get("spark.driver.host") == conf.get("spark.driver.host")
+
+
+@pytest.mark.parametrize(
+    ("argv", "api_host", "patched"),
+    [
+        (["airflow", "scheduler"], "127.0.0.1", True),
+        (["airflow", "triggerer"], "localhost", True),
+        (["airflow", "triggerer"], "0.0.0.0", False),  # docker-compose: containers reach each other by name
+        (["airflow", "dags", "test"], "127.0.0.1", False),
+        (["airflow"], "127.0.0.1", False),
+    ],
+)
+def test_airflow_log_servers_are_handed_loopback(monkeypatch, argv, api_host, patched):
+    """Airflow 3.3 starts its log servers with ``uvicorn.run(..., host="")`` (every interface): under the project's
+    settings the scheduler's and triggerer's get 127.0.0.1 whatever host they ask for."""
+    import inspect
+
+    from airflow.utils.serve_logs import core
+
+    from include.airflow import loopback
+
+    assert 'host=""' in inspect.getsource(core.serve_logs), "Airflow changed how its log server binds: re-check"
+    calls: list[dict] = []
+
+    class Recorder:
+        def run(self, app, **kwargs):
+            calls.append(kwargs)
+
+    monkeypatch.setattr(core, "uvicorn", Recorder())
+    monkeypatch.setenv("AIRFLOW__API__HOST", api_host)
+    assert loopback.serve_logs_on_loopback(argv) is patched
+    core.uvicorn.run("app", host="", port=8793)
+    assert calls == [{"host": "127.0.0.1" if patched else "", "port": 8793}]
+    assert loopback.hostname() == ("127.0.0.1" if api_host != "0.0.0.0" else __import__("socket").getfqdn())

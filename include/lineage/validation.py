@@ -14,6 +14,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import jsonschema_rs
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
@@ -104,17 +105,24 @@ def _facet_kind(ref: str) -> str | None:
     return next((kind for suffix, kind in _FACET_KINDS if name.endswith(suffix)), None)
 
 
-def _first_error(validator: Draft202012Validator, instance, most: int = 3) -> str | None:
-    """What is wrong, up to ``most`` problems, each at its JSON path; None when nothing is."""
-    from jsonschema.exceptions import relevance
+def _offline(uri: str):
+    raise ValueError(f"{uri} is not among the vendored schemas (no schema is fetched)")
 
-    errors = sorted(validator.iter_errors(instance), key=relevance, reverse=True)  # the most relevant first
-    if not errors:
+
+def _json_path(path) -> str:
+    return "$" + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path)
+
+
+def _first_error(validator, instance, most: int = 3) -> str | None:
+    """What is wrong, up to ``most`` problems, each at its JSON path; None when nothing is."""
+    if validator.is_valid(instance):
         return None
     problems = []
-    for error in errors[:most]:
+    for error in validator.iter_errors(instance):
         message = error.message if len(error.message) <= 200 else error.message[:197] + "..."
-        problems.append(f"at {error.json_path}: {message}")
+        problems.append(f"at {_json_path(error.instance_path)}: {message}")
+        if len(problems) >= most:
+            break
     return "; ".join(problems)
 
 
@@ -141,10 +149,10 @@ class IngestValidator:
             *sorted(PROJECT_SCHEMAS.glob("*.json")),
         ]
         schemas = [json.loads(path.read_text()) for path in files]
-        self.registry = Registry().with_resources((s["$id"], Resource.from_contents(s)) for s in schemas)
+        self.registry = jsonschema_rs.Registry([(s["$id"], s) for s in schemas], retriever=_offline)
         self.events = {kind: self._validator(f"{EVENT_SCHEMA_ID}#/$defs/{kind}") for kind in _EVENT_KINDS}
         self.base = self._validator(f"{EVENT_SCHEMA_ID}#/$defs/BaseFacet")
-        self.facets: dict[tuple[str, str], Draft202012Validator] = {}
+        self.facets: dict[tuple[str, str], jsonschema_rs.Draft202012Validator] = {}
         # Facets found valid, by (kind, key, digest of their canonical JSON): a run's schema and column lineage
         # come again with every event of every run of a job, and are checked once.
         self._valid: OrderedDict[tuple[str, str, bytes], None] = OrderedDict()
@@ -158,8 +166,8 @@ class IngestValidator:
                 for kind in {_facet_kind(ref) for ref in refs if ref} - {None}:
                     self.facets[(kind, key)] = validator
 
-    def _validator(self, ref: str) -> Draft202012Validator:
-        return Draft202012Validator({"$ref": ref}, registry=self.registry)
+    def _validator(self, ref: str):
+        return jsonschema_rs.Draft202012Validator({"$ref": ref}, registry=self.registry, retriever=_offline)
 
     @staticmethod
     def _facet_groups(event: dict):

@@ -15,6 +15,7 @@ never by growing the server without bound.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import weakref
 import zlib
@@ -80,26 +81,17 @@ def gunzip_limited(body: bytes, limit: int | None = None) -> bytes:
     return b"".join(out)
 
 
+_KEEP = bytes(b for b in range(256) if b not in b'[]{}"')
+_STEP = {0x5B: 1, 0x7B: 1, 0x5D: -1, 0x7D: -1}
+
+
 def nesting_depth(text: bytes) -> int:
-    """The deepest nesting of ``[``/``{`` in a JSON text, strings skipped; linear, no recursion."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for byte in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif byte == 0x5C:  # backslash
-                escaped = True
-            elif byte == 0x22:  # quote
-                in_string = False
-        elif byte == 0x22:
-            in_string = True
-        elif byte in (0x5B, 0x7B):
-            depth += 1
-            deepest = max(deepest, depth)
-        elif byte in (0x5D, 0x7D):
-            depth -= 1
-    return deepest
+    """The deepest nesting of ``[``/``{`` in a JSON text, strings skipped; linear, no recursion, in C but the last
+    count: escaped backslashes go, then escaped quotes (what is left of a backslash escapes neither), then all but
+    brackets and quotes, then the strings; the brackets left are counted."""
+    bare = text.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _KEEP)
+    brackets = b"".join(bare.split(b'"')[::2])  # outside the strings (an unclosed one: not JSON, the parser says)
+    return max(itertools.accumulate(map(_STEP.__getitem__, brackets), initial=0))
 
 
 def _not_json(constant: str):

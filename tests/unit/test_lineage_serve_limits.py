@@ -1,0 +1,174 @@
+"""``lineage serve``'s limits against a real server (the ``lineage`` command on loopback): a client holding its
+requests in flight gets 429 past ``LINEAGE_MAX_CLIENT_REQUESTS`` while others and health go on; a maximum-size event
+(the decompressed limit, the most datasets, facets checked against their schemas) is stored while health keeps
+answering (its p99 is printed: the figure of docs/lineage.md)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import requests
+
+from include.core import settings
+from tests.support import free_port
+
+LINEAGE = str(Path(sys.executable).with_name("lineage"))
+PRODUCER = "https://github.com/OpenLineage/OpenLineage/tree/1.54.0/client/python"
+SCHEMA_FACET = "https://openlineage.io/spec/facets/1-2-0/SchemaDatasetFacet.json#/$defs/SchemaDatasetFacet"
+
+
+def event(job: str, outputs: list | None = None) -> dict:
+    return {
+        "eventType": "COMPLETE",
+        "eventTime": "2025-02-01T00:00:00Z",
+        "producer": PRODUCER,
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+        "run": {"runId": str(uuid.uuid4()), "facets": {}},
+        "job": {"namespace": "ns", "name": job, "facets": {}},
+        "inputs": [],
+        "outputs": outputs if outputs is not None else [{"namespace": "file", "name": f"/o/{job}", "facets": {}}],
+    }
+
+
+def maximum_event(decompressed: int, datasets: int) -> dict:
+    """An event at the limits: ``datasets`` outputs, each with a schema facet of distinct columns, about
+    ``decompressed`` bytes of JSON in all (every facet checked, none from the validator's cache)."""
+    per_field = len(json.dumps({"name": "c0000_00000", "type": "VARCHAR", "description": "x"})) + 2
+    fields = max(1, int(decompressed * 0.97) // datasets // per_field)
+    outputs = [
+        {
+            "namespace": "file",
+            "name": f"/big/{index}",
+            "facets": {
+                "schema": {
+                    "_producer": PRODUCER,
+                    "_schemaURL": SCHEMA_FACET,
+                    "fields": [
+                        {"name": f"c{index:04d}_{column:05d}", "type": "VARCHAR", "description": "x"}
+                        for column in range(fields)
+                    ],
+                }
+            },
+        }
+        for index in range(datasets)
+    ]
+    return event("maximum", outputs)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("limits")
+    env = {**os.environ, "PIPELINE_VAR_DIR": str(folder / "var"), "LINEAGE_MAX_CLIENT_REQUESTS": "2"}
+    port = free_port()
+    process = subprocess.Popen(
+        [LINEAGE, "serve", "--port", str(port), "--store", f"sqlite:///{folder / 'store.db'}", "--no-auth"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if requests.get(f"{url}/api/v1/health", timeout=1).ok:
+                break
+        except requests.ConnectionError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise AssertionError(f"lineage serve did not start: {process.communicate()[0]}")
+        time.sleep(0.2)
+    yield {"url": url, "port": port}
+    process.terminate()
+    process.wait(timeout=30)
+
+
+def _held_post(port: int, authorization: str | None = None) -> socket.socket:
+    """A POST whose body never finishes arriving: a request held in flight."""
+    held = socket.create_connection(("127.0.0.1", port))
+    extra = f"Authorization: {authorization}\r\n" if authorization else ""
+    held.sendall(
+        (
+            f"POST /api/v1/lineage HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+            f"{extra}Content-Length: 100000\r\n\r\n{{"
+        ).encode()
+    )
+    return held
+
+
+def test_a_client_past_its_requests_in_flight_gets_429_and_others_go_on(server):
+    url, port = server["url"], server["port"]
+    held = [_held_post(port), _held_post(port)]
+    try:
+        time.sleep(0.5)  # both reached the app
+        refused = requests.post(f"{url}/api/v1/lineage", json=event("third"), timeout=10)
+        assert refused.status_code == 429 and "LINEAGE_MAX_CLIENT_REQUESTS" in refused.json()["message"]
+        assert refused.headers["retry-after"] == "1"
+        assert requests.get(f"{url}/api/v1/health", timeout=5).status_code == 200, "health is never held back"
+        other = requests.post(
+            f"{url}/api/v1/lineage", json=event("other_client"), headers={"Authorization": "Bearer other"}, timeout=10
+        )
+        assert other.status_code == 201, "another client (another token) is not held back"
+    finally:
+        for connection in held:
+            connection.close()
+    deadline = time.monotonic() + 10
+    while (answer := requests.post(f"{url}/api/v1/lineage", json=event("after"), timeout=10)).status_code == 429:
+        assert time.monotonic() < deadline, "the held requests were never released"
+        time.sleep(0.1)
+    assert answer.status_code == 201
+
+
+def test_a_maximum_size_event_is_stored_while_health_keeps_answering(server):
+    url = server["url"]
+    decompressed = settings.LINEAGE_MAX_DECOMPRESSED_BYTES.integer() - 64 * 1024
+    datasets = settings.LINEAGE_MAX_EVENT_DATASETS.integer()
+    raw = json.dumps(maximum_event(decompressed, datasets)).encode()
+    body = gzip.compress(raw, compresslevel=6)
+    assert len(body) <= settings.LINEAGE_MAX_BODY_BYTES.integer() and len(raw) <= decompressed + 64 * 1024
+    latencies: list[float] = []
+    statuses: list[int] = []
+    done = threading.Event()
+
+    def poll_health() -> None:
+        with requests.Session() as session:
+            while not done.is_set():
+                started = time.perf_counter()
+                statuses.append(session.get(f"{url}/api/v1/health", timeout=30).status_code)
+                latencies.append(time.perf_counter() - started)
+                time.sleep(0.02)
+
+    poller = threading.Thread(target=poll_health)
+    poller.start()
+    started = time.perf_counter()
+    try:
+        answer = requests.post(
+            f"{url}/api/v1/lineage",
+            data=body,
+            headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
+            timeout=300,
+        )
+    finally:
+        took = time.perf_counter() - started
+        done.set()
+        poller.join()
+    assert answer.status_code == 201, answer.text[:500]
+    assert statuses and set(statuses) == {200}, "health answered throughout"
+    p99 = statistics.quantiles(latencies, n=100)[98] if len(latencies) >= 2 else latencies[0]
+    print(
+        f"\nmaximum event: {len(raw) / 1e6:.1f} MB ({len(body) / 1e6:.2f} MB gzip), {datasets} datasets, "
+        f"stored in {took:.1f} s; health p50 {statistics.median(latencies) * 1000:.0f} ms, "
+        f"p99 {p99 * 1000:.0f} ms, max {max(latencies) * 1000:.0f} ms over {len(latencies)} requests"
+    )

@@ -63,7 +63,9 @@ def generate_events(target_nodes: int, seed: int = 7) -> tuple[list[dict], dict]
     started = datetime(2025, 1, 1, tzinfo=UTC)
     pipeline = 0
     jobs = 0
-    while nodes < target_nodes:
+    written: dict[str, str] = {}  # dataset -> the version its latest writer reported (what a reader reads)
+    rollups = max(3, target_nodes // 20000)
+    while nodes < target_nodes - 2 * rollups:
         stages = rng.randint(16, 40)
         core = pipeline < 20 or rng.random() < 0.05
         outputs_so_far = [f"landing/p{pipeline}/source"]
@@ -94,17 +96,100 @@ def generate_events(target_nodes: int, seed: int = 7) -> tuple[list[dict], dict]
                         "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
                         "run": {"runId": run_id, "facets": {}},
                         "job": {"namespace": NAMESPACE, "name": job, "facets": {}},
-                        "inputs": [_dataset(name, "1" if with_versions else None) for name in dict.fromkeys(inputs)],
+                        "inputs": [
+                            _dataset(name, written.get(name) if with_versions else None)
+                            for name in dict.fromkeys(inputs)
+                        ],
                         "outputs": [_dataset(name, str(jobs) if with_versions else None) for name in outputs],
                     }
                 )
+            for name in outputs:
+                written[name] = str(jobs)
             outputs_so_far.append(outputs[0])
             nodes += 1 + len(outputs)
             jobs += 1
         if core:
             core_outputs.append(outputs_so_far[-1])
         pipeline += 1
-    return events, {"pipelines": pipeline, "jobs": jobs, "hubs": len(hubs), "core_pipelines": len(core_outputs)}
+    # Roll-ups: a report joining many core pipelines' final tables: nodes with thousands of ancestors.
+    for rollup in range(rollups):
+        inputs = rng.sample(core_outputs, min(len(core_outputs), 40))
+        run_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+        time_start = started + timedelta(seconds=jobs)
+        for event_type, at, with_versions in (
+            ("START", time_start, False),
+            ("COMPLETE", time_start + timedelta(milliseconds=500), True),
+        ):
+            events.append(
+                {
+                    "eventType": event_type,
+                    "eventTime": at.isoformat(),
+                    "producer": PRODUCER,
+                    "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+                    "run": {"runId": run_id, "facets": {}},
+                    "job": {"namespace": NAMESPACE, "name": f"rollup{rollup}", "facets": {}},
+                    "inputs": [_dataset(name, written.get(name) if with_versions else None) for name in inputs],
+                    "outputs": [_dataset(f"reports/rollup{rollup}", str(jobs) if with_versions else None)],
+                }
+            )
+        jobs += 1
+    shape = {"pipelines": pipeline, "jobs": jobs, "hubs": len(hubs), "core_pipelines": len(core_outputs)}
+    return events, shape | {"rollups": rollups, "end_time": (started + timedelta(seconds=jobs)).isoformat()}
+
+
+# The as-of upstream of a node in SQL alone (the baseline beside ``LineageQueries._as_of_walk``): each job as its
+# latest run started by then, its inputs first seen by then; a dataset's writers are the jobs whose latest run wrote it.
+_RUN_START = "COALESCE({r}.started_at, {r}.first_event_time, {r}.state_time)"
+ASOF_UPSTREAM_CTE = (
+    "WITH RECURSIVE latest(job_id, run_id) AS ("
+    f" SELECT r.job_id, r.id FROM lineage_runs r WHERE {_RUN_START.format(r='r')} <= :as_of AND NOT EXISTS ("
+    f"  SELECT 1 FROM lineage_runs r2 WHERE r2.job_id = r.job_id AND {_RUN_START.format(r='r2')} <= :as_of AND ("
+    f"   {_RUN_START.format(r='r2')} > {_RUN_START.format(r='r')}"
+    f"   OR ({_RUN_START.format(r='r2')} = {_RUN_START.format(r='r')} AND r2.id > r.id)))),"
+    " walk(node, depth) AS (SELECT CAST(:start AS INTEGER), 0"
+    " UNION SELECT d.node_id, w.depth + 1 FROM walk w JOIN lineage_jobs j ON j.node_id = w.node"
+    "  JOIN latest l ON l.job_id = j.id"
+    "  JOIN lineage_run_datasets rd ON rd.run_id = l.run_id AND rd.direction = 'input'"
+    "  JOIN lineage_datasets d ON d.id = rd.dataset_id"
+    "  WHERE w.depth < :max_depth AND (d.created_at IS NULL OR d.created_at <= :as_of)"
+    " UNION SELECT j.node_id, w.depth + 1 FROM walk w JOIN lineage_datasets d ON d.node_id = w.node"
+    "  JOIN lineage_run_datasets rd ON rd.dataset_id = d.id AND rd.direction = 'output'"
+    "  JOIN latest l ON l.run_id = rd.run_id JOIN lineage_jobs j ON j.id = l.job_id"
+    "  WHERE w.depth < :max_depth)"
+    " SELECT node, MIN(depth) FROM walk GROUP BY node"
+)
+# Run provenance in SQL alone (how Marquez's LineageDao.getUpstreamRuns walks it): the versions a run read, the runs
+# that wrote them, and so on.
+RUN_UPSTREAM_CTE = (
+    "WITH RECURSIVE upstream(run_id, depth) AS (SELECT CAST(:run AS TEXT), 0"
+    " UNION SELECT dv.created_by_run_id, u.depth + 1 FROM upstream u"
+    "  JOIN lineage_run_datasets rd ON rd.run_id = u.run_id AND rd.direction = 'input'"
+    "  JOIN lineage_dataset_versions dv ON dv.id = rd.dataset_version_id"
+    "  WHERE u.depth < :max_depth AND dv.created_by_run_id IS NOT NULL AND dv.created_by_run_id <> u.run_id)"
+    " SELECT run_id, MIN(depth) FROM upstream GROUP BY run_id"
+)
+
+
+def _timed(run) -> tuple[object, float, float]:
+    """(answer, wall ms, CPU ms of this process: SQLite runs in it)."""
+    begin, cpu_begin = time.perf_counter(), time.process_time()
+    answer = run()
+    return answer, (time.perf_counter() - begin) * 1000, (time.process_time() - cpu_begin) * 1000
+
+
+def _side_by_side(cases: list, ours, baseline, same) -> dict[str, list[float]]:
+    """Each case asked of ours and of the baseline, alternating which goes first; the answers must agree."""
+    timings: dict[str, list[float]] = {"ours": [], "cte": [], "ours_cpu": [], "cte_cpu": []}
+    for index, case in enumerate(cases):
+        variants = [("ours", ours), ("cte", baseline)]
+        answers = {}
+        for name, run in variants[::-1] if index % 2 else variants:
+            answers[name], wall, cpu = _timed(lambda r=run, c=case: r(c))
+            timings[name].append(wall)
+            timings[f"{name}_cpu"].append(cpu)
+        if not same(answers["ours"], answers["cte"]):
+            raise RuntimeError(f"the store's answer and the recursive CTE's disagree on {case!r}")
+    return timings
 
 
 def _percentiles(values_ms: list[float]) -> tuple[float, float]:
@@ -201,6 +286,7 @@ def explorer(work_dir: Path, target_nodes: int | None = None, queries: int | Non
             begin = time.perf_counter()
             lineage.upstream(keys[node_id], depth)
             full.append((time.perf_counter() - begin) * 1000)
+        extra = _beyond_the_current_graph(store, lineage, shape, min(queries, 100), depth)
     finally:
         store.close()
     figures = {
@@ -235,6 +321,80 @@ def explorer(work_dir: Path, target_nodes: int | None = None, queries: int | Non
     figures["upstream_full_query_p50_ms"], figures["upstream_full_query_p95_ms"] = _percentiles(full)
     figures["cte_over_closure_upstream_p95"] = figures["cte_upstream_p95_ms"] / figures["upstream_p95_ms"]
     figures["cte_over_closure_downstream_p95"] = figures["cte_downstream_p95_ms"] / figures["downstream_p95_ms"]
+    figures.update(extra)
+    return figures
+
+
+def _beyond_the_current_graph(store, lineage, shape: dict, count: int, depth: int) -> dict:
+    """Upstream as of an instant (half the jobs had run), run provenance, and the upstream of the nodes with >= 1,000
+    ancestors, each beside a recursive CTE on the same data, answers compared."""
+    from sqlalchemy import func, select, text
+
+    from include.lineage.queries import closure_upstream, cte_walk, parse_instant
+    from include.lineage.store.schema import closure_table, datasets_table, nodes_table, runs_table
+
+    figures: dict = {}
+    rng = random.Random(13)
+    as_of = parse_instant((datetime(2025, 1, 1, tzinfo=UTC) + timedelta(seconds=shape["jobs"] // 2)).isoformat())
+    with store.engine.connect() as conn:
+        seen = conn.execute(
+            select(nodes_table.c.id, nodes_table.c.key)
+            .join(datasets_table, datasets_table.c.node_id == nodes_table.c.id)
+            .where(datasets_table.c.created_at <= as_of)
+            .order_by(nodes_table.c.id)
+        ).all()
+        run_ids = conn.execute(select(runs_table.c.id).order_by(runs_table.c.id)).scalars().all()
+        big = conn.execute(
+            select(closure_table.c.descendant, func.count())
+            .group_by(closure_table.c.descendant)
+            .having(func.count() > 1000)
+            .order_by(func.count().desc())
+            .limit(20)
+        ).all()
+        big_keys = dict(
+            conn.execute(
+                select(nodes_table.c.id, nodes_table.c.key).where(nodes_table.c.id.in_([n for n, _ in big]))
+            ).all()
+        )
+    _progress(
+        f"as of {as_of}: {count} upstream queries; {count} run provenance queries; {len(big)} nodes with >1,000 ancestors"
+    )
+    asof_cases = [seen[rng.randrange(len(seen))] for _ in range(count)]
+    with store.engine.connect() as conn:
+        cte = text(ASOF_UPSTREAM_CTE)
+        asof = _side_by_side(
+            asof_cases,
+            lambda case: lineage.upstream(case[1], depth, as_of=as_of).depths,
+            lambda case: dict(conn.execute(cte, {"start": case[0], "max_depth": depth, "as_of": as_of}).all()),
+            lambda ours, baseline: ours == baseline,
+        )
+        run_cte = text(RUN_UPSTREAM_CTE)
+        run_cases = [run_ids[rng.randrange(len(run_ids))] for _ in range(count)]
+        runs = _side_by_side(
+            run_cases,
+            lambda case: {entry["run"]["id"]: entry["depth"] for entry in lineage.run_lineage(case, depth)["runs"]},
+            lambda case: dict(conn.execute(run_cte, {"run": case, "max_depth": depth}).all()),
+            lambda ours, baseline: ours == baseline,
+        )
+        biggest = [node for node, _ in big]
+        closure = _side_by_side(
+            biggest * 5,
+            lambda node: dict(closure_upstream(conn, node, depth)),
+            lambda node: dict(cte_walk(conn, node, "upstream", depth)),
+            lambda ours, baseline: ours == baseline,
+        )
+    big_full = [_timed(lambda k=big_keys[node]: lineage.upstream(k, depth))[1] for node in biggest * 5]
+    for label, timings in (("asof_upstream", asof), ("run_upstream", runs), ("big_upstream", closure)):
+        figures[f"{label}_p50_ms"], figures[f"{label}_p95_ms"] = _percentiles(timings["ours"])
+        figures[f"cte_{label}_p50_ms"], figures[f"cte_{label}_p95_ms"] = _percentiles(timings["cte"])
+        figures[f"{label}_cpu_p50_ms"], figures[f"{label}_cpu_p95_ms"] = _percentiles(timings["ours_cpu"])
+        figures[f"cte_{label}_cpu_p50_ms"], figures[f"cte_{label}_cpu_p95_ms"] = _percentiles(timings["cte_cpu"])
+        figures[f"cte_over_{label}_p50"] = figures[f"cte_{label}_p50_ms"] / max(figures[f"{label}_p50_ms"], 1e-9)
+        figures[f"cte_over_{label}_p95"] = figures[f"cte_{label}_p95_ms"] / max(figures[f"{label}_p95_ms"], 1e-9)
+    figures["asof_instant"] = as_of
+    figures["big_upstream_nodes"] = len(big)
+    figures["big_upstream_mean_ancestors"] = statistics.mean(c - 1 for _, c in big) if big else 0
+    figures["big_upstream_full_query_p50_ms"], figures["big_upstream_full_query_p95_ms"] = _percentiles(big_full)
     return figures
 
 
@@ -264,6 +424,18 @@ def to_markdown(figures: dict) -> str:
         f"{f['cte_hub_downstream_cpu_p50_ms']:.2f} / {f['cte_hub_downstream_cpu_p95_ms']:.2f} | "
         f"{f['cte_hub_downstream_cpu_p95_ms'] / max(f['hub_downstream_cpu_p95_ms'], 1e-9):.1f}× (p95) |",
         f"| `lineage upstream` whole query, p50 / p95 (ms) | {f['upstream_full_query_p50_ms']:.2f} / {f['upstream_full_query_p95_ms']:.2f} | | |",
+        f"| upstream of the {f['big_upstream_nodes']} nodes with > 1,000 ancestors (mean {f['big_upstream_mean_ancestors']:.0f}), "
+        f"p50 / p95 (ms) | {f['big_upstream_p50_ms']:.2f} / {f['big_upstream_p95_ms']:.2f} | "
+        f"{f['cte_big_upstream_p50_ms']:.2f} / {f['cte_big_upstream_p95_ms']:.2f} | "
+        f"{f['cte_over_big_upstream_p50']:.1f}× (p50), {f['cte_over_big_upstream_p95']:.1f}× (p95) |",
+        f"| the same, `lineage upstream` whole query, p50 / p95 (ms) | {f['big_upstream_full_query_p50_ms']:.2f} / "
+        f"{f['big_upstream_full_query_p95_ms']:.2f} | | |",
+        f"| `lineage upstream --as-of` (whole query; as of {f['asof_instant']}), p50 / p95 (ms) | "
+        f"{f['asof_upstream_p50_ms']:.2f} / {f['asof_upstream_p95_ms']:.2f} | "
+        f"{f['cte_asof_upstream_p50_ms']:.2f} / {f['cte_asof_upstream_p95_ms']:.2f} | {f['cte_over_asof_upstream_p95']:.1f}× (p95) |",
+        f"| run provenance (`lineage upstream --run`), p50 / p95 (ms) | "
+        f"{f['run_upstream_p50_ms']:.2f} / {f['run_upstream_p95_ms']:.2f} | "
+        f"{f['cte_run_upstream_p50_ms']:.2f} / {f['cte_run_upstream_p95_ms']:.2f} | {f['cte_over_run_upstream_p95']:.1f}× (p95) |",
         f"| ingest (events/s) | {f['ingest_events_per_second']:,.0f} ({f['events']:,} events in {f['ingest_seconds']:.0f} s; "
         f"{f['ingest_events_per_cpu_second']:,.0f} per CPU-second) | | |",
         f"| machine load (1-min average, before → after ingest) | {f['load_average_1min'][0]:.1f} → {f['load_average_1min'][1]:.1f} | | |",

@@ -25,7 +25,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from sqlalchemy import func, inspect, or_, select, text
+from sqlalchemy import bindparam, func, inspect, or_, select, text
 from sqlalchemy.engine import Connection
 
 from include.lineage.errors import EmptyStoreError, LineageError, UnknownNodeError
@@ -188,6 +188,24 @@ def _distinct_identities(identities: set[tuple]) -> list[tuple]:
         if not any(all(dict(kept).get(k) == v for k, v in fields.items()) for kept in distinct):
             distinct.append(identity)
     return distinct
+
+
+_INPUTS_OF_RUNS = text(
+    "SELECT rd.run_id, rd.dataset_id, rd.dataset_version_id, d.namespace, d.name, n.label, dv.version,"
+    " dv.created_by_run_id, dv.created_at AS version_time FROM lineage_run_datasets rd"
+    " JOIN lineage_datasets d ON d.id = rd.dataset_id JOIN lineage_nodes n ON n.id = d.node_id"
+    " LEFT JOIN lineage_dataset_versions dv ON dv.id = rd.dataset_version_id"
+    " WHERE rd.direction = 'input' AND rd.run_id IN :runs"
+).bindparams(bindparam("runs", expanding=True))
+# The latest write of a dataset that had ended by the time a run read it (an input without a version facet).
+_LATEST_WRITE = text(
+    "SELECT rd.run_id, dv.version, COALESCE(r.ended_at, r.state_time, r.started_at) AS written_at"
+    " FROM lineage_run_datasets rd JOIN lineage_runs r ON r.id = rd.run_id"
+    " LEFT JOIN lineage_dataset_versions dv ON dv.id = rd.dataset_version_id"
+    " WHERE rd.dataset_id = :dataset AND rd.direction = 'output' AND rd.run_id <> :run"
+    " AND COALESCE(r.ended_at, r.state_time, r.started_at) <= :read_at"
+    " ORDER BY written_at DESC, rd.run_id DESC LIMIT 1"
+)
 
 
 def _node_of(row) -> Node:
@@ -1440,8 +1458,9 @@ class LineageQueries:
                     .where(r.c.id.in_(chunk))
                 ).all()
             following = []
+            read = self._inputs_read_many(conn, rows)
             for row in sorted(rows, key=lambda x: (x.job_name, x.started_at or x.state_time or "", x.id)):
-                inputs = self._inputs_read(conn, row)
+                inputs = read[row.id]
                 entries.append(
                     {
                         "job": {"namespace": row.job_namespace, "name": row.job_name, "version": row.version},
@@ -1464,53 +1483,41 @@ class LineageQueries:
 
     def _inputs_read(self, conn: Connection, run) -> list[dict]:
         """The dataset versions a run read and who wrote each (see ``run_lineage``)."""
-        rd, d, dv, n, r = run_datasets_table, datasets_table, dataset_versions_table, nodes_table, runs_table
-        rows = conn.execute(
-            select(rd.c.dataset_id, rd.c.dataset_version_id, d.c.namespace, d.c.name, n.c.label, dv.c.version)
-            .add_columns(dv.c.created_by_run_id, dv.c.created_at.label("version_time"))
-            .select_from(rd)
-            .join(d, d.c.id == rd.c.dataset_id)
-            .join(n, n.c.id == d.c.node_id)
-            .outerjoin(dv, dv.c.id == rd.c.dataset_version_id)
-            .where(rd.c.run_id == run.id, rd.c.direction == "input")
-        ).all()
-        read_at = run.started_at or getattr(run, "first_event_time", None) or run.state_time or ""
-        written_at = func.coalesce(r.c.ended_at, r.c.state_time, r.c.started_at)
-        out = []
-        for row in rows:
-            if row.dataset_version_id is not None:
-                version, writer, how = row.version, row.created_by_run_id, "version facet"
-                when = row.version_time
-            else:
-                latest = conn.execute(
-                    select(rd.c.run_id, dv.c.version, written_at.label("written_at"))
-                    .select_from(rd)
-                    .join(r, r.c.id == rd.c.run_id)
-                    .outerjoin(dv, dv.c.id == rd.c.dataset_version_id)
-                    .where(
-                        rd.c.dataset_id == row.dataset_id,
-                        rd.c.direction == "output",
-                        rd.c.run_id != run.id,
-                        written_at <= read_at,
-                    )
-                    .order_by(written_at.desc(), rd.c.run_id.desc())
-                    .limit(1)
-                ).first()
-                version, writer = (latest.version, latest.run_id) if latest else (None, None)
-                when = latest.written_at if latest else None
-                how = "latest write before the run" if latest else None
-            out.append(
-                {
-                    "namespace": row.namespace,
-                    "name": row.name,
-                    "version": version,
-                    "producedByRunId": writer,
-                    "label": row.label,
-                    "resolvedBy": how,
-                    "versionTime": when,  # when that version was written (first reported)
-                }
-            )
-        return sorted(out, key=lambda item: (item["namespace"], item["name"]))
+        return self._inputs_read_many(conn, [run])[run.id]
+
+    def _inputs_read_many(self, conn: Connection, runs: list) -> dict[str, list[dict]]:
+        """``_inputs_read`` of several runs: one query for their inputs (prepared text: building a statement per run
+        cost more than running it), then, for an input without a version, its latest write before the run."""
+        out: dict[str, list[dict]] = {run.id: [] for run in runs}
+        by_id = {run.id: run for run in runs}
+        for chunk in _chunks(by_id):
+            for row in conn.execute(_INPUTS_OF_RUNS, {"runs": chunk}):
+                run = by_id[row.run_id]
+                if row.dataset_version_id is not None:
+                    version, writer, how = row.version, row.created_by_run_id, "version facet"
+                    when = row.version_time
+                else:
+                    read_at = run.started_at or getattr(run, "first_event_time", None) or run.state_time or ""
+                    latest = conn.execute(
+                        _LATEST_WRITE, {"dataset": row.dataset_id, "run": run.id, "read_at": read_at}
+                    ).first()
+                    version, writer = (latest.version, latest.run_id) if latest else (None, None)
+                    when = latest.written_at if latest else None
+                    how = "latest write before the run" if latest else None
+                out[run.id].append(
+                    {
+                        "namespace": row.namespace,
+                        "name": row.name,
+                        "version": version,
+                        "producedByRunId": writer,
+                        "label": row.label,
+                        "resolvedBy": how,
+                        "versionTime": when,  # when that version was written (first reported)
+                    }
+                )
+        for items in out.values():
+            items.sort(key=lambda item: (item["namespace"], item["name"]))
+        return out
 
     def _version_change(self, conn: Connection, version_a: int | None, version_b: int | None) -> dict | None:
         """How two job versions differ: inputs and outputs added or removed, source code changed; None if the same."""

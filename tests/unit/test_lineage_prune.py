@@ -1,0 +1,255 @@
+"""``lineage prune``: on a generated store of 300 days of daily runs (three chained jobs, one whose inputs changed,
+one that stopped running, Spark-like child runs, runless job events), pruning 90 days deletes the old events, runs,
+run edges and versions, keeps every current version and answers every graph query exactly as before; the closure
+equals networkx's on the current graph, before and after, and after more events arrive."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import networkx as nx
+import pytest
+from sqlalchemy import func, select
+
+from include.lineage.errors import LineageError
+from include.lineage.queries import LineageQueries
+from include.lineage.store import LineageStore
+from include.lineage.store.retention import parse_horizon, prune_store
+from include.lineage.store.schema import (
+    closure_table,
+    dataset_versions_table,
+    datasets_table,
+    edge_history_table,
+    edges_table,
+    events_table,
+    job_versions_table,
+    jobs_table,
+    nodes_table,
+    run_datasets_table,
+    runs_table,
+)
+from tests.lineage_graph import build_graph
+
+NOW = datetime(2025, 11, 1, tzinfo=UTC)
+DAYS = 300
+PRODUCER = "https://example.com/tests"
+LINEAGE = str(Path(sys.executable).with_name("lineage"))
+
+
+def _version(name: str, version: str) -> dict:
+    return {
+        "version": {
+            "_producer": PRODUCER,
+            "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/DatasetVersionDatasetFacet.json",
+            "datasetVersion": version,
+        }
+    }
+
+
+def _run_events(job: str, day: int, inputs: list[str], outputs: list[str], parent: tuple[str, str] | None = None):
+    run_id = str(uuid.uuid4())
+    at = NOW - timedelta(days=DAYS - day)
+    facets = {}
+    if parent is not None:
+        facets["parent"] = {
+            "_producer": PRODUCER,
+            "_schemaURL": "https://openlineage.io/spec/facets/1-1-0/ParentRunFacet.json",
+            "run": {"runId": parent[0]},
+            "job": {"namespace": "ns", "name": parent[1]},
+        }
+    events = []
+    for offset, event_type in ((0, "START"), (600, "COMPLETE")):
+        events.append(
+            {
+                "eventType": event_type,
+                "eventTime": (at + timedelta(seconds=offset)).isoformat(),
+                "producer": PRODUCER,
+                "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+                "run": {"runId": run_id, "facets": facets},
+                "job": {"namespace": "ns", "name": job, "facets": {}},
+                "inputs": [{"namespace": "file", "name": name, "facets": {}} for name in inputs],
+                "outputs": [
+                    {"namespace": "file", "name": name, "facets": _version(name, f"{name}@{day}")} for name in outputs
+                ],
+            }
+        )
+    return run_id, events
+
+
+def generated_events() -> list[dict]:
+    events = []
+    for day in range(DAYS):
+        dag_run, dag_events = _run_events("dag", day, [], [])
+        events += dag_events
+        events += _run_events("stage", day, ["/raw"], ["/staged"], parent=(dag_run, "dag"))[1]
+        events += _run_events("stage.spark", day, ["/raw"], ["/staged"], parent=(dag_run, "dag"))[1]
+        merge_inputs = ["/staged", "/lookup"] if day < 150 else ["/staged"]  # stopped reading /lookup
+        events += _run_events("merge", day, merge_inputs, ["/merged"], parent=(dag_run, "dag"))[1]
+        if day < 100:  # stopped running 200 days ago: its latest run and versions must stay
+            events += _run_events("legacy_report", day, ["/merged"], ["/legacy"])[1]
+        events += _run_events("report", day, ["/merged"], ["/report"])[1]
+    old_declaration = {  # a runless job event, long ago: a job that never ran keeps its edges
+        "eventTime": (NOW - timedelta(days=250)).isoformat(),
+        "producer": PRODUCER,
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/JobEvent",
+        "job": {"namespace": "ns", "name": "declared", "facets": {}},
+        "inputs": [{"namespace": "file", "name": "/report", "facets": {}}],
+        "outputs": [{"namespace": "file", "name": "/declared", "facets": {}}],
+    }
+    return [*events, old_declaration]
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("prune") / "template.db"
+    with LineageStore(f"sqlite:///{path}") as store:
+        store.ingest(generated_events())
+    return path
+
+
+@pytest.fixture
+def store(template, tmp_path):
+    path = tmp_path / "store.db"
+    path.write_bytes(template.read_bytes())
+    with LineageStore(f"sqlite:///{path}") as opened:
+        yield opened
+
+
+def counts(store) -> dict[str, int]:
+    tables = (events_table, runs_table, run_datasets_table, dataset_versions_table, job_versions_table)
+    return {table.name: store.count(table) for table in (*tables, edge_history_table, edges_table, closure_table)}
+
+
+def graphs(store) -> dict[str, dict]:
+    queries = LineageQueries(store)
+    with store.engine.connect() as conn:
+        keys = sorted(conn.execute(select(nodes_table.c.key)).scalars())
+    return {key: queries.marquez_lineage(key, 20) for key in keys}
+
+
+def check_closure(store) -> nx.DiGraph:
+    """The closure table is the shortest distances of the current graph's edges, networkx's way."""
+    with store.engine.connect() as conn:
+        names = dict(conn.execute(select(nodes_table.c.id, nodes_table.c.key)).all())
+        graph = nx.DiGraph()
+        graph.add_nodes_from(names.values())
+        graph.add_edges_from((names[s], names[t]) for s, t in conn.execute(select(edges_table)))
+        stored = {(names[a], names[d]): depth for a, d, depth in conn.execute(select(closure_table))}
+    expected = {
+        (a, d): depth for a, reached in nx.all_pairs_shortest_path_length(graph) for d, depth in reached.items()
+    }
+    assert stored == expected
+    return graph
+
+
+def latest_runs_graph(store) -> nx.DiGraph:
+    """The reference graph (tests/lineage_graph.py) of the events of each job's latest run."""
+    with store.engine.connect() as conn:
+        latest = set(conn.execute(select(jobs_table.c.latest_run_id)).scalars()) - {None}
+        payloads = conn.execute(select(events_table.c.payload, events_table.c.run_id)).all()
+    return build_graph([json.loads(payload) for payload, run_id in payloads if run_id in latest])
+
+
+def test_pruning_keeps_every_current_version_and_answers_every_graph_query_as_before(store, capsys):
+    before_counts, before_graphs = counts(store), graphs(store)
+    check_closure(store)
+    dry = prune_store(store, parse_horizon("90d"), dry_run=True, now=NOW)
+    assert counts(store) == before_counts, "a dry run changes nothing"
+    report = prune_store(store, parse_horizon("90d"), now=NOW)
+    assert report.counts == dry.counts, "the dry run counted what the real one deleted"
+    after = counts(store)
+    print(
+        f"\nprune 90d of {DAYS} days: {report.line('90d')}; rows {before_counts} -> {after}",
+        file=sys.stderr,
+    )
+    for table, deleted in (
+        ("lineage_events", report.counts["events"]),
+        ("lineage_runs", report.counts["runs"]),
+        ("lineage_run_datasets", report.counts["run edges"]),
+        ("lineage_dataset_versions", report.counts["dataset versions"]),
+    ):
+        assert deleted > 0 and after[table] == before_counts[table] - deleted, table
+    assert after["lineage_edges"] == before_counts["lineage_edges"]
+    assert report.bytes_after < report.bytes_before / 2, "the file shrank"
+    assert graphs(store) == before_graphs, "every graph query answers as before"
+    graph = check_closure(store)
+    assert set(graph.edges) == set(latest_runs_graph(store).edges) | {
+        ("dataset:file:/report", "job:ns:declared"),
+        ("job:ns:declared", "dataset:file:/declared"),
+    }
+    assert ("dataset:file:/lookup", "job:ns:merge") not in graph.edges
+
+    horizon = report.horizon
+    with store.engine.connect() as conn:
+        runs = {row.id: row for row in conn.execute(select(runs_table))}
+        jobs = conn.execute(select(jobs_table)).all()
+        datasets = conn.execute(select(datasets_table)).all()
+        job_versions = set(conn.execute(select(job_versions_table.c.id)).scalars())
+        dataset_versions = set(conn.execute(select(dataset_versions_table.c.id)).scalars())
+        read_versions = set(conn.execute(select(run_datasets_table.c.dataset_version_id)).scalars()) - {None}
+        oldest_event = conn.execute(
+            select(func.min(events_table.c.event_time)).where(events_table.c.run_id.is_not(None))
+        ).scalar()
+    assert all(job.latest_run_id is None or job.latest_run_id in runs for job in jobs), "latest runs stay"
+    assert all(job.current_version_id in job_versions for job in jobs if job.current_version_id)
+    assert all(dataset.current_version_id in dataset_versions for dataset in datasets if dataset.current_version_id)
+    assert {run.job_version_id for run in runs.values()} - {None} <= job_versions
+    assert read_versions <= dataset_versions, "what a remaining run read or wrote stays"
+    legacy = next(job for job in jobs if job.name == "legacy_report")
+    assert runs[legacy.latest_run_id].first_event_time < horizon, "a job that stopped keeps its latest run"
+    protected = {job.latest_run_id for job in jobs} | {run.parent_run_id for run in runs.values()}
+    old = [run for run in runs.values() if run.first_event_time < horizon and run.id not in protected]
+    creators = {row for row in (d.current_version_id for d in datasets)}
+    assert len(old) <= len(creators), "no other old run stays"
+    assert oldest_event < horizon  # the kept latest runs of stopped jobs
+    assert LineageQueries(store).marquez_lineage("job:ns:declared", 5)["graph"], "the runless job keeps its edges"
+
+
+def test_after_pruning_new_and_late_events_keep_the_closure_exact(store):
+    prune_store(store, parse_horizon("90d"), now=NOW)
+    later = []
+    for day in range(DAYS, DAYS + 5):
+        later += _run_events("merge", day, ["/staged", "/lookup2"], ["/merged"])[1]
+        later += _run_events("report", day, ["/merged", "/lookup2"], ["/report"])[1]
+    late_old_run = _run_events("stage", 10, ["/raw_old"], ["/staged"])[1]  # an event of pruned history, again
+    store.ingest([*later, *late_old_run])
+    graph = check_closure(store)
+    assert ("dataset:file:/lookup2", "job:ns:report") in graph.edges
+    assert ("dataset:file:/raw_old", "job:ns:stage") not in graph.edges, "an old run never becomes current"
+
+
+@pytest.mark.parametrize(
+    "age, parsed",
+    [
+        ("90d", timedelta(days=90)),
+        ("12h", timedelta(hours=12)),
+        ("2w", timedelta(weeks=2)),
+        ("30m", timedelta(30 / 1440)),
+    ],
+)
+def test_ages(age, parsed):
+    assert parse_horizon(age) == parsed
+
+
+@pytest.mark.parametrize("age", ["", "90", "d", "-1d", "1y", "90 days", "1.5d"])
+def test_bad_ages_are_refused(age):
+    with pytest.raises(LineageError, match="expected a number and a unit"):
+        parse_horizon(age)
+
+
+def test_the_command(store, tmp_path):
+    url = store.url
+    store.close()
+    dry = subprocess.run(
+        [LINEAGE, "prune", "--older-than", "90d", "--dry-run", "--store", url], capture_output=True, text=True
+    )
+    assert dry.returncode == 0 and "would delete" in dry.stdout and "0 runs" not in dry.stdout, dry.stderr
+    default = subprocess.run([LINEAGE, "prune", "--dry-run", "--store", url], capture_output=True, text=True)
+    assert default.returncode == 0 and "older than 395d" in default.stdout
+    bad = subprocess.run([LINEAGE, "prune", "--older-than", "ninety", "--store", url], capture_output=True, text=True)
+    assert bad.returncode == 2 and "expected a number and a unit" in bad.stderr

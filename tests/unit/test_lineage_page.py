@@ -234,7 +234,12 @@ def _drawn(page) -> tuple[set[str], set[tuple[str, str]], dict[str, str | None]]
     edges = {
         tuple(e) for e in page.evaluate("window.lineageGraph.edges().map(e => [e.source().id(), e.target().id()])")
     }
-    states = dict(page.evaluate("window.lineageGraph.nodes('.job').map(n => [n.id(), n.data('state') || null])"))
+    states = dict(
+        page.evaluate(
+            "window.lineageGraph.nodes().map(n => [n.id(), (n.hasClass('job') ? n.data('state') : n.data('version'))"
+            " || null])"
+        )
+    )
     return nodes, edges, states
 
 
@@ -243,7 +248,7 @@ def _expected(queries: LineageQueries, as_of: str | None):
     return (
         {n["id"] for n in graph["nodes"]},
         {(e["source"], e["target"]) for e in graph["edges"]},
-        {n["id"]: n.get("state") for n in graph["nodes"] if n["kind"] == "job"},
+        {n["id"]: n.get("state") if n["kind"] == "job" else n.get("version") for n in graph["nodes"]},
     )
 
 
@@ -276,6 +281,7 @@ def _check_case(kind: str, nodes: set, edges: set, states: dict) -> None:
         assert (_dataset("raw"), _job("merge")) in edges and states[_job("forecast")] == "COMPLETED"
     elif kind == "merging":
         assert zones_edge in edges and states[_job("merge")] == "RUNNING" and states[_job("forecast")] == "COMPLETED"
+        assert (states[_dataset("raw")], states[_dataset("merged")]) == ("r2", "m1")  # the versions of then
     else:
         assert not nodes and not edges
 

@@ -27,6 +27,7 @@ from include.lineage.store.schema import (
     events_table,
     jobs_table,
     nodes_table,
+    run_datasets_table,
     runs_table,
 )
 
@@ -34,7 +35,6 @@ RECENT_RUNS = 10
 RECENT_VERSIONS = 10
 DIFFED_RUNS = 5  # the exported page carries the diff of every pair among a job's newest runs
 PICKER_RUNS = 30  # the DAG runs the "as of a run" picker offers
-AS_OF_INSTANTS = 400  # the exported page answers "as of" exactly from the 400th newest instant the graph changed
 _SPARK_JOB_TYPES = {"APPLICATION", "SQL_JOB", "RDD_JOB", "JOB"}
 
 
@@ -139,6 +139,9 @@ def graph(queries: LineageQueries, as_of: str | None = None) -> dict:
     }
 
 
+_STATES = {"START": "RUNNING", "RUNNING": "RUNNING", "COMPLETE": "COMPLETED", "FAIL": "FAILED", "ABORT": "ABORTED"}
+
+
 class _Info:
     def __init__(self, facets, version):
         self.facets, self.version = facets, version
@@ -148,16 +151,15 @@ def _states_then(conn, latest_then: dict[int, tuple], as_of: str) -> dict[int, s
     """Each job's state as of then: its latest run started by then, in the last state it reported by then."""
     e = events_table
     run_job = {run_id: job_node for job_node, (_, run_id) in latest_then.items()}
-    ranks = {"START": "RUNNING", "RUNNING": "RUNNING", "COMPLETE": "COMPLETED", "FAIL": "FAILED", "ABORT": "ABORTED"}
-    states: dict[int, tuple[str, str]] = {}
+    states: dict[int, str] = {}
     for chunk in _chunks(list(run_job)):
-        for run_id, event_type, time in conn.execute(
-            select(e.c.run_id, e.c.event_type, e.c.event_time).where(e.c.run_id.in_(chunk), e.c.event_time <= as_of)
+        for run_id, event_type, _time in conn.execute(
+            select(e.c.run_id, e.c.event_type, e.c.event_time)
+            .where(e.c.run_id.in_(chunk), e.c.event_time <= as_of, e.c.event_type.in_(list(_STATES)))
+            .order_by(e.c.event_time, e.c.id)
         ):
-            job_node = run_job[run_id]
-            if event_type in ranks and (job_node not in states or (time or "") >= states[job_node][0]):
-                states[job_node] = (time or "", ranks[event_type])
-    return {job_node: state for job_node, (_, state) in states.items()}
+            states[run_job[run_id]] = _STATES[event_type]  # the last one reported by then
+    return states
 
 
 def _versions_then(conn, dataset_info: dict, as_of: str) -> dict:
@@ -230,19 +232,6 @@ def provenance(queries: LineageQueries, run_ref: str, depth: int = DEFAULT_DEPTH
         ],
         "children": children,
     }
-
-
-def as_of_instants(queries: LineageQueries) -> list[str]:
-    """Every instant at which the as-of graph can change: a run starting (its job's version then), a job or dataset
-    first seen, a dataset version or run state reported. Between two of them the graph is the same."""
-    r, e = runs_table, events_table
-    started = func.coalesce(r.c.started_at, r.c.first_event_time, r.c.state_time)
-    with queries.store.engine.connect() as conn:
-        found = set(conn.execute(select(started).distinct()).scalars())
-        for table in (jobs_table, datasets_table, dataset_versions_table):
-            found |= set(conn.execute(select(table.c.created_at).distinct()).scalars())
-        found |= set(conn.execute(select(e.c.event_time).distinct()).scalars())
-    return sorted(value for value in found if value)
 
 
 def _writer_statistics(queries: LineageQueries, run_id: str, namespace: str, name: str) -> dict:
@@ -362,26 +351,61 @@ def diff(queries: LineageQueries, run_a: str, run_b: str) -> dict:
     return queries.diff(run_a, run_b)
 
 
-def as_of_graphs(queries: LineageQueries, limit: int = AS_OF_INSTANTS) -> dict:
-    """The as-of graph at every instant it can change (``as_of_instants``; the newest ``limit``), each distinct graph
-    once: ``{"instants": [[time, graph index], ...], "graphs": [graph, ...], "since": first instant kept}``. The graph
-    at any time is the one of the latest instant at or before it, so the exported page answers any time exactly
-    (from ``since`` on)."""
-    instants = as_of_instants(queries)
-    kept = instants[-limit:]
-    graphs: list[dict] = []
-    index_of: dict[str, int] = {}
-    pairs = []
-    for instant in kept:
-        answer = graph(queries, instant)
-        answer.pop("runs")
-        answer.pop("asOf")
-        key = json.dumps(answer, sort_keys=True, default=str)
-        if key not in index_of:
-            index_of[key] = len(graphs)
-            graphs.append(answer)
-        pairs.append([instant, index_of[key]])
-    return {"instants": pairs, "graphs": graphs, "since": kept[0] if kept else None, "complete": kept == instants}
+def as_of_data(queries: LineageQueries) -> dict:
+    """What the exported page needs to draw the graph as of any time exactly as ``graph(queries, as_of)`` does
+    (``lineage.js`` applies the same rule): each job and dataset's first-seen time, each run's job, start, inputs,
+    outputs and reported states in order, each dataset's versions with when they were first reported."""
+    r, j, rd, d, dv, e, n = (
+        runs_table,
+        jobs_table,
+        run_datasets_table,
+        datasets_table,
+        dataset_versions_table,
+        events_table,
+        nodes_table,
+    )
+    started = func.coalesce(r.c.started_at, r.c.first_event_time, r.c.state_time)
+    with queries.store.engine.connect() as conn:
+        keys = dict(conn.execute(select(n.c.id, n.c.key)).all())
+        created = {
+            keys[node_id]: when
+            for table in (j, d)
+            for node_id, when in conn.execute(select(table.c.node_id, table.c.created_at))
+            if node_id in keys
+        }
+        runs: dict[str, dict] = {}
+        for run_id, job_node, start in conn.execute(
+            select(r.c.id, j.c.node_id, started).join(j, j.c.id == r.c.job_id).order_by(r.c.id)
+        ):
+            runs[run_id] = {"job": keys.get(job_node), "start": start, "inputs": [], "outputs": [], "states": []}
+        for run_id, direction, dataset_node in conn.execute(
+            select(rd.c.run_id, rd.c.direction, d.c.node_id)
+            .join(d, d.c.id == rd.c.dataset_id)
+            .order_by(rd.c.run_id, d.c.node_id)
+        ):
+            if run_id in runs and dataset_node in keys:
+                runs[run_id]["inputs" if direction == "input" else "outputs"].append(keys[dataset_node])
+        for run_id, event_type, time in conn.execute(
+            select(e.c.run_id, e.c.event_type, e.c.event_time)
+            .where(e.c.event_type.in_(list(_STATES)))
+            .order_by(e.c.event_time, e.c.id)
+        ):
+            if run_id in runs:
+                runs[run_id]["states"].append([time, _STATES[event_type]])
+        versions: dict[str, list] = {}
+        for dataset_node, when, _version_id, version in conn.execute(
+            select(d.c.node_id, dv.c.created_at, dv.c.id, dv.c.version)
+            .join(dv, dv.c.dataset_id == d.c.id)
+            .where(dv.c.created_at.is_not(None))
+            .order_by(dv.c.created_at, dv.c.id)
+        ):
+            if dataset_node in keys:
+                versions.setdefault(keys[dataset_node], []).append([when, version])
+    return {
+        "created": created,
+        "runs": [[run_id, *info.values()] for run_id, info in runs.items() if info["job"] is not None],
+        "versions": versions,
+    }
 
 
 def bundle(queries: LineageQueries) -> dict:
@@ -415,5 +439,5 @@ def bundle(queries: LineageQueries) -> dict:
         "columns": column_views,
         "diffs": diffs,
         "provenance": provenances,
-        "asOf": as_of_graphs(queries),
+        "asOf": as_of_data(queries),
     }

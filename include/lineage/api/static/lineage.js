@@ -46,21 +46,47 @@
     },
   };
 
-  // The exported file holds the as-of graph at every instant the graph changed (the store's fixed-width UTC times):
-  // the graph at any time is the one of the latest such instant at or before it.
+  // The exported file draws the graph as of a time by the rule the store applies (data.py's graph(asOf)): jobs and
+  // datasets first seen by then; each job as its latest run started by then (start, then run id), with that run's
+  // datasets first seen by then and the last state it reported by then; each dataset's latest version by then.
+  // Times are the store's fixed-width UTC text, so comparing strings compares instants.
   function bundleGraphAt(asOf) {
-    const table = BUNDLE.asOf || { instants: [], graphs: [], complete: true };
-    let low = 0, high = table.instants.length - 1, found = -1;
-    while (low <= high) {
-      const middle = (low + high) >> 1;
-      if (table.instants[middle][0] <= asOf) { found = middle; low = middle + 1; } else high = middle - 1;
+    const data = BUNDLE.asOf;
+    const present = (key) => key in data.created && (data.created[key] === null || data.created[key] <= asOf);
+    const latest = new Map();  // job -> [start, run id, run]
+    for (const [id, job, start, inputs, outputs, states] of data.runs) {
+      if (start === null || start > asOf) continue;
+      const best = latest.get(job);
+      if (!best || start > best[0] || (start === best[0] && id > best[1])) latest.set(job, [start, id, { inputs, outputs, states }]);
     }
-    if (found < 0) {
-      if (!table.complete) throw new Error(`this exported file holds the graph as of ${fmtTime(table.since)} and later only`);
-      return { asOf, nodes: [], edges: [], runs: BUNDLE.graph.runs };
+    const edges = new Map();
+    const stateOf = new Map();
+    for (const [job, [, , run]] of latest) {
+      for (const [side, list] of [["input", run.inputs], ["output", run.outputs]]) {
+        for (const dataset of list) {
+          if (data.created[dataset] !== null && data.created[dataset] !== undefined && data.created[dataset] > asOf) continue;
+          const [source, target] = side === "input" ? [dataset, job] : [job, dataset];
+          edges.set(`${source}\u0000${target}`, { source, target });
+        }
+      }
+      let state = null;
+      for (const [time, reported] of run.states) if (time <= asOf) state = reported;
+      stateOf.set(job, state);
     }
-    const graph = table.graphs[table.instants[found][1]];
-    return { asOf, nodes: graph.nodes, edges: graph.edges, runs: BUNDLE.graph.runs };
+    const nodes = [];
+    for (const node of BUNDLE.graph.nodes) {
+      if (!present(node.id)) continue;
+      const item = { ...node };
+      if (node.kind === "job") item.state = stateOf.has(node.id) ? stateOf.get(node.id) : null;
+      else {
+        const versions = (data.versions[node.id] || []).filter(([when]) => when <= asOf);
+        item.version = versions.length ? versions[versions.length - 1][1] : null;
+      }
+      if (item.parent && !present(item.parent)) { delete item.parent; item.label = item.fullName; }
+      nodes.push(item);
+    }
+    const kept = new Set(nodes.map((n) => n.id));
+    return { asOf, nodes, edges: [...edges.values()].filter((e) => kept.has(e.source) && kept.has(e.target)), runs: BUNDLE.graph.runs };
   }
 
   // <input type="datetime-local"> value (read as UTC) <-> the store's instant text (2025-03-01T03:00:00.000000Z)

@@ -266,6 +266,9 @@ BENCH_BASELINE_REF = _define(
 BENCH_REPEATS = _define("BENCH_REPEATS", "3", "alternating repeats of each figure", "bench")
 BENCH_EXPLORER_NODES = _define("BENCH_EXPLORER_NODES", "100000", "nodes of the explorer's generated graph", "bench")
 BENCH_EXPLORER_QUERIES = _define("BENCH_EXPLORER_QUERIES", "300", "queries timed per explorer figure", "bench")
+BENCH_INGEST_EVENTS = _define(
+    "BENCH_INGEST_EVENTS", "2000", "events posted to `lineage serve` per ingest-throughput figure", "bench"
+)
 
 
 def configuration_table() -> str:

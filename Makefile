@@ -47,4 +47,5 @@ bench: setup
 
 clean:
 	-$(PIPELINE) catalog stop
+	-$(VENV_PY) -m include.services.postgres stop
 	rm -rf var

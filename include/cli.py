@@ -127,6 +127,10 @@ def cmd_ui(options: argparse.Namespace) -> int:
     finally:
         if server:
             server.stop()
+        if settings.metadata_db_kind(paths) == "postgres":
+            from include.services import postgres
+
+            postgres.stop_metadata_db(paths)  # after Airflow's components: the next `make airflow` starts it again
 
 
 def cmd_catalog(options: argparse.Namespace) -> int:

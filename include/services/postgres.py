@@ -337,3 +337,28 @@ def stop_metadata_db(paths: settings.Paths | None = None) -> bool:
         return False
     with local_service.exclusive(_lock_file(paths)):
         return cluster.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m include.services.postgres stop|status``: this ``var/``'s metadata cluster (``make clean`` stops it)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m include.services.postgres", description=main.__doc__)
+    parser.add_argument("action", choices=["stop", "status"])
+    options = parser.parse_args(argv)
+    paths = settings.Paths.current()
+    cluster = Cluster(folder(paths), 0)
+    if options.action == "stop":
+        print("postgres: stopped" if stop_metadata_db(paths) else f"postgres: none running for {paths.var}")
+        return 0
+    if cluster.running():
+        print(f"postgres: running on {HOST}:{cluster.running_port()} ({cluster.data})")
+        return 0
+    print(f"postgres: not running ({cluster.data})")
+    return 1
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

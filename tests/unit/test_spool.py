@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
+from openlineage.client.serde import Serde
 from openlineage.client.transport import get_default_factory
 from openlineage.client.uuid import generate_new_uuid
 
@@ -174,3 +175,111 @@ def test_readme_style_config_needs_no_path_and_gives_http_no_hidden_retries(tmp_
     assert time.monotonic() - started < 1.0
     time.sleep(1.0)
     assert len(transport.spool) == 1, "the spooled event must stay until it is delivered once"
+
+
+# ----------------------------------------------------------------------------- replay in batches
+def _spooled(transport: SpoolingTransport, count: int) -> list[RunEvent]:
+    emitted = [event(i % 60) for i in range(count)]
+    for e in emitted:
+        transport.emit(e)  # the backend is down: every event waits in the spool
+    assert len(transport.spool) == count
+    return emitted
+
+
+def test_replay_sends_batches_to_a_backend_with_the_batch_endpoint(tmp_path):
+    port = free_port()
+    transport = transport_for(port, tmp_path / "spool", timeout=0.5)
+    emitted = _spooled(transport, 250)
+    backend = Backend(port, batch=True)
+    try:
+        assert transport.replay() == (250, 0)
+        assert backend.batches == [100, 100, 50], "100 events per request, oldest first"
+        assert {path for path, _ in backend.posts} == {"/api/v1/lineage/batch"}
+        assert [e["run"]["runId"] for e in backend.received] == [str(e.run.runId) for e in emitted], "in order"
+    finally:
+        backend.stop()
+
+
+def test_replay_falls_back_to_one_event_at_a_time_without_the_batch_endpoint(tmp_path):
+    port = free_port()
+    transport = transport_for(port, tmp_path / "spool", timeout=0.5)
+    emitted = _spooled(transport, 30)
+    backend = Backend(port)  # answers 404 at /batch, as Marquez does
+    try:
+        assert transport.replay() == (30, 0)
+        assert backend.batches == [] and {path for path, _ in backend.posts} == {"/api/v1/lineage"}
+        assert backend.unique() == {(str(e.run.runId), "COMPLETE", e.eventTime) for e in emitted}
+        assert transport._batch_unsupported, "remembered: the next replay does not ask again"
+    finally:
+        backend.stop()
+
+
+def _docs_transport_to_lineage_serve() -> dict:
+    from include.core import settings
+
+    text = (settings.PROJECT_ROOT / "docs" / "lineage.md").read_text()
+    section = text[text.index("### Tokens, names") :]
+    line = next(line for line in section.splitlines() if line.startswith("transport = "))
+    return json.loads(line.removeprefix("transport = "))
+
+
+def test_the_docs_transport_to_lineage_serve_sends_the_token_and_replays_in_batches(tmp_path, monkeypatch):
+    """The documented line, as airflow.cfg would hold it, against a real ``lineage serve`` that is down and then up:
+    nothing lost, every event stored once, the token from the environment (never in the line)."""
+    import subprocess
+    import sys
+
+    import requests
+
+    from include.lineage.emit import tokens
+
+    config = _docs_transport_to_lineage_serve()
+    port = free_port()
+    config["inner"]["url"] = f"http://127.0.0.1:{port}"
+    config["spool_dir"] = str(tmp_path / "spool")
+    var = tmp_path / "var"
+    file = tokens.ensure_tokens(var / "secrets" / tokens.TOKENS_FILE_NAME)
+    writer = next(t.value for t in tokens.load_tokens(file) if "write" in t.scopes)
+    assert set(config["inner"]["auth"]) == {"type", "conn_id"}, "the line names where the token is, never the token"
+    monkeypatch.setenv("LINEAGE_SERVE_TOKEN", writer)
+    transport = get_default_factory().create(config)
+    emitted = _spooled(transport, 150)
+    server = subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("lineage")),
+            "serve",
+            "--port",
+            str(port),
+            "--store",
+            f"sqlite:///{var / 's.db'}",
+        ],
+        env={**os.environ, "PIPELINE_VAR_DIR": str(var)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if requests.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=1).ok:
+                    break
+            except requests.ConnectionError:
+                assert time.monotonic() < deadline and server.poll() is None, "lineage serve did not start"
+                time.sleep(0.2)
+        monkeypatch.setenv("LINEAGE_SERVE_TOKEN", "not-the-token-of-this-server")
+        transport.emit(event(59))  # refused (401): it waits in the spool too
+        assert len(transport.spool) == 151
+        bad = json.loads(Serde.to_json(event(58)))
+        bad["run"]["facets"] = []  # refused by lineage serve (400): the batch holding it is sent one by one
+        transport.spool.append(json.dumps(bad))
+        for i in range(5):
+            transport.spool.append(Serde.to_json(event(i)))
+        monkeypatch.setenv("LINEAGE_SERVE_TOKEN", writer)
+        assert transport.replay() == (151, 6), "every event before the bad one, in batches then one by one"
+        assert not transport._batch_unsupported, "lineage serve took the batches"
+        stored = requests.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=5).json()["events"]
+        assert stored == len({(str(e.run.runId), e.eventTime) for e in emitted}) + 1
+        assert json.loads(transport.spool.pending()[0].read_text())["run"]["facets"] == [], "it waits, first"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

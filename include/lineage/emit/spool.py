@@ -21,7 +21,8 @@ sent is the original JSON, unchanged, so a receiver can drop a duplicate by run 
 A replay to an inner ``http`` transport sends ``replay_batch`` (100) events at a time to OpenLineage's batch
 endpoint, ``<endpoint>/batch`` (``lineage serve`` stores a batch all or nothing), with the transport's own auth and
 compression; a backend that answers 404, 405 or 501 there gets them one by one from then on
-(``"replay_in_batches": false`` asks for that from the start).
+(``"replay_in_batches": false`` asks for that from the start). A batch refused with 400 (one of its events is bad)
+is sent again one by one, so the events before the bad one are delivered and the replay stops at it.
 """
 
 from __future__ import annotations
@@ -125,6 +126,7 @@ class SpoolingTransport(Transport):
         self.spool = Spool(Path(config.spool_dir))
         self._lock = threading.Lock()
         self._batch_unsupported = False
+        self._batch_refused = False
 
     def _send_within_bound(self, send, timeout: float, spooled_copy) -> bool:
         """Send within ``timeout``. On failure or lateness the event must be in the spool: ``spooled_copy()`` puts it
@@ -199,18 +201,20 @@ class SpoolingTransport(Transport):
             for payload in payloads:
                 self._send_raw(payload)
             return
+        if response.status_code == 400:
+            self._batch_refused = True  # an event of it is bad: the replay sends this chunk one by one
         response.raise_for_status()
 
     def replay(self, deadline: float | None = None) -> tuple[int, int]:
         """Send spooled events oldest first, ``replay_batch`` at a time as one batch where the backend takes
         batches (else one by one); stop at the first failure. Returns (sent, remaining)."""
-        sent = 0
+        sent, singly = 0, False
         pending = self.spool.pending()[: self.config.replay_batch if deadline else None]
         while pending:
             remaining_time = self.config.timeout if deadline is None else deadline - time.monotonic()
             if remaining_time <= 0:
                 break
-            size = self.config.replay_batch if self._batch_url() else 1
+            size = self.config.replay_batch if self._batch_url() and not singly else 1
             chunk, pending = pending[:size], pending[size:]
             paths, payloads = [], []
             for path in chunk:
@@ -228,7 +232,11 @@ class SpoolingTransport(Transport):
                 send = functools.partial(self._send_batch, payloads)
             else:
                 send = functools.partial(self._send_raw, payloads[0])
+            self._batch_refused = False
             if not self._send_within_bound(send, max(remaining_time, 0.05), lambda paths=paths: paths):
+                if self._batch_refused and len(paths) > 1:
+                    singly, pending = True, paths + pending  # the good events before the bad one still go
+                    continue
                 break
             for path in paths:
                 path.unlink(missing_ok=True)

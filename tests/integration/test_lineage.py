@@ -190,11 +190,15 @@ def test_complete_events_carry_iceberg_facets_that_match_the_catalog(events, cat
         "name": f"nyc_taxi.{naming.TAXI_RAW}",
         "type": "TABLE",
     }
-    assert {a["assertion"]: a["success"] for a in raw["facets"]["dataQualityAssertions"]["assertions"]} == {
+    checks = {a["assertion"]: a for a in raw["facets"]["dataQualityAssertions"]["assertions"]}
+    assert {name: checks[name]["success"] for name in ("unique", "not_null", "non_negative")} == {
         "unique": True,
         "not_null": True,
         "non_negative": True,
     }
+    # write-audit-publish: each expectation of include/quality/expectations.py, with severity and threshold
+    days = checks["days_missing"]
+    assert (days["success"], days["severity"], days["expected"], days["actual"]) == (True, "error", "<= 0", "0")
     staging_metrics = merge["inputs"][0]["inputFacets"]["dataQualityMetrics"]
     assert staging_metrics["rowCount"] > 0 and staging_metrics["columnMetrics"]["PULocationID"]["nullCount"] == 0
     actuals = _task_events(events, "compute_hourly_actuals")[0]["outputs"][0]["facets"]["columnLineage"]["fields"]

@@ -172,3 +172,45 @@ def test_a_maximum_size_event_is_stored_while_health_keeps_answering(server):
         f"stored in {took:.1f} s; health p50 {statistics.median(latencies) * 1000:.0f} ms, "
         f"p99 {p99 * 1000:.0f} ms, max {max(latencies) * 1000:.0f} ms over {len(latencies)} requests"
     )
+
+
+def _large(job: str, columns: int = 8000) -> dict:
+    fields = [{"name": f"{job}_{index:05d}", "type": "VARCHAR"} for index in range(columns)]
+    facet = {"_producer": PRODUCER, "_schemaURL": SCHEMA_FACET, "fields": fields}
+    return event(job, [{"namespace": "file", "name": f"/large/{job}", "facets": {"schema": facet}}])
+
+
+def test_large_bodies_decoded_in_the_worker_process_get_the_same_answers(server):
+    """A body past 256 KiB is decoded, checked and stored in the worker process: the answers are those of the
+    server's own process."""
+    url = server["url"]
+    good = _large("large_good")
+    assert len(json.dumps(good)) > 256 * 1024
+    stored = requests.post(f"{url}/api/v1/lineage", json=good, timeout=120)
+    assert stored.status_code == 201 and stored.json() == {"received": 1, "new": 1}
+    assert requests.post(f"{url}/api/v1/lineage", json=good, timeout=120).json()["new"] == 0, "a duplicate"
+    bad = _large("large_bad")
+    bad["outputs"][0]["facets"]["schema"]["fields"][7999]["type"] = ["VARCHAR"]
+    refused = requests.post(f"{url}/api/v1/lineage", json=bad, timeout=120)
+    assert refused.status_code == 400
+    assert "facet 'schema' at outputs[0].facets.schema" in refused.json()["message"]
+    assert "$.fields[7999].type" in refused.json()["message"]
+    batch = requests.post(f"{url}/api/v1/lineage/batch", json=[_large("b0"), bad, _large("b2")], timeout=120)
+    assert batch.status_code == 400 and [error["index"] for error in batch.json()["errors"]] == [1]
+    not_array = requests.post(f"{url}/api/v1/lineage/batch", json=good, timeout=120)
+    assert not_array.status_code == 400 and "JSON array" in not_array.json()["message"]
+    truncated = gzip.compress(json.dumps([_large(f"t{i}") for i in range(20)]).encode())
+    assert len(truncated) > 256 * 1024
+    cut = requests.post(
+        f"{url}/api/v1/lineage/batch",
+        data=truncated[:-100],
+        headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
+        timeout=120,
+    )
+    assert cut.status_code == 400 and "truncated" in cut.json()["message"]
+    deep = b"[" * 200_000 + b"]" * 200_000
+    nested = requests.post(
+        f"{url}/api/v1/lineage", data=deep, headers={"Content-Type": "application/json"}, timeout=120
+    )
+    assert nested.status_code == 400 and "nests" in nested.json()["message"]
+    assert requests.get(f"{url}/api/v1/health", timeout=5).status_code == 200

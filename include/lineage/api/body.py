@@ -112,7 +112,12 @@ def parse_json(body: bytes, max_depth: int | None = None):
 async def json_body(request: Request):
     """The request's JSON within every limit above; decompression and parsing in a worker thread."""
     require_json(request)
-    body = await read_limited(request)
+    return await decode_json(request, await read_limited(request))
+
+
+async def decode_json(request: Request, body: bytes):
+    """``body`` (read by :func:`read_limited`) decompressed as its ``Content-Encoding`` says and parsed, in a
+    worker thread, at most ``_DECODERS`` at once."""
     gzipped = request.headers.get("content-encoding", "").strip().lower() == "gzip"
 
     def decode():

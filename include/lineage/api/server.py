@@ -35,11 +35,15 @@ Unknown nodes and runs answer 404, bad parameters 400 (``include/lineage/api/err
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 import ipaddress
+import multiprocessing
 import socket
 from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
@@ -49,7 +53,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from include.core import settings
 from include.core.errors import ConfigurationError
-from include.lineage.api.body import json_body
+from include.lineage.api.body import decode_json, gunzip_limited, json_body, parse_json, read_limited, require_json
 from include.lineage.api.errors import install_error_handlers
 from include.lineage.emit import tokens as token_file
 from include.lineage.errors import InvalidEventError
@@ -61,6 +65,7 @@ from include.lineage.store.schema import events_table
 from include.lineage.validation import IngestValidator
 
 HEALTH_PATH = "/api/v1/health"
+OFFLOAD_BYTES = 256 * 1024  # a body larger than this, as sent, is decoded, checked and stored in the worker process
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 
 
@@ -88,6 +93,61 @@ def _bounded(name: str, value: str) -> str:
             status_code=400, detail=f"{name} is {len(value):,} characters long; at most {MAX_NODE_ID_LENGTH:,}"
         )
     return value
+
+
+def _message(status: int, text: str) -> dict:
+    return {"code": status, "message": text, "detail": text}
+
+
+def check_all(events: list) -> list[dict]:
+    """Every bad event of a post, by its index and what is wrong with it."""
+    errors = []
+    for index, item in enumerate(events):
+        try:
+            check_incoming(item)
+        except InvalidEventError as error:
+            errors.append({"index": index, "message": str(error)})
+    return errors
+
+
+def answer_events(store: LineageStore, data, batch_endpoint: bool) -> tuple[int, dict]:
+    """Check and store a post's parsed JSON: (status, answer). ``batch_endpoint``: it must be an array, and a 400
+    lists every bad event; otherwise one event (or an array) and the first bad one is named."""
+    if batch_endpoint and not isinstance(data, list):
+        return 400, _message(400, "a batch is a JSON array of OpenLineage events")
+    events = data if isinstance(data, list) else [data]
+    limit = settings.LINEAGE_MAX_BATCH_EVENTS.integer()
+    if len(events) > limit:
+        where = "the batch" if batch_endpoint else "the post (use /api/v1/lineage/batch)"
+        return 413, _message(413, f"{where} holds {len(events):,} events; the limit is {limit:,}")
+    errors = check_all(events)
+    if errors and batch_endpoint:
+        text = f"{len(errors)} of {len(events)} events are not OpenLineage events; none stored"
+        return 400, {**_message(400, text), "errors": errors}
+    if errors:
+        return 400, _message(400, f"not an OpenLineage event: {errors[0]['message']}")
+    result = store.ingest(events)  # the store serialises writers
+    return 201, {"received": result.read, "new": result.new}
+
+
+_worker_stores: dict[str, LineageStore] = {}
+
+
+def _ingest_in_worker(store_url: str, body: bytes, gzipped: bool, batch_endpoint: bool) -> tuple[int, dict]:
+    """In the worker process: decompress, parse, check and store a large body, so that the server's own process
+    never holds the interpreter for long (health and small posts answer meanwhile). The worker keeps its store
+    open; SQLite in WAL mode and PostgreSQL take writers of several processes."""
+    try:
+        data = parse_json(gunzip_limited(body) if gzipped else body)
+    except HTTPException as error:
+        return error.status_code, _message(error.status_code, str(error.detail))
+    store = _worker_stores.get(store_url)
+    if store is None:
+        store = _worker_stores[store_url] = LineageStore(store_url)
+    try:
+        return answer_events(store, data, batch_endpoint)
+    except InvalidEventError as error:
+        return 400, _message(400, str(error))
 
 
 def _json_error(status: int, message: str, headers: dict | None = None) -> JSONResponse:
@@ -206,10 +266,12 @@ def create_app(
     tokens_where: str = "var/secrets/lineage-tokens.json",
     hosts: set[str] | None = None,
     docs: bool = False,
+    offload: bool = False,
 ) -> FastAPI:
     """The app. ``tokens``: require them (None: no token checked, as when the routes are mounted behind Airflow's
     login); ``hosts``: the names the ``Host`` header may carry (None: any); ``docs``: serve ``/docs`` and
-    ``/openapi.json``."""
+    ``/openapi.json``; ``offload``: bodies larger than ``OFFLOAD_BYTES`` are decoded, checked and stored in a worker
+    process."""
     store = store or LineageStore(store_url)
     queries = LineageQueries(store)
     app = FastAPI(
@@ -223,50 +285,48 @@ def create_app(
     read = [Depends(_requires("read", tokens, tokens_where))]
     write = [Depends(_requires("write", tokens, tokens_where))]
 
-    def check_all(events: list) -> list[dict]:
-        errors = []
-        for index, item in enumerate(events):
-            try:
-                check_incoming(item)
-            except InvalidEventError as error:
-                errors.append({"index": index, "message": str(error)})
-        return errors
+    pool: list[ProcessPoolExecutor] = []  # the worker process of large bodies, started on the first one
+
+    def worker() -> ProcessPoolExecutor:
+        if not pool:
+            pool.append(ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")))
+        return pool[0]
+
+    async def post(request: Request, batch_endpoint: bool) -> JSONResponse:
+        if offload:
+            require_json(request)
+            body = await read_limited(request)
+            if len(body) > OFFLOAD_BYTES:
+                gzipped = request.headers.get("content-encoding", "").strip().lower() == "gzip"
+                try:
+                    status, content = await asyncio.wrap_future(
+                        worker().submit(_ingest_in_worker, store.url, body, gzipped, batch_endpoint)
+                    )
+                except BrokenProcessPool:
+                    pool.clear()
+                    raise HTTPException(status_code=503, detail="the worker process died; retry") from None
+                return JSONResponse(status_code=status, content=content)
+            data = await decode_json(request, body)
+        else:
+            data = await json_body(request)
+        status, content = await run_in_threadpool(answer_events, store, data, batch_endpoint)
+        return JSONResponse(status_code=status, content=content)
 
     @app.post("/api/v1/lineage", status_code=201, dependencies=write)
     async def post_lineage(request: Request):
-        lineage_event = await json_body(request)
-        batch = lineage_event if isinstance(lineage_event, list) else [lineage_event]
-        if len(batch) > settings.LINEAGE_MAX_BATCH_EVENTS.integer():
-            raise HTTPException(status_code=413, detail="too many events in one post: use /api/v1/lineage/batch")
-        errors = await run_in_threadpool(check_all, batch)
-        if errors:
-            raise HTTPException(status_code=400, detail=f"not an OpenLineage event: {errors[0]['message']}")
-        result = await run_in_threadpool(store.ingest, batch)  # the store serialises writers
-        return {"received": result.read, "new": result.new}
+        """One event (or a JSON array of them, as before the batch endpoint existed)."""
+        return await post(request, batch_endpoint=False)
 
     @app.post("/api/v1/lineage/batch", status_code=201, dependencies=write)
     async def post_lineage_batch(request: Request):
         """A JSON array of events (OpenLineage's batch endpoint): all of them are checked first; one bad event and
         none is stored, and the answer lists every bad one by its index."""
-        events = await json_body(request)
-        if not isinstance(events, list):
-            raise HTTPException(status_code=400, detail="a batch is a JSON array of OpenLineage events")
-        limit = settings.LINEAGE_MAX_BATCH_EVENTS.integer()
-        if len(events) > limit:
-            raise HTTPException(
-                status_code=413, detail=f"the batch holds {len(events):,} events; the limit is {limit:,}"
-            )
-        errors = await run_in_threadpool(check_all, events)
-        if errors:
-            return JSONResponse(
-                status_code=400,
-                content={
-                    "detail": f"{len(errors)} of {len(events)} events are not OpenLineage events; none stored",
-                    "errors": errors,
-                },
-            )
-        result = await run_in_threadpool(store.ingest, events)
-        return {"received": result.read, "new": result.new}
+        return await post(request, batch_endpoint=True)
+
+    @app.on_event("shutdown")
+    def stop_worker() -> None:
+        for executor in pool:
+            executor.shutdown(wait=False, cancel_futures=True)
 
     @app.get("/api/v1/lineage", dependencies=read)
     def get_lineage(
@@ -332,6 +392,7 @@ def server_app(
         tokens_where=str(tokens_path or token_file.tokens_file()),
         hosts=served_names(host, allow_hosts),
         docs=docs,
+        offload=True,
     )
 
 

@@ -84,6 +84,15 @@ def pipeline_run(paths, airflow_env, catalog) -> PipelineRun:
 
 
 @pytest.fixture(scope="session")
+def source_folder(paths, airflow_env):
+    """The month's generated TLC and NOAA files in the layout of the real sites, for modules that run their own DAGs
+    and need no earlier run (so they need not wait for, or share a worker with, `pipeline_run`)."""
+    folder = paths.var / "own-source"
+    sample_server.publish_months(folder, [MONTH], ROWS)
+    return folder
+
+
+@pytest.fixture(scope="session")
 def user_runs():
     """`make airflow SAMPLE_DATA=1` in a var/ of its own, and the runs a user starts there (see running_airflow)."""
     from tests.integration.running_airflow import RunningAirflow, run_as_a_user

@@ -29,7 +29,7 @@ SECRETS = {
 }
 
 
-def test_secrets_in_env_spark_conf_and_connections_reach_no_lineage_byte(pipeline_run):
+def test_secrets_in_env_spark_conf_and_connections_reach_no_lineage_byte(paths, source_folder):
     env = {
         "PIPELINE_DEPLOY_TOKEN": SECRETS["env"],
         "SPARK_CONF_EXTRA": json.dumps(
@@ -47,21 +47,23 @@ def test_secrets_in_env_spark_conf_and_connections_reach_no_lineage_byte(pipelin
             {"conn_type": "postgres", "host": "db", "login": "u", "password": SECRETS["connection"]}
         ),
     }
-    with sample_server.serve(pipeline_run.paths.var / "source") as source_env:
+    with sample_server.serve(source_folder) as source_env:
         result = runs.dags_test("ingest_weather_data", "2025-02-01", {"force": True}, env={**source_env, **env})
     assert result.succeeded
     leaks = []
-    for path in pipeline_run.paths.lineage.rglob("*"):
+    for path in paths.lineage.rglob("*"):
         if path.is_file():
             data = path.read_bytes()
             leaks += [f"{name} in {path}" for name, secret in SECRETS.items() if secret.encode() in data]
     assert leaks == []
-    scanned = sum(1 for p in pipeline_run.paths.lineage.rglob("*") if p.is_file())
+    scanned = sum(1 for p in paths.lineage.rglob("*") if p.is_file())
     assert scanned >= 3
 
 
 @pytest.mark.parametrize("behaviour", ["down", "fail_half", "stall"])
-def test_taxi_dag_succeeds_whatever_the_backend_does_and_replay_delivers_every_event(pipeline_run, tmp_path, behaviour):
+def test_taxi_dag_succeeds_whatever_the_backend_does_and_replay_delivers_every_event(
+    paths, source_folder, tmp_path, behaviour
+):
     """A file transport beside the spooling one records every emitted event independently of the backend."""
     port = free_port()
     backend = None if behaviour == "down" else RecordingBackend(port, behaviour)
@@ -82,7 +84,7 @@ def test_taxi_dag_succeeds_whatever_the_backend_does_and_replay_delivers_every_e
         "type": "composite",
         "transports": [{"type": "file", "log_file_path": str(reference), "append": True}, spooling],
     }
-    with sample_server.serve(pipeline_run.paths.var / "source") as source_env:
+    with sample_server.serve(source_folder) as source_env:
         result = runs.dags_test(
             "ingest_yellow_taxi_data",
             "2025-02-01",
@@ -103,7 +105,7 @@ def test_taxi_dag_succeeds_whatever_the_backend_does_and_replay_delivers_every_e
         [str(Path(sys.executable).parent / "lineage"), "replay"],
         env={
             **os.environ,
-            **settings.airflow_env(pipeline_run.paths),
+            **settings.airflow_env(paths),
             "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(spooling),
         },
         capture_output=True,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
@@ -20,12 +21,12 @@ def readme_transport(title: str) -> str:
     return re.search(r"^transport = (.+)$", section, re.MULTILINE).group(1)
 
 
-def test_composite_transport_from_the_readme_delivers_every_event_to_both_backends(pipeline_run):
+def test_composite_transport_from_the_readme_delivers_every_event_to_both_backends(paths, source_folder):
     marquez, datahub = RecordingBackend(), RecordingBackend()
     transport = readme_transport("Two backends at once (composite)")
     transport = transport.replace("http://datahub-gms:8080", datahub.url).replace("http://marquez:5000", marquez.url)
-    lines_before = pipeline_run.paths.lineage_events.read_text().count("\n")
-    with sample_server.serve(pipeline_run.paths.var / "source") as env:
+    lines_before = _lines(paths.lineage_events)
+    with sample_server.serve(source_folder) as env:
         result = runs.dags_test(
             "ingest_weather_data", "2025-02-01", {}, env={**env, "AIRFLOW__OPENLINEAGE__TRANSPORT": transport}
         )
@@ -41,10 +42,12 @@ def test_composite_transport_from_the_readme_delivers_every_event_to_both_backen
         "ingest_weather_data",
         "ingest_weather_data.download_noaa_month",
     }
-    assert pipeline_run.paths.lineage_events.read_text().count("\n") == lines_before, "the file transport was replaced"
+    assert _lines(paths.lineage_events) == lines_before, "the file transport was replaced"
 
 
-def test_readme_marquez_transport_with_marquez_down_keeps_every_event_and_delivers_each_once(pipeline_run, tmp_path):
+def test_readme_marquez_transport_with_marquez_down_keeps_every_event_and_delivers_each_once(
+    paths, source_folder, tmp_path
+):
     """The README's Marquez line, Marquez down: the DAG succeeds, every event it emitted (recorded independently by a
     file transport beside it) waits in the default spool folder, and `lineage replay` delivers each of them exactly
     once when Marquez is back."""
@@ -62,9 +65,9 @@ def test_readme_marquez_transport_with_marquez_down_keeps_every_event_and_delive
     transport = json.dumps(
         {"type": "composite", "continue_on_failure": True, "transports": [recorded, json.loads(marquez_line)]}
     )
-    spool = pipeline_run.paths.lineage_spool
+    spool = paths.lineage_spool
     before = set(spool.glob("*.json"))
-    with sample_server.serve(pipeline_run.paths.var / "source") as env:
+    with sample_server.serve(source_folder) as env:
         result = runs.dags_test(
             "ingest_weather_data", "2025-02-01", {}, env={**env, "AIRFLOW__OPENLINEAGE__TRANSPORT": transport}
         )
@@ -83,7 +86,7 @@ def test_readme_marquez_transport_with_marquez_down_keeps_every_event_and_delive
     marquez = RecordingBackend(port)
     replay = subprocess.run(
         [str(Path(sys.executable).parent / "lineage"), "replay"],
-        env={**pipeline_run_env(pipeline_run), "AIRFLOW__OPENLINEAGE__TRANSPORT": marquez_line},
+        env={**os.environ, **settings.airflow_env(paths), "AIRFLOW__OPENLINEAGE__TRANSPORT": marquez_line},
         capture_output=True,
         text=True,
         timeout=300,
@@ -95,7 +98,6 @@ def test_readme_marquez_transport_with_marquez_down_keeps_every_event_and_delive
     assert not set(spool.glob("*.json")) - before
 
 
-def pipeline_run_env(pipeline_run) -> dict[str, str]:
-    import os
-
-    return {**os.environ, **settings.airflow_env(pipeline_run.paths)}
+def _lines(path) -> int:
+    """Lines of the file transport's output; none yet in a var/ whose first DAG run this is."""
+    return path.read_text().count("\n") if path.exists() else 0

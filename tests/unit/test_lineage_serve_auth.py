@@ -249,3 +249,52 @@ def test_token_commands_add_list_and_remove_for_rotation(tmp_path):
     assert lineage("add").returncode == 2
     names = [t.name for t in tokens.load_tokens(tmp_path / "var" / "secrets" / tokens.TOKENS_FILE_NAME)]
     assert names == ["reader", "writer-2026"]
+
+
+@pytest.mark.parametrize(
+    "header, name",
+    [
+        ("localhost:5000", "localhost"),
+        ("LOCALHOST", "localhost"),
+        ("127.0.0.1:5000", "127.0.0.1"),
+        ("[::1]:5000", "::1"),
+        ("[::1]", "::1"),
+        ("lineage.example.com:443", "lineage.example.com"),
+        ("evil.example:notaport", "evil.example:notaport"),
+        ("", ""),
+    ],
+)
+def test_host_header_names(header, name):
+    from include.lineage.api.server import host_of
+
+    assert host_of(header) == name
+
+
+def test_the_served_names_of_each_address():
+    import socket
+
+    from include.lineage.api.server import is_loopback, served_names
+
+    assert served_names("127.0.0.1") == {"127.0.0.1", "localhost", "::1"}
+    assert socket.gethostname().lower() in served_names("0.0.0.0")
+    assert served_names("192.0.2.7", ["lineage.internal"]) >= {"192.0.2.7", "lineage.internal"}
+    assert socket.gethostname().lower() not in served_names("192.0.2.7") or socket.gethostname() == "192.0.2.7"
+    assert [is_loopback(h) for h in ("127.0.0.1", "127.1.2.3", "::1", "localhost", "0.0.0.0", "192.0.2.7")] == [
+        True,
+        True,
+        True,
+        True,
+        False,
+        False,
+    ]
+
+
+def test_docs_are_served_only_when_asked(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from include.lineage.api.server import create_app
+    from include.lineage.store import LineageStore
+
+    with LineageStore(f"sqlite:///{tmp_path / 's.db'}") as store:
+        assert TestClient(create_app(store=store)).get("/openapi.json").status_code == 404
+        assert TestClient(create_app(store=store, docs=True)).get("/openapi.json").status_code == 200

@@ -14,6 +14,10 @@ What goes, in one transaction, is history older than the horizon (now minus the 
 What stays is untouched: every node, every current version, the current graph (``lineage_edges``) and so its
 closure, which pruning never changes and therefore keeps exact. Run provenance and ``--as-of`` answers reach back to
 the horizon. On SQLite the file is vacuumed afterwards, so the store shrinks on disk too.
+
+Another process writing the same store keeps ids of versions in memory: restart a long-running ``lineage serve`` or
+``lineage consume --forever`` after a prune (an event of pruned history arriving again could otherwise point at a
+deleted version).
 """
 
 from __future__ import annotations

@@ -138,24 +138,23 @@ def generate_events(target_nodes: int, seed: int = 7) -> tuple[list[dict], dict]
 
 
 # The as-of upstream of a node in SQL alone (the baseline beside ``LineageQueries._as_of_walk``): each job as its
-# latest run started by then, its inputs first seen by then; a dataset's writers are the jobs whose latest run wrote it.
+# latest run started by then (an indexed ORDER BY ... LIMIT 1 per job), its inputs first seen by then; a dataset's
+# writers are the jobs whose latest run then wrote it.
 _RUN_START = "COALESCE({r}.started_at, {r}.first_event_time, {r}.state_time)"
+_LATEST_RUN = (
+    f"(SELECT x.id FROM lineage_runs x WHERE x.job_id = {{job}} AND {_RUN_START.format(r='x')} <= :as_of"
+    f" ORDER BY {_RUN_START.format(r='x')} DESC, x.id DESC LIMIT 1)"
+)
 ASOF_UPSTREAM_CTE = (
-    "WITH RECURSIVE latest(job_id, run_id) AS ("
-    f" SELECT r.job_id, r.id FROM lineage_runs r WHERE {_RUN_START.format(r='r')} <= :as_of AND NOT EXISTS ("
-    f"  SELECT 1 FROM lineage_runs r2 WHERE r2.job_id = r.job_id AND {_RUN_START.format(r='r2')} <= :as_of AND ("
-    f"   {_RUN_START.format(r='r2')} > {_RUN_START.format(r='r')}"
-    f"   OR ({_RUN_START.format(r='r2')} = {_RUN_START.format(r='r')} AND r2.id > r.id)))),"
-    " walk(node, depth) AS (SELECT CAST(:start AS INTEGER), 0"
+    "WITH RECURSIVE walk(node, depth) AS (SELECT CAST(:start AS INTEGER), 0"
     " UNION SELECT d.node_id, w.depth + 1 FROM walk w JOIN lineage_jobs j ON j.node_id = w.node"
-    "  JOIN latest l ON l.job_id = j.id"
-    "  JOIN lineage_run_datasets rd ON rd.run_id = l.run_id AND rd.direction = 'input'"
+    f"  JOIN lineage_run_datasets rd ON rd.run_id = {_LATEST_RUN.format(job='j.id')} AND rd.direction = 'input'"
     "  JOIN lineage_datasets d ON d.id = rd.dataset_id"
     "  WHERE w.depth < :max_depth AND (d.created_at IS NULL OR d.created_at <= :as_of)"
     " UNION SELECT j.node_id, w.depth + 1 FROM walk w JOIN lineage_datasets d ON d.node_id = w.node"
     "  JOIN lineage_run_datasets rd ON rd.dataset_id = d.id AND rd.direction = 'output'"
-    "  JOIN latest l ON l.run_id = rd.run_id JOIN lineage_jobs j ON j.id = l.job_id"
-    "  WHERE w.depth < :max_depth)"
+    "  JOIN lineage_runs r ON r.id = rd.run_id JOIN lineage_jobs j ON j.id = r.job_id"
+    f"  WHERE w.depth < :max_depth AND r.id = {_LATEST_RUN.format(job='r.job_id')})"
     " SELECT node, MIN(depth) FROM walk GROUP BY node"
 )
 # Run provenance in SQL alone (how Marquez's LineageDao.getUpstreamRuns walks it): the versions a run read, the runs

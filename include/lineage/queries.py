@@ -190,6 +190,28 @@ def _distinct_identities(identities: set[tuple]) -> list[tuple]:
     return distinct
 
 
+# The as-of walk's queries (``LineageQueries._as_of_walk``), prepared once: building a statement per level cost more
+# than running it.
+_RUN_START_SQL = "COALESCE(r.started_at, r.first_event_time, r.state_time)"
+_WALK_RUNS_OF_JOBS = text(
+    f"SELECT r.id, j.node_id, {_RUN_START_SQL} FROM lineage_runs r JOIN lineage_jobs j ON j.id = r.job_id"
+    f" WHERE j.node_id IN :jobs AND {_RUN_START_SQL} <= :as_of"
+).bindparams(bindparam("jobs", expanding=True))
+_WALK_DATASET_ROWS = text("SELECT node_id, id, created_at FROM lineage_datasets WHERE node_id IN :nodes").bindparams(
+    bindparam("nodes", expanding=True)
+)
+_WALK_DATASETS_OF_RUNS = text(
+    "SELECT rd.run_id, d.node_id, d.created_at FROM lineage_run_datasets rd JOIN lineage_datasets d"
+    " ON d.id = rd.dataset_id WHERE rd.run_id IN :runs AND rd.direction = :direction"
+).bindparams(bindparam("runs", expanding=True))
+_WALK_JOBS_OF_DATASETS = text(
+    "SELECT DISTINCT j.node_id, rd.dataset_id FROM lineage_run_datasets rd JOIN lineage_runs r ON r.id = rd.run_id"
+    " JOIN lineage_jobs j ON j.id = r.job_id WHERE rd.dataset_id IN :datasets AND rd.direction = :direction"
+).bindparams(bindparam("datasets", expanding=True))
+_WALK_ROWS_OF_RUNS = text(
+    "SELECT run_id, dataset_id FROM lineage_run_datasets WHERE run_id IN :runs AND direction = :direction"
+).bindparams(bindparam("runs", expanding=True))
+
 _INPUTS_OF_RUNS = text(
     "SELECT rd.run_id, rd.dataset_id, rd.dataset_version_id, d.namespace, d.name, n.label, dv.version,"
     " dv.created_by_run_id, dv.created_at AS version_time FROM lineage_run_datasets rd"
@@ -617,22 +639,16 @@ class LineageQueries:
         from the node level by level with indexed queries instead of building the whole graph of then: per level,
         the jobs that ever wrote (read) the frontier's datasets, each job's latest run started by then, and that
         run's datasets first seen by then. Returns (node -> distance, the edges of that graph among the nodes)."""
-        r, rd, d, j = runs_table, run_datasets_table, datasets_table, jobs_table
-        started = _run_start()
         upstream = direction == "upstream"
         kinds: dict[int, str] = {focus.id: focus.kind}
         latest_run: dict[int, str | None] = {}  # job node -> its latest run started by then
-        dataset_ids: dict[int, int] = {}  # dataset node -> dataset row id
+        dataset_ids: dict[int, int] = {}  # dataset node -> dataset row id (of datasets first seen by then)
 
         def latest_runs(job_nodes: list[int]) -> None:
             wanted = [node for node in job_nodes if node not in latest_run]
             for chunk in _chunks(wanted):
                 best: dict[int, tuple] = {}
-                for run_id, job_node, time in conn.execute(
-                    select(r.c.id, j.c.node_id, started)
-                    .join(j, j.c.id == r.c.job_id)
-                    .where(j.c.node_id.in_(chunk), started <= as_of)
-                ):
+                for run_id, job_node, time in conn.execute(_WALK_RUNS_OF_JOBS, {"jobs": chunk, "as_of": as_of}):
                     if job_node not in best or (time, run_id) > best[job_node]:
                         best[job_node] = (time, run_id)
                 for node in chunk:
@@ -641,9 +657,7 @@ class LineageQueries:
         def row_ids(dataset_nodes: list[int]) -> None:
             wanted = [node for node in dataset_nodes if node not in dataset_ids]
             for chunk in _chunks(wanted):
-                for node, row_id, created in conn.execute(
-                    select(d.c.node_id, d.c.id, d.c.created_at).where(d.c.node_id.in_(chunk))
-                ):
+                for node, row_id, created in conn.execute(_WALK_DATASET_ROWS, {"nodes": chunk}):
                     if created is None or created <= as_of:  # a dataset first seen later has no edges then
                         dataset_ids[node] = row_id
 
@@ -657,9 +671,7 @@ class LineageQueries:
             side = "input" if upstream else "output"
             for chunk in _chunks(runs_of):
                 for run_id, dataset_node, created in conn.execute(
-                    select(rd.c.run_id, d.c.node_id, d.c.created_at)
-                    .join(d, d.c.id == rd.c.dataset_id)
-                    .where(rd.c.run_id.in_(chunk), rd.c.direction == side)
+                    _WALK_DATASETS_OF_RUNS, {"runs": chunk, "direction": side}
                 ):
                     if created is None or created <= as_of:
                         kinds[dataset_node] = "dataset"
@@ -671,20 +683,13 @@ class LineageQueries:
             candidates: dict[int, set[int]] = {}  # job node -> datasets of the frontier it ever wrote (read)
             for chunk in _chunks(by_row):
                 for job_node, dataset_row in conn.execute(
-                    select(j.c.node_id, rd.c.dataset_id)
-                    .select_from(rd)
-                    .join(r, r.c.id == rd.c.run_id)
-                    .join(j, j.c.id == r.c.job_id)
-                    .where(rd.c.dataset_id.in_(chunk), rd.c.direction == other)
-                    .distinct()
+                    _WALK_JOBS_OF_DATASETS, {"datasets": chunk, "direction": other}
                 ):
                     candidates.setdefault(job_node, set()).add(by_row[dataset_row])
             latest_runs(list(candidates))
             current = {latest_run[n]: n for n in candidates if latest_run[n] is not None}
             for chunk in _chunks(current):
-                for run_id, dataset_row in conn.execute(
-                    select(rd.c.run_id, rd.c.dataset_id).where(rd.c.run_id.in_(chunk), rd.c.direction == other)
-                ):
+                for run_id, dataset_row in conn.execute(_WALK_ROWS_OF_RUNS, {"runs": chunk, "direction": other}):
                     job_node = current[run_id]
                     dataset_node = by_row.get(dataset_row)
                     if dataset_node is not None and dataset_node in candidates[job_node]:

@@ -14,8 +14,9 @@ import pytest
 
 from include.airflow import runs
 from include.core import settings
+from include.services import kafka_broker
 from include.sources import sample_server
-from tests.support import RawState, raw_state
+from tests.support import RawState, free_port, raw_state
 
 MONTH = (2025, 1)
 ROWS = 20_000
@@ -102,3 +103,19 @@ def user_runs():
         yield run_as_a_user(airflow)
     finally:
         airflow.stop()
+
+
+@pytest.fixture(scope="module")
+def broker(paths):
+    """A Kafka broker for the module (include/services/kafka_broker.py) on a free loopback port, stopped after it."""
+    saved = os.environ.get("KAFKA_PORT")
+    os.environ["KAFKA_PORT"] = str(free_port())
+    try:
+        state = kafka_broker.ensure_running(paths)
+        yield state
+    finally:
+        kafka_broker.stop(paths)
+        if saved is None:
+            os.environ.pop("KAFKA_PORT", None)
+        else:
+            os.environ["KAFKA_PORT"] = saved

@@ -39,22 +39,6 @@ ROWS = 2_000
 SPOOLED_BEFORE_RESTART = 3
 
 
-@pytest.fixture(scope="module")
-def broker(paths):
-    """This session's broker on a free loopback port, stopped at the end."""
-    saved = os.environ.get("KAFKA_PORT")
-    os.environ["KAFKA_PORT"] = str(free_port())
-    try:
-        state = kafka_broker.ensure_running(paths)
-        yield state
-    finally:
-        kafka_broker.stop(paths)
-        if saved is None:
-            os.environ.pop("KAFKA_PORT", None)
-        else:
-            os.environ["KAFKA_PORT"] = saved
-
-
 def readme_kafka_transport(bootstrap: str) -> str:
     readme = (settings.PROJECT_ROOT / "README.md").read_text()
     section = readme.split("#### Kafka", 1)[1]

@@ -101,6 +101,7 @@ def prune_store(store, older_than: timedelta, dry_run: bool = False, now: dateti
     r, e, rd = runs_table.c, events_table.c, run_datasets_table.c
     with store._lock:  # the store's writer lock: no ingest of this process in between
         with store.engine.begin() as conn:
+            store.serialize_writers(conn)  # nor of another process
             last_event = dict(
                 conn.execute(
                     select(e.run_id, func.max(e.event_time)).where(e.run_id.is_not(None)).group_by(e.run_id)

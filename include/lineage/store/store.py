@@ -35,6 +35,7 @@ from sqlalchemy import (
     event,
     func,
     select,
+    text,
     update,
 )
 from sqlalchemy.engine import Connection, Engine
@@ -56,6 +57,8 @@ from include.lineage.store.ingest import (
 from include.lineage.store.schema import aliases_table, closure_table, edges_table, events_table, nodes_table
 
 _CHUNK = 500  # values of one IN (...) list
+# PostgreSQL advisory lock of the store's writers (8 bytes fit its bigint key); migrate.py's key is another.
+WRITER_LOCK_KEY = int.from_bytes(b"lineagew", "big")
 
 
 def default_store_url(paths: settings.Paths | None = None) -> str:
@@ -146,6 +149,7 @@ class LineageStore:
             self._graph.clear()
             try:
                 with self.engine.begin() as conn:
+                    self.serialize_writers(conn)
                     for item in batch:
                         try:
                             check_event(item.event)
@@ -170,6 +174,14 @@ class LineageStore:
                 self._job_latest.clear()
                 self._graph.clear()
         return result
+
+    def serialize_writers(self, conn: Connection) -> None:
+        """One writing transaction at a time across processes (two `lineage serve`, a `lineage consume`): each
+        keeps the closure from the graph it reads, so two at once could each miss the other's edge, and they take row
+        locks in different orders (PostgreSQL found deadlocks). SQLite already has one writer; PostgreSQL takes a
+        transaction-scoped advisory lock, freed at commit or rollback."""
+        if self.dialect == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": WRITER_LOCK_KEY})
 
     # ---------------------------------------------------------------- graph
     def _node_id(self, conn: Connection, kind: str, namespace: str, name: str, label: str) -> int:

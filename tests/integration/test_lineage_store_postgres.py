@@ -1,0 +1,157 @@
+"""Concurrent writers on one PostgreSQL lineage store: two `lineage serve` processes and a `lineage consume`, all
+started for real on loopback against a real PostgreSQL cluster (include/services/postgres.py) and Kafka broker.
+
+10,000 events of a layered graph whose jobs change their inputs from run to run (so edges leave the current graph),
+arriving interleaved through the three writers, some of them twice and through two different writers: every distinct
+event is stored once, and the current graph, its closure and the edge history equal what networkx computes from the
+events alone (the reference of tests/unit/test_store_closure.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import secrets
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import requests
+from sqlalchemy import func, select
+
+from include.core.naming import KAFKA_EVENTS_TOPIC
+from include.lineage.store import LineageStore
+from include.lineage.store.schema import events_table
+from include.services import postgres
+from tests.integration.test_kafka import consume, produce
+from tests.support import free_port
+from tests.unit.test_store_closure import _check
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
+
+LINEAGE = str(Path(sys.executable).parent / "lineage")
+EVENTS = 10_000
+BATCH = 50
+
+
+def _events(seed: int = 24) -> list[dict]:
+    """START and COMPLETE of 5,000 runs of 200 jobs over 600 datasets in 6 layers: a job reads from lower layers and
+    writes its own, and each run picks its inputs anew, so a job's latest version keeps changing."""
+    rng = random.Random(seed)
+    layers = [[f"/layer{layer}/d{index}" for index in range(100)] for layer in range(6)]
+    jobs = []
+    for index in range(200):
+        layer = rng.randint(1, 5)
+        jobs.append((f"job{index}", layer, rng.sample(layers[layer], 2)))
+    events = []
+    for run in range(EVENTS // 2):
+        name, layer, outputs = jobs[run % len(jobs)]
+        lower = [dataset for below in layers[:layer] for dataset in below]
+        inputs = rng.sample(lower, rng.randint(1, 3))
+        second = rng.randrange(86_400 * 30)
+        run_id = f"01940000-0000-7000-8000-{run:012x}"
+        for offset, event_type in ((0, "START"), (rng.randint(1, 600), "COMPLETE")):
+            moment = second + offset
+            events.append(
+                {
+                    "eventType": event_type,
+                    "eventTime": f"2025-01-{1 + moment // 86_400:02d}T{moment // 3600 % 24:02d}:"
+                    f"{moment // 60 % 60:02d}:{moment % 60:02d}Z",
+                    "producer": "https://example.com/tests",
+                    "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+                    "run": {"runId": run_id, "facets": {}},
+                    "job": {"namespace": "tests", "name": name, "facets": {}},
+                    "inputs": [{"namespace": "file", "name": dataset, "facets": {}} for dataset in inputs],
+                    "outputs": [{"namespace": "file", "name": dataset, "facets": {}} for dataset in outputs],
+                }
+            )
+    rng.shuffle(events)  # out of order: a COMPLETE may come before its START, an old run after a new one
+    return events
+
+
+@pytest.fixture(scope="module")
+def store_url(paths):
+    if not postgres.available():
+        pytest.skip(
+            "PostgreSQL is not installed (make test installs Debian's package: include/setup/system_packages.sh)"
+        )
+    password = secrets.token_hex(16)
+    # under the session's var/: as root the server runs as Debian's postgres user, who must reach the folder
+    cluster = postgres.Cluster(paths.var / "postgres-lineage-store", free_port()).init().start(durable=False)
+    cluster.ensure_role("lineage", password)
+    cluster.ensure_database("lineage", "lineage")
+    yield f"postgresql+psycopg2://lineage:{password}@127.0.0.1:{cluster.port}/lineage"
+    cluster.stop()
+
+
+def _serve(store: str, log: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    process = subprocess.Popen(
+        [LINEAGE, "serve", "--port", str(port), "--no-auth", "--store", store],
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        env=os.environ.copy(),
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if requests.get(f"{url}/api/v1/health", timeout=2).ok:
+                return process, url
+        except requests.RequestException:
+            pass
+        if process.poll() is not None:
+            break
+        time.sleep(0.5)
+    process.kill()
+    raise AssertionError(f"lineage serve did not start: {log.read_text()[-2000:]}")
+
+
+def _post_all(url: str, events: list[dict]) -> None:
+    session = requests.Session()
+    for start in range(0, len(events), BATCH):
+        batch = events[start : start + BATCH]
+        response = session.post(f"{url}/api/v1/lineage/batch", json=batch, timeout=300)
+        assert response.status_code < 300, f"{response.status_code}: {response.text[:500]}"
+
+
+def test_two_servers_and_a_consumer_writing_one_postgres_store_keep_every_event_once_and_the_closure_exact(
+    store_url, broker, tmp_path
+):
+    LineageStore(store_url).close()  # the schema, once, before three processes open it
+    events = _events()
+    rng = random.Random(7)
+    streams: list[list[dict]] = [[], [], []]
+    for event in events:
+        streams[rng.randrange(3)].append(event)
+    for event in rng.sample(events, 500):  # the same event again, through another writer
+        streams[rng.randrange(3)].append(json.loads(json.dumps(event)))
+
+    bootstrap = broker.bootstrap
+    produce(bootstrap, KAFKA_EVENTS_TOPIC, [json.dumps(event) for event in streams[2]])
+    servers = [_serve(store_url, tmp_path / f"serve-{index}.log") for index in range(2)]
+    try:
+        started = time.monotonic()
+        with ThreadPoolExecutor(3) as pool:
+            posted = [pool.submit(_post_all, url, stream) for (_, url), stream in zip(servers, streams, strict=False)]
+            consumed = pool.submit(consume, bootstrap, store_url)
+            for future in posted:
+                future.result()
+            result = consumed.result()
+        seconds = time.monotonic() - started
+    finally:
+        for process, _ in servers:
+            process.terminate()
+            process.wait(30)
+    assert result.returncode == 0, result.stdout + result.stderr
+    print(f"\n{len(events) + 500} events through 3 concurrent writers into PostgreSQL in {seconds:.1f} s")
+
+    with LineageStore(store_url) as store:
+        with store.engine.connect() as conn:
+            stored = conn.execute(select(func.count()).select_from(events_table)).scalar_one()
+        assert stored == len(events), "each distinct event stored once, duplicates from another writer not again"
+        _check(store, events, dag=True)

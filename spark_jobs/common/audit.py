@@ -17,6 +17,7 @@ from include.quality import expectations
 from spark_jobs.common.iceberg_metadata import _each, java_table, partition_metrics
 from spark_jobs.common.tables import qualified, table_exists
 from spark_jobs.common.taxi import pickup_in_months
+from spark_jobs.common.wap import refresh
 
 RAW_MONTH_PARTITION = "tpep_pickup_datetime_month"
 
@@ -41,6 +42,7 @@ def month_record_counts(spark, table: str, ref: str = "main") -> dict[str, int]:
 def taxi_month(spark, month: str) -> tuple[dict, dict]:
     """(observations, notes) of raw taxi's ``month`` as the session reads it, and of the month's staging and
     quarantine partitions (what the run merged)."""
+    refresh(spark, naming.TAXI_RAW)  # the branch as the job's write left it
     year, number = map(int, month.split("-"))
     days = calendar.monthrange(year, number)[1]
     raw = spark.table(qualified(naming.TAXI_RAW)).where(pickup_in_months([(year, number)], "tpep_pickup_datetime"))
@@ -104,6 +106,7 @@ def taxi_month(spark, month: str) -> tuple[dict, dict]:
 
 def weather_month(spark, month: str) -> tuple[dict, dict]:
     """(observations, notes) of raw weather's NYC rows of ``month`` as the session reads it."""
+    refresh(spark, naming.WEATHER_RAW)
     year, number = map(int, month.split("-"))
     nyc = (
         spark.table(qualified(naming.WEATHER_RAW))
@@ -136,6 +139,7 @@ def weather_month(spark, month: str) -> tuple[dict, dict]:
 
 def forecast_run(spark, model: str, run_id: str, zones: int, hours: int) -> tuple[dict, dict]:
     """(observations, notes) of the forecast rows ``run_id`` wrote for ``model``, as the session reads them."""
+    refresh(spark, naming.HOURLY_FORECAST)
     rows = spark.table(qualified(naming.HOURLY_FORECAST)).where(
         (F.col("model_name") == model) & (F.col("run_id") == run_id)
     )

@@ -52,6 +52,14 @@ def open_branch(spark, table: str, branch: str) -> None:
     spark.conf.set(WAP_BRANCH_CONF, branch)
 
 
+def refresh(spark, table: str) -> None:
+    """Drop the session's cached metadata of ``table`` (Iceberg's CachingCatalog): the next read or procedure sees
+    the branch as the last commit left it. Without it, after the first write into a table that had no snapshot, the
+    session read the branch at its empty snapshot (found by the bench: an audit of 0 rows), and a fast-forward from
+    stale metadata would publish that snapshot."""
+    spark.catalog.refreshTable(qualified(table))
+
+
 def close_session_branch(spark) -> None:
     """Reads and writes of the session go to ``main`` again."""
     spark.conf.unset(WAP_BRANCH_CONF)
@@ -77,6 +85,7 @@ def publish(spark, table: str, branch: str, drop: bool = True) -> int:
     Raises Spark's error, unchanged, when main is not an ancestor of the branch (it moved since)."""
     check_branch_name(branch)
     close_session_branch(spark)
+    refresh(spark, table)
     catalog = settings.CatalogSettings.current().name
     # The identifier with its catalog: Spark3Util would first look for a catalog named after the namespace.
     row = spark.sql(f"CALL {catalog}.system.fast_forward('{qualified(table)}', 'main', '{branch}')").first()
@@ -103,6 +112,7 @@ def blocked_message(audit: dict) -> str:
 
 def publish_or_block(spark, table: str, branch: str, main_before: int | None, verdict: dict) -> dict:
     """Publish ``branch`` when no blocking expectation failed, else keep it; the job report's ``audit`` section."""
+    refresh(spark, table)
     branch_snapshot = ref_snapshot_id(spark, table, branch)
     close_session_branch(spark)
     audit = {

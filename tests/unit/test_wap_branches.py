@@ -52,9 +52,12 @@ def test_a_branch_of_a_table_without_a_snapshot_publishes_main_for_the_first_tim
     assert wap.ref_snapshot_id(spark, table, "main") is None
     wap.open_branch(spark, table, "audit_t_2")
     _append(spark, table, [7])
+    wap.refresh(spark, table)
+    assert _ids(spark, table) == [7], "the session reads what it wrote to its branch"
+    written = wap.ref_snapshot_id(spark, table, "audit_t_2")
     wap.close_session_branch(spark)
     assert wap.ref_snapshot_id(spark, table, "main") is None, "still no main"
-    wap.publish(spark, table, "audit_t_2")
+    assert wap.publish(spark, table, "audit_t_2") == written
     assert _ids(spark, table) == [7]
 
 

@@ -316,3 +316,21 @@ def cli_checks(options) -> int:
     else:
         print(render_checks(options.table, found))
     return 0
+
+
+def pending_reviews(store) -> dict[str, dict]:
+    """For the lineage page: each audited table whose newest audit was blocked and whose branch was neither
+    published nor discarded since: {dataset name: {"blocked": True, "branch", "run_id", "time", "blocking",
+    "warnings", "results"}}. A table absent from the answer has nothing waiting for review."""
+    pending = {}
+    for key in AUDITED_TABLES:
+        found = checks(key, store, limit=50)
+        decided = {item["branch"] for item in found if item["job"] in (PUBLISH_JOB, DISCARD_JOB)}
+        audits = [item for item in found if item["job"] not in (PUBLISH_JOB, DISCARD_JOB)]
+        if audits and audits[0]["blocked"] and audits[0]["branch"] not in decided:
+            newest = audits[0]
+            pending[f"{settings.ICEBERG_NAMESPACE}.{key}"] = {
+                "blocked": True,
+                **{name: newest[name] for name in ("branch", "run_id", "time", "blocking", "warnings", "results")},
+            }
+    return pending

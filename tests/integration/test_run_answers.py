@@ -2,8 +2,10 @@
 forecast, January re-ingested with ``force``, the weather forecast), through the installed ``lineage`` command:
 
 - ``lineage diff --upstream`` of the two forecast runs names the weather input the weather model added;
-- ``lineage upstream --run`` of the forecast made after the re-ingest reaches the raw snapshot and the landed file
-  the re-ingest wrote, and ``--as-of`` a time before the re-ingest reaches the first ingest's.
+- ``lineage upstream --run`` of the forecast made after the re-ingest reaches the raw snapshot it read and the run
+  that committed it (the re-ingest adds no row: if its MERGE committed no snapshot, that is still the first ingest's),
+  ``--run`` of the raw table's merge reaches the staging snapshot and the landed file the re-ingest wrote, and
+  ``--as-of`` a time before the re-ingest reaches the first ingest's.
 
 The store is filled with the events of the shared run only (event time up to its end): later modules run more DAGs
 into the same ``var/`` (a rerun at the same logical date, a bad re-ingest), which are not what these answers are about.
@@ -15,7 +17,7 @@ import json
 import os
 import subprocess
 import sys
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -43,7 +45,9 @@ def _ok(*args: str) -> str:
 
 
 def _instant(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    """A logical date as Airflow means it: a date alone (INGEST_DATE) is its midnight UTC."""
+    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +86,7 @@ def answers(pipeline_run, tmp_path_factory) -> dict:
         "weather": task_run("forecast_yellow_rides.write_forecast", model="weather"),
     }
     for key, date in (("first", INGEST_DATE), ("again", REINGEST_DATE)):
-        for task in ("download_yellow_taxi", "stage_yellow_taxi", "merge_yellow_taxi_raw"):
+        for task in ("download_tlc_month", "stage_yellow_taxi", "merge_yellow_taxi_raw"):
             ids[f"{key}.{task}"] = task_run(f"{DAG_TAXI}.{task}", date)
     return {"store": store, "ids": ids, "ingest": ingested}
 
@@ -105,11 +109,23 @@ def test_the_two_taxi_ingests_are_two_runs_and_the_store_says_of_no_merged_run(a
     assert ids["first.merge_yellow_taxi_raw"] != ids["again.merge_yellow_taxi_raw"]
     warned = answers["ingest"].stderr
     for key in ("first", "again"):
-        for task in ("download_yellow_taxi", "stage_yellow_taxi", "merge_yellow_taxi_raw"):
+        for task in ("download_tlc_month", "stage_yellow_taxi", "merge_yellow_taxi_raw"):
             assert ids[f"{key}.{task}"] not in warned, warned
 
 
-def test_diff_upstream_of_the_two_forecast_runs_names_the_added_weather_input(answers):
+def _merge_under(pipeline_run, ingest: str) -> str:
+    """Which ingest's raw snapshot a forecast after ``ingest`` reads: re-ingesting the same month adds no row, and a
+    MERGE that inserts nothing may commit no snapshot (test_pipeline: "re-ingesting changes nothing in raw"); then the
+    raw snapshot read is still the first ingest's, written by its merge run."""
+    if (
+        ingest == "again"
+        and pipeline_run.raw_after_reingest.snapshot_id == pipeline_run.raw_after_first_ingest.snapshot_id
+    ):
+        return "first"
+    return ingest
+
+
+def test_diff_upstream_of_the_two_forecast_runs_names_the_added_weather_input(answers, pipeline_run):
     ids = answers["ids"]
     result = json.loads(_ok("diff", ids["naive"], ids["weather"], "--upstream", "--json", "--store", answers["store"]))
     jobs = {item["job"]: item for item in result["upstream"]["jobs"]}
@@ -117,40 +133,41 @@ def test_diff_upstream_of_the_two_forecast_runs_names_the_added_weather_input(an
     assert train["change"] == "other runs", train
     assert "nyc_taxi.weather_raw" in train["jobVersion"]["inputsAdded"], train
     assert train["parameters"]["conf.model"] == ["seasonal_naive", "weather"]
-    # the raw taxi data under the two forecasts came from two ingests
-    assert jobs[f"{DAG_TAXI}.merge_yellow_taxi_raw"]["runs"] == [
-        [ids["first.merge_yellow_taxi_raw"]],
-        [ids["again.merge_yellow_taxi_raw"]],
-    ]
+    assert jobs["ingest_weather_data.merge_weather_raw"]["change"] == "only in B"  # weather reached through the model
+    merge = ids[f"{_merge_under(pipeline_run, 'again')}.merge_yellow_taxi_raw"]
+    assert jobs[f"{DAG_TAXI}.merge_yellow_taxi_raw"]["runs"] == [[ids["first.merge_yellow_taxi_raw"]], [merge]]
     text = _ok("diff", ids["naive"], ids["weather"], "--upstream", "--store", answers["store"])
     assert "+ input nyc_taxi.weather_raw" in text, text
 
 
-def test_upstream_run_after_the_reingest_reaches_its_snapshot_and_file_and_as_of_before_it_the_first(
+def test_upstream_run_after_the_reingest_reaches_what_it_wrote_and_as_of_before_it_the_first_ingest(
     answers, pipeline_run
 ):
     ids = answers["ids"]
     raw = naming.table_id(naming.TAXI_RAW).name
+    staging = naming.table_id(naming.TAXI_STAGING).name
     landed = str(downloads.tlc_landed_path("2025-01", pipeline_run.paths))
     merge, stage = f"{DAG_TAXI}.merge_yellow_taxi_raw", f"{DAG_TAXI}.stage_yellow_taxi"
-    assert pipeline_run.raw_after_reingest.snapshot_id != pipeline_run.raw_after_first_ingest.snapshot_id, (
-        "the forced re-ingest committed no new raw snapshot"
-    )
+    under_weather = _merge_under(pipeline_run, "again")
     cases = (
-        # the run itself, then the forecast table as of the end of the weather forecast, then before the re-ingest
-        ((ids["weather"],), "again", pipeline_run.raw_after_reingest),
-        ((FORECAST, "--as-of", pipeline_run.times["forecast_weather"][1]), "again", pipeline_run.raw_after_reingest),
-        ((FORECAST, "--as-of", pipeline_run.times["taxi_again"][0]), "first", pipeline_run.raw_after_first_ingest),
+        # the forecast run after the re-ingest; the forecast table's writer as of the end of that run, and before
+        ((ids["weather"],), ids["weather"], pipeline_run.raw_after_reingest, under_weather),
+        ((FORECAST, "--as-of", pipeline_run.times["forecast_weather"][1]), ids["weather"], None, under_weather),
+        ((FORECAST, "--as-of", pipeline_run.times["taxi_again"][0]), ids["naive"], None, "first"),
+        # the raw table's merge as of then: the re-ingest's, which read the staging it wrote from the file it landed
+        ((merge, "--as-of", pipeline_run.times["taxi_again"][1]), ids["again.merge_yellow_taxi_raw"], None, "again"),
+        ((merge, "--as-of", pipeline_run.times["taxi_again"][0]), ids["first.merge_yellow_taxi_raw"], None, "first"),
     )
-    for args, ingest, raw_state in cases:
+    for args, root, raw_state, ingest in cases:
         result = _provenance(answers, *args)
-        assert result["runs"][0]["run"]["id"] == (ids["weather"] if ingest == "again" else ids["naive"]), args
+        assert result["runs"][0]["run"]["id"] == root, args
         reads = _reads(result)
-        actuals_read_raw = reads[("forecast_yellow_rides.compute_hourly_actuals", raw)]
-        assert actuals_read_raw == (str(raw_state.snapshot_id), ids[f"{ingest}.merge_yellow_taxi_raw"]), args
-        assert reads[(stage, landed)][1] == ids[f"{ingest}.download_yellow_taxi"], (args, reads[(stage, landed)])
-        assert reads[(merge, naming.table_id(naming.TAXI_STAGING).name)][1] == ids[f"{ingest}.stage_yellow_taxi"]
-    tree = _ok("upstream", "--run", ids["weather"], "--store", answers["store"])
-    assert f"read nyc_taxi.yellow_taxi_raw  version {pipeline_run.raw_after_reingest.snapshot_id}" in tree, tree
-    assert f"written by run {ids['again.download_yellow_taxi']}" in tree
-    assert ids["first.merge_yellow_taxi_raw"] not in tree
+        if raw_state is not None:
+            read_raw = reads[("forecast_yellow_rides.compute_hourly_actuals", raw)]
+            assert read_raw == (str(raw_state.snapshot_id), ids[f"{ingest}.merge_yellow_taxi_raw"]), args
+        assert reads[(merge, staging)][1] == ids[f"{ingest}.stage_yellow_taxi"], (args, reads[(merge, staging)])
+        assert reads[(stage, landed)][1] == ids[f"{ingest}.download_tlc_month"], (args, reads[(stage, landed)])
+    tree = _ok("upstream", "--run", ids["again.merge_yellow_taxi_raw"], "--store", answers["store"])
+    assert f"written by run {ids['again.stage_yellow_taxi']}" in tree, tree
+    assert f"written by run {ids['again.download_tlc_month']}" in tree, tree
+    assert ids["first.download_tlc_month"] not in tree

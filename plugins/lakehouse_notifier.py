@@ -12,7 +12,8 @@ each an Airflow connection (absent: not used): ``alerts_webhook`` (a webhook in 
 connection, host/port/schema and ``{"endpoint": "/path"}`` in extra, or a ``slackwebhook`` connection whose password
 is the webhook URL) and ``alerts_smtp`` (an ``smtp`` connection: host, port, login, password; extra ``from_email``,
 ``to`` (comma-separated), ``starttls``). The alert is kept in ``var/alerts/outbox/`` first and re-sent with the next
-one (or ``pipeline alerts resend``) when a channel is down; a notifier never raises.
+one when a channel is down (an alert made while no channel is configured waits in ``var/alerts/unrouted/``);
+a notifier never raises.
 
 The maintained notifiers (``SlackWebhookNotifier``, ``SmtpNotifier``) send once and raise or log on failure; neither
 keeps what it could not send, which is why the channels are the project's own.

@@ -4,7 +4,7 @@ lineage store: datasets, jobs, DAGs, with their owners), kept in an outbox until
 
 - ``compose``: the alert (a JSON-able dict) from what the notifier knows; ``impact_of``: the impact set.
 - ``Outbox``: ``var/alerts/outbox/<id>.json`` until sent on every channel, then ``var/alerts/sent/``; an alert
-  that could not be sent is re-sent with the next one, or by ``pipeline alerts resend``.
+  that could not be sent is re-sent with the next one.
 - Channels: ``Webhook`` (Slack's incoming-webhook format, ``{"text": ...}``) and ``Smtp`` (e-mail). The notifier in
   ``plugins/lakehouse_notifier.py`` builds them from Airflow connections; no connection detail is ever put in an
   alert's text, and every send has a short timeout (a task is never held more than a few seconds).
@@ -71,13 +71,14 @@ def impact_of(table: str, store_url: str | None = None, paths: settings.Paths | 
                     select(datasets_table.c.namespace, datasets_table.c.name, datasets_table.c.facets)
                 ).all()
             }
-    dags: dict[str, list[str]] = {}
-    for job in jobs:
-        dag = job.name.split(".", 1)[0]
-        dags.setdefault(dag, _owners(job_facets.get(dag)))
+    # Airflow's jobs only (``<dag_id>.<task_id>``, their DAG's job carrying the ``ownership`` facet Airflow emits);
+    # the Spark listener's application jobs under them would only repeat them.
+    dag_owners = {job.name.split(".", 1)[0]: _owners(job_facets.get(job.name.split(".", 1)[0])) for job in jobs}
+    tasks = [job for job in jobs if "." in job.name and dag_owners[job.name.split(".", 1)[0]]]
+    dags = {job.name.split(".", 1)[0]: dag_owners[job.name.split(".", 1)[0]] for job in tasks}
     return {
         "datasets": [{"name": n.label, "owners": _owners(dataset_facets.get((n.namespace, n.name)))} for n in datasets],
-        "jobs": [{"name": n.name, "owners": dags[n.name.split(".", 1)[0]]} for n in jobs],
+        "jobs": [{"name": n.name, "owners": dags[n.name.split(".", 1)[0]]} for n in tasks],
         "dags": [{"dag_id": dag, "owners": owners} for dag, owners in sorted(dags.items())],
     }
 
@@ -204,11 +205,15 @@ class Outbox:
         self.pending_dir = self.root / "outbox"
         self.sent_dir = self.root / "sent"
 
-    def put(self, alert: dict) -> Path:
-        self.pending_dir.mkdir(parents=True, exist_ok=True)
-        path = self.pending_dir / f"{alert['id']}.json"
+    def put(self, alert: dict, channels=()) -> Path:
+        """Keep ``alert`` for the ``channels`` configured now: a channel configured later never gets it (an alert
+        made while no channel was configured goes to ``unrouted/``, read there)."""
+        folder = self.pending_dir if channels else self.root / "unrouted"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{alert['id']}.json"
         partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        partial.write_text(json.dumps({"sent_to": [], **alert}, indent=2, sort_keys=True))
+        record = {"sent_to": [], **alert, "channels": [channel.name for channel in channels]}
+        partial.write_text(json.dumps(record, indent=2, sort_keys=True))
         os.replace(partial, path)
         return path
 
@@ -226,7 +231,8 @@ class Outbox:
         started, down, result = time.monotonic(), set(), {"sent": [], "kept": []}
         for path in self.pending():
             alert = json.loads(path.read_text())
-            for channel in channels:
+            wanted = [channel for channel in channels if channel.name in alert.get("channels", [])]
+            for channel in wanted:
                 if channel.name in alert["sent_to"] or channel.name in down:
                     continue
                 if time.monotonic() - started > deadline_seconds:
@@ -237,7 +243,7 @@ class Outbox:
                 except (OSError, smtplib.SMTPException) as error:
                     down.add(channel.name)
                     alert["last_error"] = f"{channel.name}: {type(error).__name__}"
-            if channels and all(channel.name in alert["sent_to"] for channel in channels):
+            if all(name in alert["sent_to"] for name in alert.get("channels", [])):
                 self.sent_dir.mkdir(parents=True, exist_ok=True)
                 (self.sent_dir / path.name).write_text(json.dumps(alert, indent=2, sort_keys=True))
                 path.unlink()
@@ -251,5 +257,5 @@ class Outbox:
 def deliver(alert: dict, channels, outbox: Outbox | None = None) -> dict[str, list[str]]:
     """Keep the alert, then send it and anything still waiting."""
     outbox = outbox or Outbox()
-    outbox.put(alert)
+    outbox.put(alert, channels)
     return outbox.flush(channels)

@@ -137,7 +137,8 @@ def wap_runs(pipeline_run, catalog) -> WapRuns:
         branch_rows = (
             table.scan(
                 snapshot_id=table.metadata.refs[branch].snapshot_id,
-                row_filter="tpep_pickup_datetime >= '2025-02-01T00:00:00' and tpep_pickup_datetime < '2025-03-01T00:00:00'",
+                row_filter="tpep_pickup_datetime >= '2025-02-01T00:00:00+00:00' "
+                "and tpep_pickup_datetime < '2025-03-01T00:00:00+00:00'",
             )
             .to_arrow()
             .num_rows

@@ -111,3 +111,12 @@ def test_impact_not_ready_in_time_is_said_in_the_alert_instead_of_waiting(monkey
             "failed", dag_id="d", task_id="t", run_id="r", table="yellow_taxi_raw", failures=["x"], impact=impact
         )["text"]
     )
+
+
+def test_an_alert_made_while_no_channel_was_configured_is_never_sent_later(tmp_path):
+    outbox = alerts.Outbox(tmp_path)
+    alerts.deliver(_alert(kind="failed"), [], outbox)
+    assert not outbox.pending() and len(list((tmp_path / "unrouted").glob("*.json"))) == 1
+    with webhook_receiver() as (url, hook):
+        alerts.deliver(_alert(), [alerts.Webhook(url)], outbox)
+    assert [body["text"][:7] for body in hook.bodies] == ["BLOCKED"], "only the alert made for this channel"

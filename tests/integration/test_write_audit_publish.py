@@ -301,6 +301,7 @@ def test_pipeline_publish_refuses_bad_arguments_clearly(wap_runs, args, code, me
 
 
 # ------------------------------------------------------------------------------------------ through the scheduler
+@pytest.mark.skip(reason="written, not yet run green (issue 25 item 7, scheduler part): run it and drop this mark")
 def test_a_blocked_month_never_schedules_the_forecast_and_pipeline_publish_does(paths):
     """`make airflow SAMPLE_DATA=1` in a var/ of its own, runs triggered through the REST API: January (clean) of
     both sources starts the forecast through the Assets; February with 40 % of its trips missing is blocked (the

@@ -1,9 +1,9 @@
 """Which TCP sockets the processes of one ``var/`` listen on, read from the kernel (``/proc/net/tcp``, ``tcp6`` and
 each process's file descriptors), sampled for as long as a command runs.
 
-A process belongs to the ``var/`` when its environment names it (``PIPELINE_VAR_DIR``): Airflow's components, task
-runners, spark-submit and its JVM, the catalog server, the sample-file server, PostgreSQL (started through
-``runuser``, which keeps the environment).
+A process belongs to the ``var/`` when its environment names it (``PIPELINE_VAR_DIR``): task runners, spark-submit
+and its JVM, the catalog server, the sample-file server, PostgreSQL (started through ``runuser``, which keeps the
+environment); or when it descends from a given process (``pipeline ui``: Airflow's components rename themselves).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,13 +53,30 @@ def listening_inodes() -> dict[int, tuple[str, int]]:
     return found
 
 
-def processes_of(var_dir: Path) -> Iterator[tuple[int, str]]:
+def _descendants(roots: Iterable[int]) -> set[int]:
+    import psutil
+
+    found: set[int] = set()
+    for root in roots:
+        try:
+            parent = psutil.Process(root)
+            found |= {root, *(child.pid for child in parent.children(recursive=True))}
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def processes_of(var_dir: Path, roots: Iterable[int] = ()) -> Iterator[tuple[int, str]]:
+    """The processes whose environment names ``var_dir``, and every descendant of ``roots``: Airflow's api-server,
+    scheduler and triggerer rename themselves with setproctitle, which overwrites the memory /proc/PID/environ
+    shows, so only their ancestry tells whose they are."""
     marker = f"PIPELINE_VAR_DIR={var_dir}".encode()
+    family = _descendants(roots)
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
-            if marker not in (entry / "environ").read_bytes().split(b"\0"):
+            if int(entry.name) not in family and marker not in (entry / "environ").read_bytes().split(b"\0"):
                 continue
             command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
         except OSError:
@@ -67,10 +84,10 @@ def processes_of(var_dir: Path) -> Iterator[tuple[int, str]]:
         yield int(entry.name), " ".join(command.split()[:3])[:160]
 
 
-def listeners_of(var_dir: Path) -> set[Listener]:
+def listeners_of(var_dir: Path, roots: Iterable[int] = ()) -> set[Listener]:
     sockets = listening_inodes()
     found: set[Listener] = set()
-    for pid, command in processes_of(var_dir):
+    for pid, command in processes_of(var_dir, roots):
         try:
             descriptors = list(Path(f"/proc/{pid}/fd").iterdir())
         except OSError:
@@ -88,14 +105,15 @@ def listeners_of(var_dir: Path) -> set[Listener]:
 
 
 @contextlib.contextmanager
-def sampled(var_dir: Path, every: float = 0.5) -> Iterator[set[Listener]]:
-    """Every listener of ``var_dir``'s processes seen while the block runs (sampled every ``every`` seconds)."""
+def sampled(var_dir: Path, every: float = 0.5, roots: Callable[[], Iterable[int]] = tuple) -> Iterator[set[Listener]]:
+    """Every listener of ``var_dir``'s processes (and of the descendants of ``roots()``) seen while the block runs,
+    sampled every ``every`` seconds."""
     seen: set[Listener] = set()
     stop = threading.Event()
 
     def sample() -> None:
         while not stop.is_set():
-            seen.update(listeners_of(var_dir))
+            seen.update(listeners_of(var_dir, roots()))
             stop.wait(every)
 
     thread = threading.Thread(target=sample, daemon=True)
@@ -105,4 +123,4 @@ def sampled(var_dir: Path, every: float = 0.5) -> Iterator[set[Listener]]:
     finally:
         stop.set()
         thread.join()
-        seen.update(listeners_of(var_dir))
+        seen.update(listeners_of(var_dir, roots()))

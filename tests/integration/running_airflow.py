@@ -66,7 +66,9 @@ class RunningAirflow:
         )
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         # Every socket this var/'s processes listen on while Airflow runs (the loopback test reads it).
-        self._sampling = listening.sampled(self.paths.var, every=1.0)
+        self._sampling = listening.sampled(
+            self.paths.var, every=1.0, roots=lambda: [self.process.pid] if self.process else []
+        )
         self.listeners = self._sampling.__enter__()
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(

@@ -120,6 +120,18 @@ def parse_node_id(value: str) -> NodeRef | FieldRef:
     return FieldRef(*parts) if kind == "datasetField" else NodeRef(*parts)
 
 
+# Iceberg's Spark catalog reads `db.table.branch_<ref>`, `.tag_<ref>`, `.snapshot_id_<id>` and `.at_timestamp_<ms>` as
+# the table at that ref (SparkCatalog's BRANCH_PREFIX, TAG_PREFIX, SNAPSHOT_ID, AT_TIMESTAMP), and the OpenLineage
+# Spark listener names a table read or written that way with the suffix in its `symlinks` facet (a write-audit-publish
+# audit reads `…yellow_taxi_raw.branch_audit_…`). The table is the name without it.
+_ICEBERG_REF_SUFFIX = re.compile(r"\.(?:branch_|tag_|snapshot_id_|at_timestamp_)[^.]+$")
+
+
+def table_of_symlink(name: str) -> str:
+    """The Iceberg table a ``symlinks`` identifier names, without a branch, tag or time-travel suffix."""
+    return _ICEBERG_REF_SUFFIX.sub("", name) if name.count(".") >= 2 else name
+
+
 def dataset_aliases(namespace: str, name: str, facets: dict) -> set[str]:
     """Names a user may type for a dataset: ``namespace:name``, a URL as one string, its symlinked table names."""
     aliases = {f"{namespace}:{name}"}
@@ -130,13 +142,14 @@ def dataset_aliases(namespace: str, name: str, facets: dict) -> set[str]:
     for identifier in (facets.get("symlinks") or {}).get("identifiers") or []:
         if identifier.get("name"):
             aliases.add(identifier["name"])
+            aliases.add(table_of_symlink(identifier["name"]))
     return aliases
 
 
 def dataset_label(namespace: str, name: str, facets: dict) -> str:
     for identifier in (facets.get("symlinks") or {}).get("identifiers") or []:
         if identifier.get("type", "TABLE") == "TABLE" and identifier.get("name"):
-            return identifier["name"]
+            return table_of_symlink(identifier["name"])
     if "://" in namespace and name.startswith("/"):
         return namespace + name
     return name if namespace == "file" else f"{namespace}:{name}"

@@ -27,6 +27,7 @@ from sqlalchemy import select
 
 from include.core import settings
 from include.lineage.errors import LineageError, RollbackRefusedError
+from include.lineage.events import table_of_symlink
 from include.lineage.queries import LineageQueries
 from include.lineage.store import LineageStore
 from include.lineage.store.schema import datasets_table
@@ -179,7 +180,7 @@ def plan(store: LineageStore, run_ref: str, catalog, created: str | None = None)
                 or "{}"
             )
             symlinks = [
-                i["name"]
+                table_of_symlink(i["name"])
                 for i in (facets.get("symlinks") or {}).get("identifiers") or []
                 if i.get("type", "TABLE") == "TABLE"
             ]

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from include.core import settings
 from include.core.errors import ServiceError
+from include.core.private_file import write_private
 from include.services import local_service
 
 LAUNCHER_SOURCE = Path(__file__).resolve().parent / "java" / "LocalRestCatalogServer.java"
@@ -104,14 +105,6 @@ def backend_properties(paths: settings.Paths, catalog: settings.CatalogSettings)
         if catalog.s3_endpoint:
             properties.update({"s3.endpoint": catalog.s3_endpoint, "s3.path-style-access": "true"})
     return properties
-
-
-def _write_private(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w") as stream:
-        stream.write(text)
-    os.chmod(path, 0o600)
 
 
 def _properties_text(properties: dict[str, str]) -> str:
@@ -209,7 +202,7 @@ def _start(paths: settings.Paths, catalog: settings.CatalogSettings) -> ServerSt
             state = ServerState(
                 process.pid, host, port, catalog.name, time.time(), round(time.monotonic() - started, 2)
             )
-            _write_private(_state_file(paths), json.dumps(asdict(state)))
+            write_private(_state_file(paths), json.dumps(asdict(state)))
             return state
         time.sleep(0.2)
     process.kill()
@@ -223,7 +216,7 @@ def foreground_command(paths: settings.Paths, catalog: settings.CatalogSettings,
     service on its own network (run in the foreground there). Its backend properties file is written first."""
     from include.core import jars
 
-    _write_private(_properties_file(paths), _properties_text(backend_properties(paths, catalog)))
+    write_private(_properties_file(paths), _properties_text(backend_properties(paths, catalog)))
     classpath = os.pathsep.join(str(path) for path in [*jars.jar_paths(jars.CATALOG_SERVER), launcher_jar()])
     return [
         _java("java"),

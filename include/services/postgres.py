@@ -30,6 +30,7 @@ from pathlib import Path
 
 from include.core import settings
 from include.core.errors import ServiceError
+from include.core.private_file import write_private
 from include.services import local_service
 
 HOST = "127.0.0.1"
@@ -281,18 +282,8 @@ def _password(paths: settings.Paths) -> str:
     if stored:
         return stored
     password = secrets.token_hex(24)  # URL-safe: it goes into a SQLAlchemy URL unquoted
-    _write_private(path, json.dumps({"airflow_password": password}, indent=2))
+    write_private(path, json.dumps({"airflow_password": password}, indent=2))
     return password
-
-
-def _write_private(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    os.chmod(path.parent, 0o700)
-    partial = path.with_name(path.name + ".tmp")
-    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w") as stream:
-        stream.write(text)
-    os.replace(partial, path)
 
 
 @dataclass(frozen=True)
@@ -326,7 +317,7 @@ def ensure_metadata_db(paths: settings.Paths | None = None) -> MetadataDb:
         url = f"postgresql+psycopg2://{METADATA_ROLE}:{password}@{HOST}:{port}/{METADATA_DATABASE}"
         url_file = settings.metadata_db_url_file(paths)
         if not url_file.exists() or url_file.read_text() != url:
-            _write_private(url_file, url)
+            write_private(url_file, url)
         return MetadataDb(port, url_file, 0.0 if was_running else round(time.monotonic() - started, 2), created)
 
 

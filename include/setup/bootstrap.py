@@ -13,6 +13,7 @@ import sys
 from string import Template
 
 from include.core import jars, settings
+from include.core.private_file import write_private
 from include.spark import submit
 
 TEMPLATE = settings.TEMPLATES_DIR / "airflow.cfg.template"
@@ -43,7 +44,7 @@ def airflow_secrets(paths: settings.Paths) -> dict[str, str]:
     if merged != stored:
         paths.secrets.mkdir(parents=True, exist_ok=True)
         os.chmod(paths.secrets, 0o700)
-        _write_private(secrets_file, json.dumps(merged, indent=2))
+        write_private(secrets_file, json.dumps(merged, indent=2))
     return merged
 
 
@@ -53,14 +54,6 @@ def lineage_tokens(paths: settings.Paths):
     from include.lineage.emit import tokens
 
     return tokens.ensure_tokens(tokens.tokens_file(paths))
-
-
-def _write_private(path, text: str) -> None:
-    partial = path.with_name(path.name + ".tmp")
-    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w") as stream:
-        stream.write(text)
-    os.replace(partial, path)
 
 
 def render_airflow_cfg(paths: settings.Paths) -> str:
@@ -92,7 +85,7 @@ def write_airflow_cfg(paths: settings.Paths) -> bool:
             if _sha256(rendered) != _sha256(current):
                 print(f"setup: keeping your edited {target}; the template has changes you may want to merge")
             return False
-    _write_private(target, rendered)
+    write_private(target, rendered)
     digest_file.write_text(_sha256(rendered))
     return True
 

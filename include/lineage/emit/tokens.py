@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hmac
 import json
-import os
 import secrets
 import stat
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from openlineage.client.transport.http import TokenProvider
 
 from include.core import settings
 from include.core.errors import ConfigurationError
+from include.core.private_file import write_private
 
 TOKENS_FILE_NAME = "lineage-tokens.json"
 SCOPES = ("read", "write")
@@ -52,20 +52,9 @@ def tokens_file(paths: settings.Paths | None = None) -> Path:
     return (paths or settings.Paths.current()).secrets / TOKENS_FILE_NAME
 
 
-def _write_private(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    os.chmod(path.parent, 0o700)
-    partial = path.with_name(path.name + ".tmp")
-    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w") as stream:
-        stream.write(text)
-    os.chmod(partial, 0o600)
-    os.replace(partial, path)
-
-
 def _save(path: Path, tokens: list[Token]) -> None:
     document = {"tokens": [{"name": t.name, "scopes": sorted(t.scopes), "token": t.value} for t in tokens]}
-    _write_private(path, json.dumps(document, indent=2) + "\n")
+    write_private(path, json.dumps(document, indent=2) + "\n")
 
 
 def new_token(name: str, scopes) -> Token:

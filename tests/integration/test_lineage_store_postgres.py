@@ -74,7 +74,7 @@ def _events(seed: int = 24) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def store_url(paths):
+def postgres_store(paths):
     if not postgres.available():
         pytest.skip(
             "PostgreSQL is not installed (make test installs Debian's package: include/setup/system_packages.sh)"
@@ -84,8 +84,13 @@ def store_url(paths):
     cluster = postgres.Cluster(paths.var / "postgres-lineage-store", free_port()).init().start(durable=False)
     cluster.ensure_role("lineage", password)
     cluster.ensure_database("lineage", "lineage")
-    yield f"postgresql+psycopg2://lineage:{password}@127.0.0.1:{cluster.port}/lineage"
+    yield f"postgresql+psycopg2://lineage:{password}@127.0.0.1:{cluster.port}/lineage", cluster, password
     cluster.stop()
+
+
+@pytest.fixture
+def store_url(postgres_store) -> str:
+    return postgres_store[0]
 
 
 def _serve(store: str, log: Path) -> tuple[subprocess.Popen, str]:
@@ -155,3 +160,34 @@ def test_two_servers_and_a_consumer_writing_one_postgres_store_keep_every_event_
             stored = conn.execute(select(func.count()).select_from(events_table)).scalar_one()
         assert stored == len(events), "each distinct event stored once, duplicates from another writer not again"
         _check(store, events, dag=True)
+
+
+def test_a_store_that_goes_away_is_answered_503_and_takes_the_event_once_it_is_back(postgres_store, tmp_path):
+    """PostgreSQL stopped under a running `lineage serve`: a post is 503 with Retry-After (the client's spool keeps
+    it), never 500 and never the driver's text (it may name the host, the user or values); back, the same post is
+    stored."""
+    url, cluster, password = postgres_store
+    LineageStore(url).close()
+    event = _events(seed=3)[0]
+    process, base = _serve(url, tmp_path / "serve.log")
+    try:
+        cluster.stop()
+        refused = requests.post(f"{base}/api/v1/lineage", json=event, timeout=60)
+        assert refused.status_code == 503, refused.text
+        assert int(refused.headers["Retry-After"]) > 0
+        assert password not in refused.text and "127.0.0.1" not in refused.text and "lineage@" not in refused.text
+        cluster.start(durable=False)
+        deadline, status = time.monotonic() + 60, None
+        while time.monotonic() < deadline:  # the pool drops its dead connections on the first failure
+            status = requests.post(f"{base}/api/v1/lineage", json=event, timeout=60).status_code
+            if status < 300:
+                break
+            assert status == 503
+            time.sleep(1)
+        assert status is not None and status < 300
+    finally:
+        process.terminate()
+        process.wait(30)
+    with LineageStore(url) as store, store.engine.connect() as conn:
+        keys = conn.execute(select(events_table.c.dedup_key)).scalars().all()
+    assert len(keys) == len(set(keys)) and len(keys) >= 1

@@ -249,7 +249,7 @@ def test_lineage_diff_of_a_published_and_the_blocked_merge_shows_state_error_and
     diffed = _cli("lineage", "diff", good, fail["run"]["runId"], "--json")
     assert diffed.returncode == 0, diffed.stderr
     changes = json.loads(diffed.stdout)["changes"]
-    assert changes["state"] == ["COMPLETE", "FAIL"]
+    assert changes["state"] == ["COMPLETED", "FAILED"]  # run states, as Marquez names them
     assert "publish blocked" in changes["errorMessage"][1]
     versions = [c["to"] for c in changes["outputs"]["changed"] if c["dataset"].endswith(naming.TAXI_RAW)]
     assert versions == [str(fail["run"]["facets"]["writeAuditPublish"]["branchSnapshotId"])]

@@ -156,3 +156,36 @@ def raw_state(catalog) -> RawState:
     table = catalog.load_table(f"{settings.ICEBERG_NAMESPACE}.{naming.TAXI_RAW}")
     ids = table.scan(selected_fields=("unique_row_id",)).to_arrow()["unique_row_id"].to_pylist()
     return RawState(table.current_snapshot().snapshot_id, len(ids), frozenset(ids))
+
+
+def start_lineage_serve(args: list[str], env: dict | None = None, timeout: float = 60, log=None):
+    """`lineage serve --port <free> ARGS` started for real, returned as (process, base URL) once its health answers;
+    an AssertionError with its output if it exits or does not answer within ``timeout`` seconds. A server that will
+    answer many requests writes to ``log`` (a path): a pipe nobody reads would fill and block it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import requests
+
+    port = free_port()
+    process = subprocess.Popen(
+        [str(Path(sys.executable).parent / "lineage"), "serve", "--port", str(port), *args],
+        env=env if env is not None else os.environ.copy(),
+        stdout=Path(log).open("w") if log else subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if requests.get(f"{url}/api/v1/health", timeout=1).ok:
+                return process, url
+        except requests.ConnectionError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            output = Path(log).read_text() if log else process.communicate()[0]
+            raise AssertionError(f"lineage serve did not start: {output[-2000:]}")
+        time.sleep(0.2)

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from include.core import naming
 from include.core.contract import WEATHER_ELEMENTS
 from include.lineage.events import load_events
 from include.sources import downloads, sample_server
-from tests.support import free_port
+from tests.support import start_lineage_serve
 
 pytestmark = pytest.mark.integration
 
@@ -213,28 +212,8 @@ def test_clear_errors_exit_2(ingested, tmp_path):
 
 @pytest.fixture
 def lineage_server(tmp_path):
-    port = free_port()
     store = f"sqlite:///{tmp_path / 'served.db'}"
-    process = subprocess.Popen(
-        [LINEAGE, "serve", "--port", str(port), "--store", store, "--no-auth"],  # tokens: test_lineage_serve_auth
-        env=os.environ.copy(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if requests.get(f"{url}/api/v1/health", timeout=1).ok:
-                break
-        except requests.ConnectionError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise AssertionError(
-                f"lineage serve did not start: {process.stdout.read() if process.poll() is not None else 'timeout'}"
-            )
-        time.sleep(0.2)
+    process, url = start_lineage_serve(["--store", store, "--no-auth"])  # tokens: test_lineage_serve_auth
     yield {"url": url, "store": store}
     process.terminate()
     process.wait(timeout=30)

@@ -10,10 +10,8 @@ events alone (the reference of tests/unit/test_store_closure.py).
 from __future__ import annotations
 
 import json
-import os
 import random
 import secrets
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -28,7 +26,7 @@ from include.lineage.store import LineageStore
 from include.lineage.store.schema import events_table
 from include.services import postgres
 from tests.integration.test_kafka import consume, produce
-from tests.support import free_port
+from tests.support import free_port, start_lineage_serve
 from tests.unit.test_store_closure import _check
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
@@ -93,29 +91,6 @@ def store_url(postgres_store) -> str:
     return postgres_store[0]
 
 
-def _serve(store: str, log: Path) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    process = subprocess.Popen(
-        [LINEAGE, "serve", "--port", str(port), "--no-auth", "--store", store],
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
-        env=os.environ.copy(),
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if requests.get(f"{url}/api/v1/health", timeout=2).ok:
-                return process, url
-        except requests.RequestException:
-            pass
-        if process.poll() is not None:
-            break
-        time.sleep(0.5)
-    process.kill()
-    raise AssertionError(f"lineage serve did not start: {log.read_text()[-2000:]}")
-
-
 def _post_all(url: str, events: list[dict]) -> None:
     session = requests.Session()
     for start in range(0, len(events), BATCH):
@@ -138,7 +113,10 @@ def test_two_servers_and_a_consumer_writing_one_postgres_store_keep_every_event_
 
     bootstrap = broker.bootstrap
     produce(bootstrap, KAFKA_EVENTS_TOPIC, [json.dumps(event) for event in streams[2]])
-    servers = [_serve(store_url, tmp_path / f"serve-{index}.log") for index in range(2)]
+    servers = [
+        start_lineage_serve(["--no-auth", "--store", store_url], log=tmp_path / f"serve-{index}.log")
+        for index in range(2)
+    ]
     try:
         started = time.monotonic()
         with ThreadPoolExecutor(3) as pool:
@@ -169,7 +147,7 @@ def test_a_store_that_goes_away_is_answered_503_and_takes_the_event_once_it_is_b
     url, cluster, password = postgres_store
     LineageStore(url).close()
     event = _events(seed=3)[0]
-    process, base = _serve(url, tmp_path / "serve.log")
+    process, base = start_lineage_serve(["--no-auth", "--store", url], log=tmp_path / "serve.log")
     try:
         cluster.stop()
         refused = requests.post(f"{base}/api/v1/lineage", json=event, timeout=60)

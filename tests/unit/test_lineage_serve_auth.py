@@ -10,7 +10,6 @@ import os
 import stat
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import requests
 from openlineage.client.transport.http import HttpConfig, HttpTransport
 
 from include.lineage.emit import tokens
-from tests.support import free_port
+from tests.support import free_port, start_lineage_serve
 
 LINEAGE = str(Path(sys.executable).with_name("lineage"))
 PRODUCER = "https://github.com/OpenLineage/OpenLineage/tree/1.54.0/client/python"
@@ -39,26 +38,7 @@ def event(job: str = "job") -> dict:
 
 
 def _start(args: list[str], env: dict) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    process = subprocess.Popen(
-        [LINEAGE, "serve", "--port", str(port), *args],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if requests.get(f"{url}/api/v1/health", timeout=1).ok:
-                return process, url
-        except requests.ConnectionError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            raise AssertionError(f"lineage serve did not start: {process.communicate()[0]}")
-        time.sleep(0.2)
+    return start_lineage_serve(args, env)
 
 
 @pytest.fixture(scope="module")

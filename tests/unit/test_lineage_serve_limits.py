@@ -10,7 +10,6 @@ import json
 import os
 import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -21,7 +20,7 @@ import pytest
 import requests
 
 from include.core import settings
-from tests.support import free_port
+from tests.support import start_lineage_serve
 
 LINEAGE = str(Path(sys.executable).with_name("lineage"))
 PRODUCER = "https://github.com/OpenLineage/OpenLineage/tree/1.54.0/client/python"
@@ -70,26 +69,8 @@ def maximum_event(decompressed: int, datasets: int) -> dict:
 def server(tmp_path_factory):
     folder = tmp_path_factory.mktemp("limits")
     env = {**os.environ, "PIPELINE_VAR_DIR": str(folder / "var"), "LINEAGE_MAX_CLIENT_REQUESTS": "2"}
-    port = free_port()
-    process = subprocess.Popen(
-        [LINEAGE, "serve", "--port", str(port), "--store", f"sqlite:///{folder / 'store.db'}", "--no-auth"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if requests.get(f"{url}/api/v1/health", timeout=1).ok:
-                break
-        except requests.ConnectionError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            raise AssertionError(f"lineage serve did not start: {process.communicate()[0]}")
-        time.sleep(0.2)
+    process, url = start_lineage_serve(["--store", f"sqlite:///{folder / 'store.db'}", "--no-auth"], env)
+    port = int(url.rsplit(":", 1)[1])
     yield {"url": url, "port": port}
     process.terminate()
     process.wait(timeout=30)

@@ -355,6 +355,9 @@ def _sqlite_pragmas(engine: Engine) -> None:
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA busy_timeout=30000")
+        # Reads through a memory map of the file (the OS's page cache, shared by connections), not SQLite's 2 MiB
+        # page cache per connection: the nodes of a 2,220-node answer cost 8 ms with the cache, 3 ms mapped.
+        cursor.execute("PRAGMA mmap_size=1073741824")
         cursor.close()
 
 

@@ -19,9 +19,8 @@ from datetime import UTC, datetime
 
 from include.core import naming, settings
 from include.core.errors import BadInputError, NotFoundError, PipelineError
+from include.lineage.api.data import DISCARD_JOB, PUBLISH_JOB  # the page reads the same runs
 
-PUBLISH_JOB = "pipeline.publish"
-DISCARD_JOB = "pipeline.discard"
 PRODUCER = "https://github.com/lineage-aware-pipelines/airflow-spark-iceberg/blob/main/include/quality/review.py"
 AUDITED_TABLES = (naming.TAXI_RAW, naming.WEATHER_RAW, naming.HOURLY_FORECAST)
 
@@ -183,43 +182,13 @@ def register_asset_event(table: str, extra: dict | None = None) -> None:
 
 
 def checks(table: str, store, limit: int = 10) -> list[dict]:
-    """The last runs' expectation results of ``table`` (newest first), from the ``writeAuditPublish`` run facets."""
-    from sqlalchemy import select
-
-    from include.lineage.store.schema import jobs_table, runs_table
+    """The last runs' expectation results of ``table`` (newest first), from the ``writeAuditPublish`` run facets
+    (read by ``include/lineage/api/data.py``, which the lineage page shares)."""
+    from include.lineage.api.data import audit_runs
 
     key = _table_key(table)
-    r, j = runs_table, jobs_table
-    rows = (
-        store.engine.connect()
-        .execute(
-            select(r.c.id, r.c.state, r.c.started_at, r.c.state_time, r.c.facets, j.c.name)
-            .join(j, j.c.id == r.c.job_id)
-            .where(r.c.facets.like('%"writeAuditPublish"%'))
-        )
-        .all()
-    )
-    found = []
-    for row in rows:
-        facet = json.loads(row.facets or "{}").get("writeAuditPublish") or {}
-        if facet.get("table") != key:
-            continue
-        found.append(
-            {
-                "run_id": row.id,
-                "job": row.name,
-                "state": row.state,
-                "time": row.started_at or row.state_time,
-                "branch": facet.get("branch"),
-                "published": facet.get("published"),
-                "blocked": not facet.get("published") and row.name not in (PUBLISH_JOB, DISCARD_JOB),
-                "reason": facet.get("reason"),
-                "blocking": facet.get("blocking", []),
-                "warnings": facet.get("warnings", []),
-                "results": facet.get("results", []),
-            }
-        )
-    found.sort(key=lambda item: item["time"] or "", reverse=True)
+    found = [item for item in audit_runs(store) if item["table"] == key]
+    found.reverse()
     return found[:limit]
 
 
@@ -321,16 +290,16 @@ def cli_checks(options) -> int:
 def pending_reviews(store) -> dict[str, dict]:
     """For the lineage page: each audited table whose newest audit was blocked and whose branch was neither
     published nor discarded since: {dataset name: {"blocked": True, "branch", "run_id", "time", "blocking",
-    "warnings", "results"}}. A table absent from the answer has nothing waiting for review."""
-    pending = {}
-    for key in AUDITED_TABLES:
-        found = checks(key, store, limit=50)
-        decided = {item["branch"] for item in found if item["job"] in (PUBLISH_JOB, DISCARD_JOB)}
-        audits = [item for item in found if item["job"] not in (PUBLISH_JOB, DISCARD_JOB)]
-        if audits and audits[0]["blocked"] and audits[0]["branch"] not in decided:
-            newest = audits[0]
-            pending[f"{settings.ICEBERG_NAMESPACE}.{key}"] = {
-                "blocked": True,
-                **{name: newest[name] for name in ("branch", "run_id", "time", "blocking", "warnings", "results")},
-            }
-    return pending
+    "warnings", "results", "failed"}}. A table absent from the answer has nothing waiting for review. The page reads
+    the same rule from ``include/lineage/api/data.py`` (``blocked_tables``)."""
+    from include.lineage.api.data import blocked_tables
+
+    return {
+        label: {
+            "blocked": True,
+            "time": span["since"],
+            **{name: span[name] for name in ("branch", "run_id", "blocking", "warnings", "results", "failed")},
+        }
+        for label, span in blocked_tables(store).items()
+        if span["table"] in AUDITED_TABLES
+    }

@@ -10,6 +10,7 @@ import json
 
 from sqlalchemy import func, or_, select
 
+from include.core import naming, settings
 from include.lineage.queries import (
     DEFAULT_DEPTH,
     LineageQueries,
@@ -36,6 +37,11 @@ RECENT_VERSIONS = 10
 DIFFED_RUNS = 5  # the exported page carries the diff of every pair among a job's newest runs
 PICKER_RUNS = 30  # the DAG runs the "as of a run" picker offers
 _SPARK_JOB_TYPES = {"APPLICATION", "SQL_JOB", "RDD_JOB", "JOB"}
+# The operator's decisions about a kept audit branch (``pipeline publish`` / ``pipeline discard``, include/quality/
+# review.py): runs of these jobs carry the ``writeAuditPublish`` facet of the branch they decided.
+PUBLISH_JOB = "pipeline.publish"
+DISCARD_JOB = "pipeline.discard"
+DECISION_JOBS = (PUBLISH_JOB, DISCARD_JOB)
 
 
 def _job_level(facets: dict) -> str:
@@ -52,6 +58,127 @@ def short_label(node: Node) -> str:
     if node.kind == "dataset" and "/" in label and not label.startswith("nyc_taxi."):
         return label.rstrip("/").rsplit("/", 1)[-1] or label
     return label
+
+
+# ------------------------------------------------------------------ write-audit-publish: audits and blocked tables
+def audit_runs(store) -> list[dict]:
+    """Every run that carries a ``writeAuditPublish`` run facet (an audited write, a publish or a discard of a kept
+    branch), oldest first: its job, state, time (start, else its latest event) and the facet's facts."""
+    r, j = runs_table, jobs_table
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            select(r.c.id, r.c.state, r.c.started_at, r.c.state_time, r.c.facets, j.c.name)
+            .join(j, j.c.id == r.c.job_id)
+            .where(r.c.facets.like('%"writeAuditPublish"%'))
+        ).all()
+    found = []
+    for row in rows:
+        facet = json.loads(row.facets or "{}").get("writeAuditPublish") or {}
+        if not facet.get("table"):
+            continue
+        found.append(
+            {
+                "run_id": row.id,
+                "job": row.name,
+                "state": row.state,
+                "time": row.started_at or row.state_time,
+                "table": facet["table"],
+                "branch": facet.get("branch"),
+                "published": bool(facet.get("published")),
+                "blocked": not facet.get("published") and row.name not in DECISION_JOBS,
+                "reason": facet.get("reason"),
+                "blocking": facet.get("blocking") or [],
+                "warnings": facet.get("warnings") or [],
+                "results": facet.get("results") or [],
+            }
+        )
+    found.sort(key=lambda item: (item["time"] or "", item["run_id"]))
+    return found
+
+
+def failed_expectations(results: list[dict]) -> list[dict]:
+    """The failed entries of an audit's results, as the page lists them: name, observed, threshold, severity."""
+    return [
+        {
+            "name": result.get("name") or result.get("assertion"),
+            "observed": result.get("actual"),
+            "threshold": result.get("expected"),
+            "severity": result.get("severity"),
+        }
+        for result in results
+        if result.get("success") is False
+    ]
+
+
+def blocked_spans(store) -> list[dict]:
+    """Each blocked audit with the span of time its table was waiting for review: from the audit until the
+    operator published or discarded its branch, or a newer audit of the table (``until`` None: still waiting).
+    One rule for the page served now, as of a time, and in the exported file (``lineage.js`` reads the spans)."""
+    audits = audit_runs(store)
+    spans = []
+    for index, audit in enumerate(audits):
+        if not audit["blocked"]:
+            continue
+        ends = [
+            later["time"]
+            for later in audits[index + 1 :]
+            if later["table"] == audit["table"]
+            and (later["job"] not in DECISION_JOBS or later["branch"] == audit["branch"])
+        ]
+        spans.append(
+            {
+                "table": audit["table"],
+                "label": f"{settings.ICEBERG_NAMESPACE}.{audit['table']}",
+                "since": audit["time"],
+                "until": min(ends) if ends else None,
+                "decided": next(
+                    (
+                        "published" if later["job"] == PUBLISH_JOB else "discarded"
+                        for later in audits[index + 1 :]
+                        if later["job"] in DECISION_JOBS
+                        and later["table"] == audit["table"]
+                        and later["branch"] == audit["branch"]
+                    ),
+                    None,
+                ),
+                **{name: audit[name] for name in ("branch", "run_id", "blocking", "warnings", "results")},
+                "failed": failed_expectations(audit["results"]),
+            }
+        )
+    return spans
+
+
+def blocked_tables(store, as_of: str | None = None) -> dict[str, dict]:
+    """{table label (``nyc_taxi.yellow_taxi_raw``): its blocked audit} for each table waiting for review (now, or as
+    of ``as_of``): its newest audit was blocked, and its branch was neither published nor discarded since."""
+    blocked = {}
+    for span in blocked_spans(store):
+        since_ok = as_of is None or (span["since"] or "") <= as_of
+        open_then = span["until"] is None if as_of is None else (span["until"] is None or span["until"] > as_of)
+        if since_ok and open_then:
+            blocked[span["label"]] = span
+    return blocked
+
+
+def _blocked_of(node, blocked: dict[str, dict]) -> dict | None:
+    """The blocked audit of a dataset node: by its table name, or by the dataset the table's key names."""
+    if node.label in blocked:
+        return blocked[node.label]
+    for span in blocked.values():
+        dataset_id, _ = naming.dataset_for_key(span["table"])
+        if (node.namespace, node.name) == (dataset_id.namespace, dataset_id.name):
+            return span
+    return None
+
+
+def _blocked_summary(span: dict) -> dict:
+    return {
+        "branch": span["branch"],
+        "since": span["since"],
+        "runId": span["run_id"],
+        "failed": span["failed"],
+        "blocking": span["blocking"],
+    }
 
 
 def graph(queries: LineageQueries, as_of: str | None = None) -> dict:
@@ -101,6 +228,7 @@ def graph(queries: LineageQueries, as_of: str | None = None) -> dict:
             latest_state = _states_then(conn, latest_then, as_of)
             dataset_info = _versions_then(conn, dataset_info, as_of)
         picker = _recent_dag_runs(conn)
+    blocked = blocked_tables(queries.store, as_of)
     keys = {node.id: node.key for node in nodes}
     dag_keys = {
         node.name: node.key for node in nodes if node.kind == "job" and _job_level(job_facets.get(node.id, {})) == "dag"
@@ -127,6 +255,9 @@ def graph(queries: LineageQueries, as_of: str | None = None) -> dict:
             facets = json.loads(info.facets or "{}") if info else {}
             item["level"] = "table" if (facets.get("symlinks") or facets.get("catalog")) else "file"
             item["version"] = info.version if info else None
+            span = _blocked_of(node, blocked)
+            if span is not None:  # its newest audit kept the data on a branch: waiting for review
+                item["blocked"] = _blocked_summary(span)
         out.append(item)
     return {
         "asOf": as_of,
@@ -304,6 +435,18 @@ def node_detail(queries: LineageQueries, ref: str) -> dict:
                 k: (facets.get(k) or {}).get(f) for k, f in (("catalog", "framework"), ("storage", "storageLayer"))
             }
             detail["symlinks"] = [i.get("name") for i in (facets.get("symlinks") or {}).get("identifiers") or []]
+            span = _blocked_of(node, blocked_tables(queries.store))
+            detail["blocked"] = (
+                {
+                    **_blocked_summary(span),
+                    "table": span["table"],
+                    "warnings": span["warnings"],
+                    "publish": f'pipeline publish --table {span["table"]} --branch {span["branch"]} --reason "..."',
+                    "discard": f"pipeline discard --table {span['table']} --branch {span['branch']}",
+                }
+                if span is not None
+                else None
+            )
             detail["lineageColumns"] = sorted(
                 set(
                     conn.execute(
@@ -401,11 +544,26 @@ def as_of_data(queries: LineageQueries) -> dict:
         ):
             if dataset_node in keys:
                 versions.setdefault(keys[dataset_node], []).append([when, version])
+    dataset_nodes = _dataset_nodes(queries)
+    blocked = [
+        [node.key, span["since"], span["until"], _blocked_summary(span)]
+        for span in blocked_spans(queries.store)
+        for node in dataset_nodes
+        if _blocked_of(node, {span["label"]: span})
+    ]
     return {
         "created": created,
         "runs": [[run_id, *info.values()] for run_id, info in runs.items() if info["job"] is not None],
         "versions": versions,
+        "blocked": blocked,  # [dataset, since, until (null: still waiting), what was blocked]
     }
+
+
+def _dataset_nodes(queries: LineageQueries) -> list[Node]:
+    with queries.store.engine.connect() as conn:
+        return [
+            Node(**row._mapping) for row in conn.execute(select(nodes_table).where(nodes_table.c.kind == "dataset"))
+        ]
 
 
 def bundle(queries: LineageQueries) -> dict:

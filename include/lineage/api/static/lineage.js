@@ -81,6 +81,10 @@
       else {
         const versions = (data.versions[node.id] || []).filter(([when]) => when <= asOf);
         item.version = versions.length ? versions[versions.length - 1][1] : null;
+        // blocked then: a blocked audit by then whose branch was not yet published, discarded or audited again
+        const span = (data.blocked || []).find(([key, since, until]) => key === node.id && since !== null && since <= asOf
+          && (until === null || until > asOf));
+        if (span) item.blocked = span[3]; else delete item.blocked;
       }
       if (item.parent && !present(item.parent)) { delete item.parent; item.label = item.fullName; }
       nodes.push(item);
@@ -137,6 +141,9 @@
       "border-color": "#9aa5b1", "border-style": "dashed", "text-valign": "top", "text-halign": "center", "font-weight": 600,
       "font-size": 12, padding: 14, "text-margin-y": -4 } },
     { selector: "node.FAILED", style: { "border-color": "#c62828", "border-width": 3 } },
+    // a table whose newest audit kept its data on a branch (write-audit-publish): waiting for review
+    { selector: "node.blocked", style: { "background-color": "#fff0f0", "border-color": "#c92a2a", "border-width": 4,
+      "border-style": "double", color: "#8a1c1c", "font-weight": 600 } },
     { selector: "edge", style: { width: 1.4, "line-color": "#9aa5b1", "target-arrow-color": "#9aa5b1",
       "target-arrow-shape": "triangle", "curve-style": "bezier", "arrow-scale": 0.9 } },
     { selector: ".hidden", style: { display: "none" } },
@@ -153,9 +160,10 @@
   function elementsOf(data) {
     const elements = [];
     for (const node of data.nodes) {
-      const classes = [node.kind, node.level, node.state].filter(Boolean).join(" ");
-      const width = node.level === "dag" ? undefined : Math.max(90, Math.min(260, node.label.length * 6.6 + 24));
-      elements.push({ group: "nodes", classes, data: { ...node, width: width || 90, textWidth: (width || 300) - 12 } });
+      const classes = [node.kind, node.level, node.state, node.blocked ? "blocked" : null].filter(Boolean).join(" ");
+      const label = node.blocked ? `${node.label} [BLOCKED]` : node.label;  // the badge
+      const width = node.level === "dag" ? undefined : Math.max(90, Math.min(300, label.length * 6.6 + 24));
+      elements.push({ group: "nodes", classes, data: { ...node, label, plainLabel: node.label, width: width || 90, textWidth: (width || 300) - 12 } });
     }
     for (const edge of data.edges) {
       elements.push({ group: "edges", data: { id: `${edge.source}->${edge.target}`, source: edge.source, target: edge.target } });
@@ -237,7 +245,21 @@
     cy.getElementById(id).select();
   }
 
+  function renderBlocked(body, b) {
+    const failed = b.failed || [];
+    body.append(h("section", { id: "blocked", class: "blocked", "data-branch": b.branch },
+      h("h3", {}, "Blocked: not published"),
+      h("p", {}, "Its newest audit failed ", String((b.blocking || []).length), " blocking expectation(s): main was left where it was, ",
+        "and the data is kept on branch ", h("code", { id: "blocked-branch" }, b.branch),
+        ` for review (run ${(b.runId || "—").slice(0, 8)}, ${fmtTime(b.since)}).`),
+      failed.length ? table(["expectation", "observed", "threshold", "severity"], failed.map((f) => h("tr", { class: "failed-expectation" },
+        h("td", { class: "mono" }, f.name), h("td", { class: "num" }, f.observed ?? "—"), h("td", { class: "num" }, f.threshold ?? "—"),
+        h("td", { class: f.severity === "error" ? "bad" : "" }, f.severity === "error" ? "block (error)" : `${f.severity} (warn)`)))) : null,
+      b.publish ? h("p", {}, "After review: ", h("code", {}, b.publish), " or ", h("code", {}, b.discard)) : null));
+  }
+
   function renderDataset(body, d) {
+    if (d.blocked) renderBlocked(body, d.blocked);
     if (d.statistics) {
       body.append(h("h3", {}, "Statistics (latest write)"), table(["rows", "files", "size"], [h("tr", {},
         h("td", { class: "num", id: "stat-rows" }, fmtNumber(d.statistics.rowCount)), h("td", { class: "num" }, fmtNumber(d.statistics.fileCount)),
@@ -475,7 +497,7 @@
     $("close-columns").addEventListener("click", () => { $("columns-view").hidden = true; });
     $("search").addEventListener("change", () => {
       const wanted = $("search").value.trim();
-      const match = cy.nodes().filter((n) => n.data("label") === wanted || n.data("fullName") === wanted || n.id() === wanted).first();
+      const match = cy.nodes().filter((n) => n.data("plainLabel") === wanted || n.data("fullName") === wanted || n.id() === wanted).first();
       if (match.nonempty()) { cy.animate({ center: { eles: match }, zoom: 1.2 }, { duration: 200 }); openDetail(match.id()).catch(showError); }
     });
     document.body.dataset.ready = "true";

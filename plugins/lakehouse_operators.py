@@ -65,10 +65,32 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
         self.env_vars = {**launch["env_vars"], **(self.env_vars or {})}
         report = contract.report_path_for(context["ti"])
         self.application_args = [*self.application_args, contract.REPORT_ARGUMENT, str(report)]
+        outbox = self._spark_lineage_outbox(context)
         try:
             super().execute(context)
         except Exception as error:
             raise self._explained(report, error) from error
+        finally:
+            if outbox is not None:
+                from include.lineage.emit import spark_forwarder
+
+                spark_forwarder.after_task(outbox)  # bounded, never raises
+
+    def _spark_lineage_outbox(self, context):
+        """The Spark listener writes this application's own file (include/lineage/emit/spark_forwarder.py), whose
+        events are forwarded to airflow.cfg's transport once the application ended; None when the listener is off
+        or the task's own ``conf`` chose where it writes."""
+        from include.lineage.emit import spark_forwarder
+
+        if self.conf.get("spark.openlineage.transport.type") != "file":
+            return None
+        if self.conf.get(spark_forwarder.LISTENER_LOCATION) != str(settings.Paths.current().spark_lineage_events):
+            return None
+        ti = context["ti"]
+        label = f"{ti.dag_id}.{ti.task_id}.{getattr(ti, 'try_number', 0)}"
+        outbox = spark_forwarder.Outbox.for_launch(settings.Paths.current(), label)
+        self.conf = {**self.conf, spark_forwarder.LISTENER_LOCATION: str(outbox.path)}
+        return outbox
 
     @staticmethod
     def _explained(report, error: Exception) -> Exception:

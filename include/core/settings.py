@@ -152,11 +152,11 @@ PYSPARK_GATEWAY_PORT = _define(
 SPARK_LINEAGE_KAFKA = _define(
     "SPARK_LINEAGE_KAFKA_BOOTSTRAP_SERVERS",
     None,
-    "the Spark listener sends its events to this Kafka instead of its file under `var/lineage/spark/`",
+    "Spark events are forwarded to this Kafka (spooled in `var/lineage/spool-spark/`) instead of airflow.cfg's transport",
     "lineage",
 )
 SPARK_LINEAGE_KAFKA_TOPIC = _define(
-    "SPARK_LINEAGE_KAFKA_TOPIC", "openlineage.events", "topic of the Spark listener's Kafka transport", "lineage"
+    "SPARK_LINEAGE_KAFKA_TOPIC", "openlineage.events", "topic of `SPARK_LINEAGE_KAFKA_BOOTSTRAP_SERVERS`", "lineage"
 )
 # -- sources
 TLC_BASE_URL = _define(

@@ -39,24 +39,38 @@ from include.lineage.errors import LineageError
 
 
 def replay(_options) -> int:
+    """Forward the Spark events left in their outbox files (include/lineage/emit/spark_forwarder.py), then send
+    the spooled events, oldest first, through the configured transport (and the Spark spool's, when
+    SPARK_LINEAGE_KAFKA_BOOTSTRAP_SERVERS sends Spark events elsewhere)."""
     from openlineage.client.transport import get_default_factory
 
+    from include.lineage.emit import spark_forwarder
     from include.lineage.emit.spool import SpoolingTransport
 
-    transport = get_default_factory().create(configured_transport())
-    if not isinstance(transport, SpoolingTransport):
+    paths = settings.Paths.current()
+    forwarded = spark_forwarder.run(paths)
+    configs = [configured_transport()]
+    spark_target = spark_forwarder.target_configuration(paths)
+    if spark_target is not None and spark_target is not configs[0] and spark_target != configs[0]:
+        configs.append(spark_target)
+    spooling = [t for t in (get_default_factory().create(c) for c in configs) if isinstance(t, SpoolingTransport)]
+    if forwarded.files:
+        print(f"lineage replay: {forwarded.line()}")
+    if not spooling:
         print(
             "lineage replay: the configured transport is not include.lineage.emit.spool.SpoolingTransport; nothing to replay"
         )
-        return 0
-    total = 0
-    while True:
-        sent, remaining = transport.replay()
-        total += sent
-        if sent == 0 or remaining == 0:
-            break
+        return 0 if forwarded.waiting == 0 else 1
+    total = remaining = 0
+    for transport in spooling:
+        while True:
+            sent, left = transport.replay()
+            total += sent
+            if sent == 0 or left == 0:
+                break
+        remaining += left
     print(f"lineage replay: sent {total}, remaining {remaining}")
-    return 0 if remaining == 0 else 1
+    return 0 if remaining == 0 and forwarded.waiting == 0 else 1
 
 
 def consume(options) -> int:

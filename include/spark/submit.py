@@ -81,6 +81,9 @@ def spark_conf(
     if is_local_master(master):
         conf.update({"spark.driver.host": LOOPBACK, "spark.driver.bindAddress": LOOPBACK})
     if lineage:
+        # The listener only ever writes a local file (its own transports have no spool): the project's operator
+        # points it at one outbox file per application and forwards that file's events to airflow.cfg's
+        # transport (include/lineage/emit/spark_forwarder.py); any other launch writes the store's file directly.
         conf.update(
             {
                 "spark.extraListeners": "io.openlineage.spark.agent.OpenLineageSparkListener",
@@ -90,10 +93,6 @@ def spark_conf(
                 "spark.openlineage.dataset.removePath.pattern": naming.SPARK_LISTENER_REMOVE_PATH_PATTERN,
             }
         )
-        kafka = spark_listener_kafka_conf(paths)
-        if kafka:
-            del conf["spark.openlineage.transport.location"]
-            conf.update(kafka)
     extra = settings.SPARK_CONF_EXTRA.raw()
     if extra:
         try:
@@ -101,34 +100,6 @@ def spark_conf(
         except (ValueError, AttributeError) as error:
             raise SettingError(f"SPARK_CONF_EXTRA must be a JSON object of Spark properties: {error}") from error
     return conf
-
-
-def spark_listener_kafka_conf(paths: Paths) -> dict[str, str]:
-    """With ``SPARK_LINEAGE_KAFKA_BOOTSTRAP_SERVERS`` set, the Spark listener sends to Kafka instead of its file (topic
-    ``SPARK_LINEAGE_KAFKA_TOPIC``, default ``openlineage.events``): openlineage-java's Kafka transport, kafka-clients
-    on the driver's class path. Not both: openlineage-spark 1.53 cannot configure a composite holding a Kafka transport
-    from Spark properties (its dotted producer properties are split into nested keys: "No content to map due to
-    end-of-input"). The Java producer has no spool: it gives the broker at most 1 s per event (``max.block.ms``) and
-    drops the event when the broker is down. Unset (the default): the file."""
-    bootstrap = settings.SPARK_LINEAGE_KAFKA.raw()
-    if not bootstrap:
-        return {}
-    kafka_clients = jars.jar_paths("spark-kafka")
-    transport = "spark.openlineage.transport."
-    serializer = "org.apache.kafka.common.serialization.StringSerializer"
-    return {
-        "spark.driver.extraClassPath": os.pathsep.join(str(path) for path in [*jar_paths(), *kafka_clients]),
-        transport + "type": "kafka",
-        transport + "topicName": settings.SPARK_LINEAGE_KAFKA_TOPIC.get(),
-        transport + "properties.bootstrap.servers": bootstrap,
-        transport + "properties.acks": "all",
-        transport + "properties.key.serializer": serializer,
-        transport + "properties.value.serializer": serializer,
-        transport + "properties.max.block.ms": "1000",
-        transport + "properties.request.timeout.ms": "2000",
-        transport + "properties.delivery.timeout.ms": "3000",
-        transport + "properties.linger.ms": "0",
-    }
 
 
 def spark_submit_jars() -> str:

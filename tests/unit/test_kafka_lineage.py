@@ -106,19 +106,29 @@ def test_report_line_names_counts_and_lag_per_partition():
     )
 
 
-def test_spark_listener_default_is_the_file_and_kafka_only_when_configured(monkeypatch, tmp_path):
+def test_spark_listener_always_writes_its_file_and_kafka_is_where_the_forwarder_sends(monkeypatch, tmp_path):
+    """The Java listener has no spool: it only writes its file, whatever SPARK_LINEAGE_KAFKA_BOOTSTRAP_SERVERS says;
+    that setting sends the forwarded Spark events to its Kafka, through a spooling transport of their own."""
+    from include.lineage.emit import spark_forwarder
+
     paths = settings.Paths(tmp_path)
     monkeypatch.delenv(settings.SPARK_LINEAGE_KAFKA.name, raising=False)
     default = submit.spark_conf(paths, settings.CatalogSettings.current(paths))
-    assert default["spark.openlineage.transport.type"] == "file"
-    assert "kafka" not in default["spark.driver.extraClassPath"]
     monkeypatch.setenv(settings.SPARK_LINEAGE_KAFKA.name, "127.0.0.1:19092")
     conf = submit.spark_conf(paths, settings.CatalogSettings.current(paths))
-    assert conf["spark.openlineage.transport.type"] == "kafka"
-    assert conf["spark.openlineage.transport.properties.bootstrap.servers"] == "127.0.0.1:19092"
-    assert conf["spark.openlineage.transport.topicName"] == naming.KAFKA_EVENTS_TOPIC
-    assert "spark.openlineage.transport.location" not in conf
-    assert conf["spark.driver.extraClassPath"].endswith("kafka-clients-4.3.1.jar")
+    for spark in (default, conf):
+        assert spark["spark.openlineage.transport.type"] == "file"
+        assert spark["spark.openlineage.transport.location"] == str(paths.spark_lineage_events)
+        assert "kafka" not in spark["spark.driver.extraClassPath"]
+        assert not any(key.startswith("spark.openlineage.transport.properties") for key in spark)
+    target = spark_forwarder.target_configuration(paths)
+    assert target["type"] == "include.lineage.emit.spool.SpoolingTransport"
+    assert target["spool_dir"] == spark_forwarder.SPARK_SPOOL
+    assert target["inner"] == {
+        "type": "kafka",
+        "topic": naming.KAFKA_EVENTS_TOPIC,
+        "config": {"bootstrap.servers": "127.0.0.1:19092", "acks": "all"},
+    }
 
 
 def test_the_broker_role_pins_kafka_4_and_every_jar_with_a_digest():

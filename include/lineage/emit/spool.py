@@ -177,6 +177,12 @@ class SpoolingTransport(Transport):
                 lambda: self._send_raw(payload), self.config.timeout, lambda: self.spool.append(payload)
             )
 
+    def keep(self, payload: str) -> Path:
+        """Spool an event without trying the backend (the Spark event forwarder once the backend failed or its time
+        is up): durable at once, and it goes out in order with the next successful send or ``lineage replay``."""
+        with self._lock:
+            return self.spool.append(payload)
+
     def _batch_url(self) -> str | None:
         """Where a batch goes: ``<endpoint>/batch`` of an inner ``http`` transport (OpenLineage's batch endpoint,
         which ``lineage serve`` has) until the backend shows it has none; None: one event at a time."""

@@ -76,6 +76,22 @@ MODEL_DEFINITIONS = {
 # The module-level dict of every model's parameters: (file relative to the project, name).
 MODEL_PARAMS_DEFINITION = ("spark_jobs/common/models.py", "MODEL_PARAMS")
 
+# --- Owners ------------------------------------------------------------------------------------------------------
+
+# Who owns each Iceberg table the pipeline writes: OpenLineage's ``ownership`` facet on every write of it
+# (include/lineage/emit/facets.py), and the owners an alert names (include/quality/alerts.py). A table not listed
+# belongs to DEFAULT_OWNER, the DAGs' ``owner`` default (include/airflow/schedules.py; a unit test keeps them equal).
+DEFAULT_OWNER = "data-platform"
+TABLE_OWNERS: dict[str, tuple[str, ...]] = {
+    "yellow_rides_hourly_actuals": (DEFAULT_OWNER, "forecasting"),
+    "yellow_rides_hourly_forecast": (DEFAULT_OWNER, "forecasting"),
+}
+
+
+def table_owners(table: str) -> tuple[str, ...]:
+    return TABLE_OWNERS.get(table, (DEFAULT_OWNER,))
+
+
 # --- The job report ----------------------------------------------------------------------------------------------
 
 REPORT_VERSION = 1

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import attr
 from openlineage.client.event_v2 import InputDataset, OutputDataset
-from openlineage.client.facet_v2 import DatasetFacet, RunFacet, symlinks_dataset
+from openlineage.client.facet_v2 import DatasetFacet, RunFacet, ownership_dataset, symlinks_dataset
 
-from include.core import naming
+from include.core import contract, naming
 
 FINGERPRINT_FACET_SCHEMA_URL = (
     "https://github.com/lineage-aware-pipelines/airflow-spark-iceberg/blob/main/"
@@ -47,8 +47,18 @@ def input_dataset(key: str, facets: dict | None = None, input_facets: dict | Non
     )
 
 
+def ownership_facet(key: str) -> ownership_dataset.OwnershipDatasetFacet:
+    """OpenLineage's ``ownership`` of a table, from its owners' declaration (``include/core/contract.py``)."""
+    return ownership_dataset.OwnershipDatasetFacet(
+        owners=[ownership_dataset.Owner(name=owner, type="MAINTAINER") for owner in contract.table_owners(key)]
+    )
+
+
 def output_dataset(key: str, facets: dict | None = None, output_facets: dict | None = None) -> OutputDataset:
+    """An output; an Iceberg table's carries its ``ownership`` (what an alert names as its owners)."""
     namespace, name, base = _identity(key)
+    if naming.is_table_key(key):
+        base["ownership"] = ownership_facet(key)
     return OutputDataset(
         namespace=namespace, name=name, facets={**base, **(facets or {})}, outputFacets=output_facets or {}
     )

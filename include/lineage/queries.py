@@ -263,6 +263,50 @@ _LATEST_WRITE = text(
 )
 
 
+def _as_of_walk_sql(upstream: bool) -> str:
+    """The as-of walk (``LineageQueries._as_of_walk``) as one recursive query of SQLite: ``walk(node, ref, kind,
+    via)``, ``ref`` the node's job or dataset row, ``via`` the node it was reached from, so each row is an edge.
+
+    A job steps to the datasets its latest run started by ``:as_of`` read (upstream; wrote, downstream) that were first
+    seen by then; a dataset to the jobs whose latest run then wrote (read) it. Rows are unique per edge, not per
+    (node, depth): a node is walked once per edge that reaches it, never once per path length, which in graphs with
+    diamonds is what makes a walk that carries its depth (the bench's baseline) revisit a node many times. The depths
+    are then a breadth-first walk of these edges in Python."""
+    started = "COALESCE(x.started_at, x.first_event_time, x.state_time)"
+    latest = (
+        f"(SELECT x.id FROM lineage_runs x WHERE x.job_id = {{job}} AND {started} <= :as_of"
+        f" ORDER BY {started} DESC, x.id DESC LIMIT 1)"
+    )
+    side, other = ("input", "output") if upstream else ("output", "input")
+    return (
+        "WITH RECURSIVE walk(node, ref, kind, via) AS (SELECT :start, :ref, :kind, NULL"
+        " UNION SELECT d.node_id, d.id, 'dataset', w.node FROM walk w"
+        f" JOIN lineage_run_datasets rd ON rd.run_id = {latest.format(job='w.ref')} AND rd.direction = '{side}'"
+        " JOIN lineage_datasets d ON d.id = rd.dataset_id"
+        " WHERE w.kind = 'job' AND (d.created_at IS NULL OR d.created_at <= :as_of)"
+        " UNION SELECT j.node_id, j.id, 'job', w.node FROM walk w"
+        f" JOIN lineage_run_datasets rd ON rd.dataset_id = w.ref AND rd.direction = '{other}'"
+        " JOIN lineage_runs r ON r.id = rd.run_id JOIN lineage_jobs j ON j.id = r.job_id"
+        f" WHERE w.kind = 'dataset' AND r.id = {latest.format(job='r.job_id')})"
+        " SELECT w.node, w.via, n.key, n.kind, n.namespace, n.name, n.label FROM walk w"
+        " JOIN lineage_nodes n ON n.id = w.node WHERE w.via IS NOT NULL"
+    )
+
+
+_AS_OF_WALK_SQL = {"upstream": _as_of_walk_sql(True), "downstream": _as_of_walk_sql(False)}
+
+
+_NODE_COLUMNS = "id, key, kind, namespace, name, label"  # Node's fields, in order
+_NODE_BY_IDENTITY = (
+    f"SELECT {_NODE_COLUMNS} FROM lineage_nodes WHERE kind = :kind AND namespace = :namespace AND name = :name"
+)
+_NODE_BY_KEY = f"SELECT {_NODE_COLUMNS} FROM lineage_nodes WHERE key = :ref"
+_NODE_BY_ALIAS = (
+    "SELECT DISTINCT n.id, n.key, n.kind, n.namespace, n.name, n.label FROM lineage_nodes n"
+    " JOIN lineage_node_aliases a ON a.node_id = n.id WHERE a.alias = :ref"
+)
+
+
 def _node_of(row) -> Node:
     return Node(**{name: row._mapping[name] for name in ("id", "key", "kind", "namespace", "name", "label")})
 
@@ -492,23 +536,21 @@ class LineageQueries:
         up by those three: the namespace may itself hold colons (``postgres://host:5432``)."""
         with self.store.engine.connect() as own:
             conn = conn or own
-            n, a = nodes_table, aliases_table
+            n = nodes_table
             rows = []
             parsed = parse_node_id(ref)
             if parsed:
                 kind, namespace, name = parsed
-                rows = conn.execute(
-                    select(n).where(n.c.kind == kind, n.c.namespace == namespace, n.c.name == name)
-                ).all()
+                rows = fetch_rows(conn, _NODE_BY_IDENTITY, {"kind": kind, "namespace": namespace, "name": name})
             if not rows:
-                rows = conn.execute(select(n).where(n.c.key == ref)).all()
+                rows = fetch_rows(conn, _NODE_BY_KEY, {"ref": ref})
             if not rows:
-                rows = conn.execute(select(n).join(a, a.c.node_id == n.c.id).where(a.c.alias == ref).distinct()).all()
+                rows = fetch_rows(conn, _NODE_BY_ALIAS, {"ref": ref})
             if len(rows) == 1:
-                return _node_of(rows[0])
+                return Node(*rows[0])
             if len(rows) > 1:
                 raise LineageError(
-                    f"{ref!r} names {len(rows)} nodes; use one of: " + ", ".join(sorted(r.key for r in rows))
+                    f"{ref!r} names {len(rows)} nodes; use one of: " + ", ".join(sorted(Node(*r).key for r in rows))
                 )
             if conn.execute(select(n.c.id).limit(1)).first() is None:
                 raise EmptyStoreError(self.store.url)
@@ -540,8 +582,13 @@ class LineageQueries:
     def _nodes(self, conn: Connection, ids: Iterable[int]) -> dict[int, Node]:
         out = {}
         for chunk in _chunks(ids):
-            for row in conn.execute(select(nodes_table).where(nodes_table.c.id.in_(chunk))):
-                out[row.id] = _node_of(row)
+            placeholders = ", ".join(f":n{index}" for index in range(len(chunk)))
+            for row in fetch_rows(
+                conn,
+                f"SELECT {_NODE_COLUMNS} FROM lineage_nodes WHERE id IN ({placeholders})",
+                {f"n{index}": node for index, node in enumerate(chunk)},
+            ):
+                out[row[0]] = Node(*row)
         return out
 
     def _edges_among(self, conn: Connection, ids: set[int]) -> list[tuple[int, int]]:
@@ -591,8 +638,11 @@ class LineageQueries:
             if as_of is not None:
                 self._check_existed(conn, focus, as_of)
             if as_of is not None and not all_history and direction != "both":
-                depths, among = self._as_of_walk(conn, focus, direction, depth, as_of)
-                return Subgraph(focus, direction, self._nodes(conn, depths), depths, among, as_of=as_of)
+                nodes: dict[int, Node] = {}
+                depths, among = self._as_of_walk(conn, focus, direction, depth, as_of, nodes)
+                if len(nodes) != len(depths):  # the level-by-level walk does not give them
+                    nodes = self._nodes(conn, depths)
+                return Subgraph(focus, direction, nodes, depths, among, as_of=as_of)
             edges = self._history_edges(conn, as_of) if all_history else self._as_of_edges(conn, as_of)[0]
             depths = {}
             if direction in ("upstream", "both"):
@@ -637,8 +687,9 @@ class LineageQueries:
         return depths, nodes, among
 
     def _check_existed(self, conn: Connection, node: Node, as_of: str) -> None:
-        table = datasets_table if node.kind == "dataset" else jobs_table
-        first_seen = conn.execute(select(table.c.created_at).where(table.c.node_id == node.id)).scalar()
+        table = "lineage_datasets" if node.kind == "dataset" else "lineage_jobs"
+        rows = fetch_rows(conn, f"SELECT created_at FROM {table} WHERE node_id = :node", {"node": node.id})
+        first_seen = rows[0][0] if rows else None
         if first_seen is not None and first_seen > as_of:
             raise NotYetSeenError(node.label, as_of, first_seen)
 
@@ -669,6 +720,34 @@ class LineageQueries:
         return edges, {job_nodes[job_id]: value for job_id, value in latest.items()}
 
     def _as_of_walk(
+        self, conn: Connection, focus: Node, direction: str, depth: int, as_of: str, nodes: dict | None = None
+    ) -> tuple[dict[int, int], list[tuple[int, int]]]:
+        """The upstream or downstream of ``focus`` in the graph at ``as_of`` (the rule of ``_as_of_edges``): on SQLite
+        one recursive query (``_as_of_walk_sql``), elsewhere level by level (``_as_of_walk_by_levels``: PostgreSQL
+        refuses a recursive term that names the walk twice). Returns (node -> distance, the edges among them)."""
+        if conn.dialect.name != "sqlite":
+            return self._as_of_walk_by_levels(conn, focus, direction, depth, as_of)
+        refs = fetch_rows(  # a dataset first seen after the instant has no edges then
+            conn,
+            "SELECT id FROM lineage_jobs WHERE node_id = :node"
+            if focus.kind == "job"
+            else "SELECT id FROM lineage_datasets WHERE node_id = :node AND (created_at IS NULL OR created_at <= :as_of)",
+            {"node": focus.id, "as_of": as_of},
+        )
+        ref = refs[0][0] if refs else None
+        params = {"start": focus.id, "ref": ref, "kind": focus.kind, "as_of": as_of}
+        upstream = direction == "upstream"
+        edges, reached = set(), {focus.id: focus}
+        for node, via, *columns in fetch_rows(conn, _AS_OF_WALK_SQL[direction], params):
+            edges.add((node, via) if upstream else (via, node))
+            if node not in reached:
+                reached[node] = Node(node, *columns)
+        depths = _directed_depths(edges, focus.id, not upstream, depth)
+        if nodes is not None:  # the nodes of the answer, as the walk found them
+            nodes.update((node, reached[node]) for node in depths)
+        return depths, sorted(edge for edge in edges if edge[0] in depths and edge[1] in depths)
+
+    def _as_of_walk_by_levels(
         self, conn: Connection, focus: Node, direction: str, depth: int, as_of: str
     ) -> tuple[dict[int, int], list[tuple[int, int]]]:
         """The upstream or downstream of ``focus`` in the graph at ``as_of`` (the rule of ``_as_of_edges``), walked

@@ -175,7 +175,8 @@ def test_upstream_and_downstream_walks_equal_a_walk_of_the_whole_graph_now_and_a
     empty_store, events, seed, seconds, depth
 ):
     """`lineage upstream|downstream` answer from the closure table (nodes and the edges among them, joined to it), and
-    with `--as-of` walk from the node with indexed queries (``_as_of_walk``): the same nodes,
+    with `--as-of` walk from the node (``_as_of_walk``: one recursive query on SQLite; ``_as_of_walk_by_levels``, level
+    by level with indexed queries, elsewhere): the same nodes,
     distances and edges as walking the whole graph of that instant (``_as_of_edges``, pinned by the tests above), on
     random histories (version changes, ties, out-of-order arrival, duplicates, cycles) and instants."""
     import shutil
@@ -211,6 +212,9 @@ def test_upstream_and_downstream_walks_equal_a_walk_of_the_whole_graph_now_and_a
                             direction,
                             as_of,
                         )
+                        # the level-by-level walk (PostgreSQL's) too: SQLite answers with one recursive query
+                        by_levels = queries._as_of_walk_by_levels(conn, node, direction, depth, as_of)
+                        assert by_levels == (expected, among), (node.key, direction, as_of)
     finally:
         store.close()
         shutil.rmtree(folder)

@@ -5,8 +5,10 @@ stored in one transaction of the store, and only then are the batch's offsets co
 between the two reads the batch again, and the store recognises every event it already has (run id + event type +
 event time), so nothing is stored twice and nothing is skipped.
 
-A message that is not an OpenLineage event (not JSON, not an object, no eventTime, a run without a runId, …) or
-that the store refuses goes to the dead-letter topic, unchanged, with the reason in its headers
+A message that is not an OpenLineage event (not JSON, not an object, no eventTime, a run without a runId, …), that
+fails the check ``lineage serve`` runs on every event (``include/lineage/validation.py``: the OpenLineage schemas and
+the limits; a facet of the wrong shape is named with its JSON path) or that the store refuses is reported with its
+topic, partition and offset and goes to the dead-letter topic, unchanged, with the reason in its headers
 (``lineage.error``, and where it came from: ``lineage.topic``, ``lineage.partition``, ``lineage.offset``); its offset
 is committed once the broker acknowledged the dead letter. The store being unreachable is not the event's fault:
 the batch is not committed and the command fails (the events are read again next time).
@@ -25,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from include.core import naming, settings
+from include.lineage import validation
 from include.lineage.errors import ConsumeError, InvalidEventError
 from include.lineage.events import SourcedEvent, check_event
 from include.lineage.store import LineageStore
@@ -61,13 +64,18 @@ def default_bootstrap() -> str:
 
 
 def parse(value: bytes | None) -> dict:
-    """The event of a message, or InvalidEventError with the reason."""
+    """The event of a message, or InvalidEventError with the reason: not JSON, not the store's shape, or refused
+    by the very check ``lineage serve`` runs (``include/lineage/validation.py``: the OpenLineage schemas, event and
+    standard facets, and the limits)."""
     if value is None:
         raise InvalidEventError("empty message (no value)")
     try:
         event = json.loads(value)
     except (UnicodeDecodeError, ValueError) as error:
         raise InvalidEventError(f"not JSON: {error}") from None
+    except RecursionError:
+        raise InvalidEventError("not JSON: nested too deeply") from None
+    validation.check_incoming(event)  # first, as lineage serve: the same event gets the same reason
     check_event(event)
     return event
 
@@ -231,6 +239,8 @@ def consume(
                 try:
                     events.append((message, parse(message.value())))
                 except InvalidEventError as reason:
+                    where = f"{message.topic()}/{message.partition()}@{message.offset()}"
+                    log(f"lineage consume: {where} is not stored: {reason}; to the dead-letter topic {dead.topic}")
                     dead.send(message, str(reason), _attempts(message))
                     report.dead_letters += 1
             if offsets:

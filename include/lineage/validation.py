@@ -7,6 +7,7 @@ The official schemas are vendored in ``include/lineage/spec/openlineage/`` (prov
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import threading
@@ -262,3 +263,21 @@ class IngestValidator:
                     self._valid[seen] = None
                     while len(self._valid) > _VALID_FACETS_KEPT:
                         self._valid.popitem(last=False)
+
+
+@functools.lru_cache(maxsize=1)
+def ingest_validator() -> IngestValidator:
+    """The schemas compiled once per process."""
+    return IngestValidator()
+
+
+def check_incoming(event) -> None:
+    """What every event arriving from outside is checked against before the store takes it, the same in
+    ``lineage serve`` (a 400) and ``lineage consume`` (a dead letter): the vendored OpenLineage schemas, event and
+    standard facets, and the limits ``LINEAGE_MAX_EVENT_DATASETS`` and ``LINEAGE_MAX_FACET_BYTES``.
+    InvalidEventError names the facet and the JSON path of what is wrong."""
+    ingest_validator().check(
+        event,
+        max_datasets=settings.LINEAGE_MAX_EVENT_DATASETS.integer(),
+        max_facet_bytes=settings.LINEAGE_MAX_FACET_BYTES.integer(),
+    )

@@ -85,7 +85,17 @@ def test_kafka_transport_without_bootstrap_servers_names_the_setting():
             ).encode(),
             "runId",
         ),
-        (json.dumps({"eventTime": "yesterday", "job": {"namespace": "n", "name": "j"}}).encode(), "ISO-8601"),
+        (
+            json.dumps(
+                {
+                    "eventTime": "yesterday",
+                    "producer": "p",
+                    "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/JobEvent",
+                    "job": {"namespace": "n", "name": "j"},
+                }
+            ).encode(),
+            "ISO-8601",
+        ),
     ],
 )
 def test_parse_gives_the_reason_a_message_is_not_an_event(value, reason):
@@ -93,9 +103,80 @@ def test_parse_gives_the_reason_a_message_is_not_an_event(value, reason):
         parse(value)
 
 
+def _valid_event(**changes) -> dict:
+    return {
+        **_event(),
+        "producer": "https://example.com/test",
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+        **changes,
+    }
+
+
 def test_parse_accepts_an_event():
-    event = _event()
+    event = _valid_event()
     assert parse(json.dumps(event).encode()) == event
+
+
+SCHEMA_FACET = "https://openlineage.io/spec/facets/1-2-0/SchemaDatasetFacet.json#/$defs/SchemaDatasetFacet"
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"producer": None}, "producer"),
+        ({"eventType": ["START"]}, "eventType"),
+        ({"eventTime": "2026-11-22T00:00:00Z", "schemaURL": 7}, "schemaURL"),
+        (
+            {
+                "inputs": [
+                    {
+                        "namespace": "n",
+                        "name": "d",
+                        "facets": {"schema": {"_producer": "p", "_schemaURL": SCHEMA_FACET, "fields": "a,b"}},
+                    }
+                ]
+            },
+            r"facet 'schema' at inputs\[0\]\.facets\.schema does not match its schema at \$\.fields",
+        ),
+        ({"run": {"runId": "r", "facets": {"custom": "a string"}}}, "facet 'custom' at run.facets.custom is a str"),
+        ({"outputs": [{"namespace": "n", "name": f"d{i}"} for i in range(20_001)]}, "LINEAGE_MAX_EVENT_DATASETS"),
+        (
+            {
+                "job": {
+                    "namespace": "n",
+                    "name": "j",
+                    "facets": {"big": {"_producer": "p", "_schemaURL": "u", "x": "y" * 3_000_000}},
+                }
+            },
+            "LINEAGE_MAX_FACET_BYTES",
+        ),
+    ],
+    ids=[
+        "no-producer",
+        "type-list",
+        "schema-url-number",
+        "schema-facet-fields-string",
+        "custom-facet-string",
+        "too-many-datasets",
+        "facet-too-big",
+    ],
+)
+def test_consume_refuses_what_lineage_serve_refuses_with_the_same_reason(changes, reason):
+    """`lineage consume` runs the one check `lineage serve` runs (include/lineage/validation.check_incoming): a
+    message either refuses is refused by both, with the same message naming the facet and its JSON path."""
+    from include.lineage.api.server import check_incoming
+
+    value = json.dumps({k: v for k, v in _valid_event(**changes).items() if v is not None}).encode()
+    with pytest.raises(InvalidEventError, match=reason) as consumed:
+        parse(value)
+    with pytest.raises(InvalidEventError) as served:
+        check_incoming(json.loads(value))
+    assert str(consumed.value) == str(served.value)
+
+
+def test_parse_refuses_json_nested_deeper_than_python_parses():
+    with pytest.raises(InvalidEventError, match="not JSON"):
+        parse(b"[" * 100_000 + b"]" * 100_000)
 
 
 def test_report_line_names_counts_and_lag_per_partition():

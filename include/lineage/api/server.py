@@ -36,7 +36,6 @@ Unknown nodes and runs answer 404, bad parameters 400 (``include/lineage/api/err
 from __future__ import annotations
 
 import asyncio
-import functools
 import hashlib
 import ipaddress
 import multiprocessing
@@ -53,6 +52,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from include.core import settings
 from include.core.errors import ConfigurationError
+from include.lineage import validation
 from include.lineage.api.body import decode_json, gunzip_limited, json_body, parse_json, read_limited, require_json
 from include.lineage.api.errors import install_error_handlers
 from include.lineage.emit import tokens as token_file
@@ -62,27 +62,16 @@ from include.lineage.queries import DEFAULT_DEPTH, LineageQueries
 from include.lineage.render import run_lineage_json
 from include.lineage.store import LineageStore
 from include.lineage.store.schema import events_table
-from include.lineage.validation import IngestValidator
 
 HEALTH_PATH = "/api/v1/health"
 OFFLOAD_BYTES = 256 * 1024  # a body larger than this, as sent, is decoded, checked and stored in the worker process
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 
 
-@functools.lru_cache(maxsize=1)
-def ingest_validator() -> IngestValidator:
-    """The schemas compiled once per process."""
-    return IngestValidator()
-
-
 def check_incoming(lineage_event) -> None:
-    """An event as ``lineage serve`` takes it: the store's shape check, then the OpenLineage schemas and the
-    limits. InvalidEventError says what is wrong and where."""
-    ingest_validator().check(
-        lineage_event,
-        max_datasets=settings.LINEAGE_MAX_EVENT_DATASETS.integer(),
-        max_facet_bytes=settings.LINEAGE_MAX_FACET_BYTES.integer(),
-    )
+    """An event as ``lineage serve`` takes it: the OpenLineage schemas and the limits (the one check ``lineage
+    consume`` runs too), then the store's shape check. InvalidEventError says what is wrong and where."""
+    validation.check_incoming(lineage_event)
     check_event(lineage_event)
 
 

@@ -45,10 +45,11 @@ def _owners(facets_json: str | None) -> list[str]:
 def impact_of(table: str, store_url: str | None = None, paths: settings.Paths | None = None) -> dict:
     """Datasets, jobs and DAGs downstream of ``table`` (every edge ever seen: both models' jobs, though only the
     newest run of train_model is in the current graph), each with its owners (OpenLineage ``ownership`` facet; a
-    job's and a DAG's from its DAG's), read from the lineage store after catching up with the event files."""
+    job's and a DAG's from its DAG's), read from the lineage store after catching up with Airflow's event file. Only
+    Airflow's: the alert names Airflow's tasks and DAGs and the datasets they declare, and the Spark listener's
+    file (most of the lines, and the largest events) would cost the budget a task waits for."""
     from sqlalchemy import select
 
-    from include.lineage.events import discover_event_files
     from include.lineage.queries import LineageQueries
     from include.lineage.store import LineageStore
     from include.lineage.store.schema import datasets_table, jobs_table
@@ -56,7 +57,7 @@ def impact_of(table: str, store_url: str | None = None, paths: settings.Paths | 
     paths = paths or settings.Paths.current()
     with LineageStore(store_url) as store:
         try:
-            store.ingest_files(discover_event_files(paths))
+            store.ingest_files([paths.lineage_events] if paths.lineage_events.exists() else [])
         except Exception:  # a bad event file must not cost the alert; the store reports it to `lineage ingest`
             pass
         label = f"{settings.ICEBERG_NAMESPACE}.{table}" if naming.is_table_key(table) else table

@@ -245,21 +245,42 @@ _WALK_ROWS_OF_RUNS = text(
     "SELECT run_id, dataset_id FROM lineage_run_datasets WHERE run_id IN :runs AND direction = :direction"
 ).bindparams(bindparam("runs", expanding=True))
 
-_INPUTS_OF_RUNS = text(
-    "SELECT rd.run_id, rd.dataset_id, rd.dataset_version_id, d.namespace, d.name, n.label, dv.version,"
-    " dv.created_by_run_id, dv.created_at AS version_time FROM lineage_run_datasets rd"
-    " JOIN lineage_datasets d ON d.id = rd.dataset_id JOIN lineage_nodes n ON n.id = d.node_id"
+# Run provenance (``LineageQueries.run_lineage``). The run that wrote the version an input row ``rd`` of run ``u`` read:
+# the version's creator when the input carried a version facet, else the latest write of that dataset by another
+# run that had ended by the time ``u`` started.
+_WRITTEN_AT = "COALESCE({w}.ended_at, {w}.state_time, {w}.started_at)"
+_LATEST_WRITE = (
+    "(SELECT lw.run_id FROM lineage_run_datasets lw JOIN lineage_runs wr ON wr.id = lw.run_id"
+    " WHERE lw.dataset_id = rd.dataset_id AND lw.direction = 'output' AND lw.run_id <> rd.run_id"
+    f" AND {_WRITTEN_AT.format(w='wr')} <= COALESCE(u.started_at, u.first_event_time, u.state_time, '')"
+    f" ORDER BY {_WRITTEN_AT.format(w='wr')} DESC, lw.run_id DESC LIMIT 1)"
+)
+# Every run reachable upstream from :run, one row per (run, the run that read what it wrote): each run is expanded
+# once per reader, never once per path length; levels are a breadth-first walk of these pairs in Python.
+_RUN_PROVENANCE = (
+    "WITH RECURSIVE provenance(run, via) AS (SELECT CAST(:run AS TEXT), CAST(NULL AS TEXT)"
+    " UNION SELECT CAST(CASE WHEN rd.dataset_version_id IS NOT NULL THEN dv.created_by_run_id"
+    f" ELSE {_LATEST_WRITE} END AS TEXT), CAST(rd.run_id AS TEXT)"
+    " FROM provenance p JOIN lineage_run_datasets rd ON rd.run_id = p.run AND rd.direction = 'input'"
+    " JOIN lineage_runs u ON u.id = rd.run_id"
+    " LEFT JOIN lineage_dataset_versions dv ON dv.id = rd.dataset_version_id)"
+    " SELECT run, via FROM provenance WHERE via IS NOT NULL AND run IS NOT NULL AND run <> via"
+)
+# The runs of a provenance answer with their inputs: one row per (run, input), a run without inputs once.
+_RUNS_READ = (
+    "SELECT u.id, j.namespace, j.name, jv.version, u.started_at, u.ended_at, u.state, u.state_time,"
+    " u.job_version_id, u.facets, d.namespace, d.name, n.label, rd.dataset_version_id, dv.version,"
+    f" dv.created_by_run_id, dv.created_at, lw.run_id, lwv.version, {_WRITTEN_AT.format(w='wr')}"
+    " FROM lineage_runs u JOIN lineage_jobs j ON j.id = u.job_id"
+    " LEFT JOIN lineage_job_versions jv ON jv.id = u.job_version_id"
+    " LEFT JOIN lineage_run_datasets rd ON rd.run_id = u.id AND rd.direction = 'input'"
+    " LEFT JOIN lineage_datasets d ON d.id = rd.dataset_id LEFT JOIN lineage_nodes n ON n.id = d.node_id"
     " LEFT JOIN lineage_dataset_versions dv ON dv.id = rd.dataset_version_id"
-    " WHERE rd.direction = 'input' AND rd.run_id IN :runs"
-).bindparams(bindparam("runs", expanding=True))
-# The latest write of a dataset that had ended by the time a run read it (an input without a version facet).
-_LATEST_WRITE = text(
-    "SELECT rd.run_id, dv.version, COALESCE(r.ended_at, r.state_time, r.started_at) AS written_at"
-    " FROM lineage_run_datasets rd JOIN lineage_runs r ON r.id = rd.run_id"
-    " LEFT JOIN lineage_dataset_versions dv ON dv.id = rd.dataset_version_id"
-    " WHERE rd.dataset_id = :dataset AND rd.direction = 'output' AND rd.run_id <> :run"
-    " AND COALESCE(r.ended_at, r.state_time, r.started_at) <= :read_at"
-    " ORDER BY written_at DESC, rd.run_id DESC LIMIT 1"
+    " LEFT JOIN lineage_run_datasets lw ON rd.dataset_version_id IS NULL AND lw.dataset_id = rd.dataset_id"
+    f" AND lw.direction = 'output' AND lw.run_id = {_LATEST_WRITE}"
+    " LEFT JOIN lineage_runs wr ON wr.id = lw.run_id"
+    " LEFT JOIN lineage_dataset_versions lwv ON lwv.id = lw.dataset_version_id"
+    " WHERE u.id IN ({runs})"
 )
 
 
@@ -1329,6 +1350,12 @@ class LineageQueries:
         }
 
     # ------------------------------------------------------------------------- runs
+    def _resolve_run_id(self, conn: Connection, ref: str) -> str:
+        """The id of the run ``ref`` names (``_resolve_run``), a whole id found by one key lookup."""
+        if fetch_rows(conn, "SELECT 1 FROM lineage_runs WHERE id = :ref", {"ref": ref}):
+            return ref
+        return self._resolve_run(conn, ref).id
+
     def _resolve_run(self, conn: Connection, ref: str):
         r = runs_table
         row = conn.execute(select(r).where(r.c.id == ref)).first()
@@ -1559,85 +1586,81 @@ class LineageQueries:
         (whose version, if the writer reported one). Entries carry, besides Marquez's fields, ``depth``, the job
         version's row id and the run's parameters, and each input its ``label`` (``run_lineage_json`` drops them)."""
         with self.store.engine.connect() as conn:
-            root = self._resolve_run(conn, run_ref)
-            return {"runs": self._run_lineage(conn, root.id, depth)}
+            return {"runs": self._run_lineage(conn, self._resolve_run_id(conn, run_ref), depth)}
 
     def _run_lineage(self, conn: Connection, root_id: str, depth: int) -> list[dict]:
-        r, j, jv = runs_table, jobs_table, job_versions_table
-        entries: list[dict] = []
-        seen = {root_id}
+        """The provenance entries of a run: one recursive query for every run upstream (``_RUN_PROVENANCE``), a
+        breadth-first walk of it for each run's level, one query for the listed runs and their inputs."""
+        readers: dict[str, list[str]] = {}  # run -> the runs that wrote what it read
+        for writer, reader in fetch_rows(conn, _RUN_PROVENANCE, {"run": root_id}):
+            readers.setdefault(reader, []).append(writer)
+        levels = {root_id: 0}
         frontier = [root_id]
-        level = 0
-        while frontier:
-            rows = []
-            for chunk in _chunks(frontier):
-                rows += conn.execute(
-                    select(r, j.c.namespace.label("job_namespace"), j.c.name.label("job_name"), jv.c.version)
-                    .join(j, j.c.id == r.c.job_id)
-                    .outerjoin(jv, jv.c.id == r.c.job_version_id)
-                    .where(r.c.id.in_(chunk))
-                ).all()
+        for level in range(1, depth + 1):  # getUpstreamRuns: WHERE ... AND depth < :depth
             following = []
-            read = self._inputs_read_many(conn, rows)
-            for row in sorted(rows, key=lambda x: (x.job_name, x.started_at or x.state_time or "", x.id)):
-                inputs = read[row.id]
-                entries.append(
-                    {
-                        "job": {"namespace": row.job_namespace, "name": row.job_name, "version": row.version},
-                        "run": {"id": row.id, "start": row.started_at, "end": row.ended_at, "status": row.state},
-                        "inputs": inputs,
-                        "depth": level,
-                        "jobVersionId": row.job_version_id,
-                        "parameters": _parameters(json.loads(row.facets or "{}")),
-                    }
-                )
-                if level < depth:  # getUpstreamRuns: WHERE ... AND depth < :depth
-                    for item in inputs:
-                        writer = item["producedByRunId"]
-                        if writer and writer != row.id and writer not in seen:  # u_r_uuid <> r_uuid: no self loop
-                            seen.add(writer)
-                            following.append(writer)
+            for run_id in frontier:
+                for writer in readers.get(run_id, ()):
+                    if writer not in levels:
+                        levels[writer] = level
+                        following.append(writer)
             frontier = following
-            level += 1
+            if not frontier:
+                break
+        runs, inputs = self._runs_read(conn, list(levels))
+        entries = []
+        for run_id in sorted(runs, key=lambda x: (levels[x], runs[x][2], runs[x][4] or runs[x][7] or "", x)):
+            _, job_namespace, job_name, version, started, ended, state, _, job_version_id, facets = runs[run_id]
+            entries.append(
+                {
+                    "job": {"namespace": job_namespace, "name": job_name, "version": version},
+                    "run": {"id": run_id, "start": started, "end": ended, "status": state},
+                    "inputs": inputs[run_id],
+                    "depth": levels[run_id],
+                    "jobVersionId": job_version_id,
+                    "parameters": _parameters_of(facets),
+                }
+            )
         return entries
 
-    def _inputs_read(self, conn: Connection, run) -> list[dict]:
-        """The dataset versions a run read and who wrote each (see ``run_lineage``)."""
-        return self._inputs_read_many(conn, [run])[run.id]
-
-    def _inputs_read_many(self, conn: Connection, runs: list) -> dict[str, list[dict]]:
-        """``_inputs_read`` of several runs: one query for their inputs (prepared text: building a statement per run
-        cost more than running it), then, for an input without a version, its latest write before the run."""
-        out: dict[str, list[dict]] = {run.id: [] for run in runs}
-        by_id = {run.id: run for run in runs}
-        for chunk in _chunks(by_id):
-            for row in conn.execute(_INPUTS_OF_RUNS, {"runs": chunk}):
-                run = by_id[row.run_id]
-                if row.dataset_version_id is not None:
-                    version, writer, how = row.version, row.created_by_run_id, "version facet"
-                    when = row.version_time
+    def _runs_read(self, conn: Connection, run_ids: list[str]) -> tuple[dict[str, tuple], dict[str, list[dict]]]:
+        """(run id -> its row: id, job namespace, job name, job version, start, end, state, state time, job version
+        id, facets; run id -> the dataset versions it read and who wrote each, see ``run_lineage``), in one query per
+        500 runs (the latest write of an input without a version is a join, not a query per input)."""
+        runs: dict[str, tuple] = {}
+        inputs: dict[str, list[dict]] = {}
+        for chunk in _chunks(run_ids):
+            placeholders = ", ".join(f":r{index}" for index in range(len(chunk)))
+            for row in fetch_rows(
+                conn, _RUNS_READ.format(runs=placeholders), {f"r{index}": run for index, run in enumerate(chunk)}
+            ):
+                run_id = row[0]
+                if run_id not in runs:
+                    runs[run_id], inputs[run_id] = row[:10], []
+                namespace, name, label, version_id, version, creator, created, latest, latest_version, written = row[
+                    10:
+                ]
+                if namespace is None:  # a run without inputs
+                    continue
+                if version_id is not None:
+                    read = (version, creator, "version facet", created)
+                elif latest is not None:
+                    read = (latest_version, latest, "latest write before the run", written)
                 else:
-                    read_at = run.started_at or getattr(run, "first_event_time", None) or run.state_time or ""
-                    latest = conn.execute(
-                        _LATEST_WRITE, {"dataset": row.dataset_id, "run": run.id, "read_at": read_at}
-                    ).first()
-                    version, writer = (latest.version, latest.run_id) if latest else (None, None)
-                    when = latest.written_at if latest else None
-                    how = "latest write before the run" if latest else None
-                out[run.id].append(
+                    read = (None, None, None, None)
+                inputs[run_id].append(
                     {
-                        "namespace": row.namespace,
-                        "name": row.name,
-                        "version": version,
-                        "producedByRunId": writer,
-                        "label": row.label,
-                        "resolvedBy": how,
-                        "versionTime": when,  # when that version was written (first reported)
+                        "namespace": namespace,
+                        "name": name,
+                        "version": read[0],
+                        "producedByRunId": read[1],
+                        "label": label,
+                        "resolvedBy": read[2],
+                        "versionTime": read[3],  # when that version was written (first reported)
                     }
                 )
-        for items in out.values():
+        for items in inputs.values():
             items.sort(key=lambda item: (item["namespace"], item["name"]))
-        return out
+        return runs, inputs
 
     def _version_change(self, conn: Connection, version_a: int | None, version_b: int | None) -> dict | None:
         """How two job versions differ: inputs and outputs added or removed, source code changed; None if the same."""
@@ -1976,6 +1999,13 @@ def _run_summary(row) -> dict:
         "startedAt": row.started_at,
         "endedAt": row.ended_at,
     }
+
+
+def _parameters_of(facets: str | None) -> dict:
+    """``_parameters`` of a run's facets as stored (JSON), parsed only when one of the facets it reads is there."""
+    if not facets or ('"airflow' not in facets and '"nominalTime"' not in facets):
+        return {}
+    return _parameters(json.loads(facets))
 
 
 def _parameters(facets: dict) -> dict:

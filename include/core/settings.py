@@ -129,11 +129,23 @@ WAREHOUSE = _define(
 )
 S3_ENDPOINT = _define("S3_ENDPOINT", None, "S3-compatible endpoint (MinIO) for an `s3://` warehouse", "catalog")
 JAVA_HOME = _define(
-    "JAVA_HOME", None, "the JDK of the local servers (catalog, Kafka); unset: `java` on PATH", "services"
+    "JAVA_HOME", None, "the JDK of the local servers (catalog, Kafka) and of Spark; unset: `java` on PATH", "services"
 )
 # -- Spark
 SPARK_DRIVER_MEMORY = _define("SPARK_DRIVER_MEMORY", "2g", "driver memory of every Spark job", "spark")
 SPARK_SHUFFLE_PARTITIONS = _define("SPARK_SHUFFLE_PARTITIONS", "4", "`spark.sql.shuffle.partitions`", "spark")
+SPARK_CLASS_DATA_SHARING = _define(
+    "SPARK_CLASS_DATA_SHARING",
+    "true",
+    "`true`: Spark drivers map a class-data-sharing archive made at set-up (`jars/cds/`); `false`: load every class",
+    "spark",
+)
+SPARK_DRIVER_JIT = _define(
+    "SPARK_DRIVER_JIT",
+    "quick",
+    "`quick`: the driver's JIT stops at C1 (short jobs start faster); `full`: C2 too (months of millions of rows)",
+    "spark",
+)
 SPARK_CONF_EXTRA = _define(
     "SPARK_CONF_EXTRA", None, "JSON object of extra Spark properties (e.g. S3 credentials)", "spark"
 )

@@ -21,7 +21,7 @@ from include.core.settings import (
     Paths,
     SettingError,
 )
-from include.spark import codeship
+from include.spark import codeship, jvm
 
 DEFAULT_SPARK_MASTER = "local[*]"
 
@@ -93,6 +93,9 @@ def spark_conf(
                 "spark.openlineage.dataset.removePath.pattern": naming.SPARK_LISTENER_REMOVE_PATH_PATTERN,
             }
         )
+    conf["spark.driver.extraJavaOptions"] = " ".join(
+        [conf["spark.driver.extraJavaOptions"], *jvm.driver_java_options(driver_class_path(conf))]
+    )
     extra = settings.SPARK_CONF_EXTRA.raw()
     if extra:
         try:
@@ -100,6 +103,16 @@ def spark_conf(
         except (ValueError, AttributeError) as error:
             raise SettingError(f"SPARK_CONF_EXTRA must be a JSON object of Spark properties: {error}") from error
     return conf
+
+
+def driver_class_path(conf: dict[str, str]) -> list[Path]:
+    return [Path(entry) for entry in conf.get("spark.driver.extraClassPath", "").split(os.pathsep) if entry]
+
+
+def ensure_driver_archive(log=print) -> Path | None:
+    """The driver's class-data-sharing archive for this project's Spark properties (made once; see include/spark/jvm)."""
+    conf = spark_conf()
+    return jvm.ensure_archive(conf, driver_class_path(conf), log=log)
 
 
 def spark_submit_jars() -> str:

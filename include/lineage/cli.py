@@ -12,7 +12,8 @@
     lineage diff RUN_A RUN_B           what changed between two runs: versions, code, parameters, schema, state
                                        (--upstream: and in their provenance: upstream runs, versions, job versions)
     lineage columns DATASET.COLUMN     column-level upstream
-    lineage replay                     send spooled events through the configured transport; report sent/remaining
+    lineage replay                     forward the Spark events left, send spooled events through the configured
+                                       transport; report sent/remaining
     lineage consume [--forever]        Kafka topic -> store (consumer group; offsets committed after the store has
                                        the events; bad ones to the dead-letter topic); report lag
     lineage consume --replay-dead-letters   store the dead letters that can be stored now
@@ -491,7 +492,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = add("checks", cli_checks, "the last runs' expectation results of a table (blocked, published)", [query])
     sub.add_argument("table", metavar="TABLE")
     sub.add_argument("--limit", type=int, default=10, help="at most this many runs (default 10)")
-    add("replay", replay, "send spooled events (oldest first) through the configured transport")
+    add(
+        "replay",
+        replay,
+        "forward the Spark listener's events left in var/lineage/spark/outbox/, then send spooled events (oldest "
+        "first) through the configured transport",
+    )
     sub = add(
         "consume",
         consume,

@@ -299,3 +299,31 @@ def test_any_interleaving_delivers_each_event_at_least_once_and_never_again_past
     first_seen = list(dict.fromkeys(received))
     assert first_seen == [w for w in written if w in first_seen], "first deliveries in the order written"
     assert _ids(paths.spark_lineage_events.read_text().splitlines()) == written if written else True
+
+
+def test_lineage_replay_gives_a_slow_backend_more_than_the_emit_bound(tmp_path, monkeypatch):
+    """A backend that takes 3 s per request (lineage serve storing a batch of large Spark events) with the README's
+    0.5 s bound: emits are spooled within the bound, and a replay (no deadline) still delivers every event once."""
+    from tests.support import RecordingBackend
+
+    monkeypatch.setenv("PIPELINE_VAR_DIR", str(_paths(tmp_path).var))
+    backend = RecordingBackend(0, "ok", batch=True)
+    spool_dir = tmp_path / "spool"
+    transport = SpoolingTransport(
+        SpoolingTransport.config_class.from_dict(
+            {
+                "timeout": 0.5,
+                "spool_dir": str(spool_dir),
+                "inner": {"type": "http", "url": backend.url, "endpoint": "api/v1/lineage", "timeout": 5},
+            }
+        )
+    )
+    try:
+        for index in range(3):
+            transport.keep(_event(index))
+        backend.behaviour = "stall"
+        assert transport.replay() == (3, 0)
+        assert _ids(json.dumps(event) for event in backend.received) == ["run-0", "run-1", "run-2"]
+        assert backend.batches == [3]
+    finally:
+        backend.stop()

@@ -23,6 +23,9 @@ endpoint, ``<endpoint>/batch`` (``lineage serve`` stores a batch all or nothing)
 compression; a backend that answers 404, 405 or 501 there gets them one by one from then on
 (``"replay_in_batches": false`` asks for that from the start). A batch refused with 400 (one of its events is bad)
 is sent again one by one, so the events before the bad one are delivered and the replay stops at it.
+``lineage replay`` gives each send ``replay_timeout`` seconds (30), not ``timeout``: nobody waits on it, and a batch
+of large events can take the backend longer than an emit's bound to store (the inner transport's own ``timeout``
+still bounds each request).
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ class SpoolingConfig(Config):
     timeout: float = 1.0
     replay_batch: int = 100
     replay_in_batches: bool = True
+    replay_timeout: float = 30.0
 
     @classmethod
     def from_dict(cls, params: dict[str, Any]) -> SpoolingConfig:
@@ -67,6 +71,7 @@ class SpoolingConfig(Config):
             timeout=float(params.get("timeout", 1.0)),
             replay_batch=max(1, int(params.get("replay_batch", 100))),
             replay_in_batches=bool(params.get("replay_in_batches", True)),
+            replay_timeout=float(params.get("replay_timeout", 30.0)),
         )
 
 
@@ -217,7 +222,12 @@ class SpoolingTransport(Transport):
         sent, singly = 0, False
         pending = self.spool.pending()[: self.config.replay_batch if deadline else None]
         while pending:
-            remaining_time = self.config.timeout if deadline is None else deadline - time.monotonic()
+            # `lineage replay` (no deadline): nobody waits on it, so a batch the backend needs longer than the
+            # emit bound to store (lineage serve checking 100 large Spark events) is not given up after `timeout`.
+            if deadline is None:
+                remaining_time = max(self.config.timeout, self.config.replay_timeout)
+            else:
+                remaining_time = deadline - time.monotonic()
             if remaining_time <= 0:
                 break
             size = self.config.replay_batch if self._batch_url() and not singly else 1

@@ -20,6 +20,7 @@ Every figure is the median of ``BENCH_REPEATS`` (default 3) alternating runs, wi
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -211,24 +212,39 @@ def scale(paths: settings.Paths, rows: int, months: int, repeats: int) -> dict:
 EMPTY_JOB = Path(__file__).resolve().parent / "jobs" / "empty_job.py"
 
 
-def _submit_empty_job(project_settings: bool, extra_conf: dict[str, str] | None = None) -> float:
+# The driver's JVM as it started before include/spark/jvm.py: every class loaded from the jars, C2 compiling.
+BEFORE_START_UP = {"SPARK_CLASS_DATA_SHARING": "false", "SPARK_DRIVER_JIT": "full"}
+
+
+@contextlib.contextmanager
+def _settings(values: dict[str, str]):
+    """The project's settings as ``values`` say while the launch is built, then as they were."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _submit_empty_job(project_settings: bool, settings_env: dict[str, str] | None = None) -> float:
     """Seconds of one ``spark-submit`` of the empty job: with every property, jar and the code zip a task of the
-    project gets (Iceberg, the catalog, the OpenLineage listener), or bare (local mode, nothing added)."""
+    project gets (Iceberg, the catalog, the OpenLineage listener; ``settings_env`` overrides settings such as
+    ``SPARK_CLASS_DATA_SHARING`` while the launch is built), or bare (local mode, nothing added)."""
     if project_settings:
-        kwargs = submit.spark_submit_kwargs()
-        kwargs["conf"] = {**kwargs["conf"], **(extra_conf or {})}
+        with _settings(settings_env or {}):
+            kwargs = submit.spark_submit_kwargs()
         command = ["spark-submit", "--master", submit.DEFAULT_SPARK_MASTER]
         for key, value in kwargs["conf"].items():
             command += ["--conf", f"{key}={value}"]
         command += ["--jars", kwargs["jars"], "--py-files", kwargs["py_files"]]
         env = {**os.environ, **kwargs["env_vars"]}
     else:
-        command = [
-            "spark-submit",
-            "--master",
-            submit.DEFAULT_SPARK_MASTER,
-            *[f"--conf={k}={v}" for k, v in (extra_conf or {}).items()],
-        ]
+        command = ["spark-submit", "--master", submit.DEFAULT_SPARK_MASTER]
         env = dict(os.environ)
     started = time.monotonic()
     subprocess.run([*command, str(EMPTY_JOB)], env=env, check=True, capture_output=True)
@@ -236,27 +252,37 @@ def _submit_empty_job(project_settings: bool, extra_conf: dict[str, str] | None 
 
 
 def spark_task_fixed_cost(repeats: int) -> dict:
-    """The empty job with the project's settings ÷ the same job submitted bare, alternating."""
-    project, bare = [], []
+    """The empty job with the project's settings, with them as the driver started before class-data sharing and the
+    quick JIT (``BEFORE_START_UP``), and submitted bare: the three alternating, so they share the machine's load."""
+    project, before, bare = [], [], []
     for repeat in range(1, repeats + 1):
-        _progress(f"first hour: empty Spark job, project settings and bare ({repeat}/{repeats})")
+        _progress(f"first hour: empty Spark job, project settings, as before, and bare ({repeat}/{repeats})")
         project.append(_submit_empty_job(True))
+        before.append(_submit_empty_job(True, BEFORE_START_UP))
         bare.append(_submit_empty_job(False))
     return {
         "project_seconds": _summary(project),
+        "before_seconds": _summary(before),
         "bare_seconds": _summary(bare),
         "fixed_cost_ratio": _summary([a / b for a, b in zip(project, bare, strict=True)]),
+        "before_fixed_cost_ratio": _summary([a / b for a, b in zip(before, bare, strict=True)]),
+        "start_up_speedup": _summary([b / a for a, b in zip(project, before, strict=True)]),
     }
 
 
-def demo_steps(paths: settings.Paths, rows: int) -> dict:
+def demo_steps(paths: settings.Paths, rows: int, label: str, settings_env: dict[str, str] | None = None) -> dict:
     """``pipeline demo --rows N`` in a ``var/`` of its own: its time per step (``var/demo-logs/timings.json``)."""
-    demo_var = paths.var / "demo"
+    demo_var = paths.var / f"demo-{label}"
     shutil.rmtree(demo_var, ignore_errors=True)
-    env = {**os.environ, "PIPELINE_VAR_DIR": str(demo_var), "ICEBERG_REST_PORT": str(_free_port())}
+    env = {
+        **os.environ,
+        **(settings_env or {}),
+        "PIPELINE_VAR_DIR": str(demo_var),
+        "ICEBERG_REST_PORT": str(_free_port()),
+    }
     for name in ("AIRFLOW_HOME", "AIRFLOW_CONFIG", "AIRFLOW_CONN_SPARK_DEFAULT"):
         env.pop(name, None)
-    _progress(f"first hour: make demo of {rows:,} trips in {demo_var}")
+    _progress(f"first hour: make demo of {rows:,} trips in {demo_var} ({label})")
     subprocess.run([sys.executable, "-m", "include.setup.bootstrap"], env=env, check=True, stdout=subprocess.DEVNULL)
     pipeline = Path(sys.executable).parent / "pipeline"
     try:
@@ -267,26 +293,37 @@ def demo_steps(paths: settings.Paths, rows: int) -> dict:
 
 
 def first_hour(paths: settings.Paths, repeats: int) -> dict:
+    """The fixed cost of a Spark task, and the demo with the driver as it starts now and as it started before, one
+    after the other in this run."""
+    rows = settings.DEMO_ROWS_PER_MONTH.integer()
     return {
         "spark_task": spark_task_fixed_cost(repeats),
-        "demo": demo_steps(paths, settings.DEMO_ROWS_PER_MONTH.integer()),
+        "demo": demo_steps(paths, rows, "now"),
+        "demo_before": demo_steps(paths, rows, "before", BEFORE_START_UP),
     }
 
 
 def first_hour_markdown(results: dict) -> str:
     fmt = lambda s: f"{s['median']:.2f} ({s['min']:.2f}–{s['max']:.2f})"  # noqa: E731
     task, demo = results["spark_task"], results["demo"]
+    before = results.get("demo_before") or {"steps": {}, "total": float("nan")}
     lines = [
         "",
         f"First hour (load average {results.get('load', '?')}):",
         "",
-        "| figure | value |",
-        "|---|---|",
-        f"| empty Spark job, project settings (s) | {fmt(task['project_seconds'])} |",
-        f"| empty Spark job, bare spark-submit (s) | {fmt(task['bare_seconds'])} |",
-        f"| `first_hour.fixed_cost_ratio`: project ÷ bare | {fmt(task['fixed_cost_ratio'])} |",
-        *[f"| demo of {demo['rows']:,} trips: {step} (s) | {seconds:.1f} |" for step, seconds in demo["steps"].items()],
-        f"| demo of {demo['rows']:,} trips: total (s) | {demo['total']:.1f} |",
+        "| figure | now | before (no class-data sharing, C2) |",
+        "|---|---|---|",
+        f"| empty Spark job, project settings (s) | {fmt(task['project_seconds'])} | "
+        f"{fmt(task['before_seconds']) if 'before_seconds' in task else ''} |",
+        f"| empty Spark job, bare spark-submit (s) | {fmt(task['bare_seconds'])} | |",
+        f"| `first_hour.fixed_cost_ratio`: project ÷ bare | {fmt(task['fixed_cost_ratio'])} | "
+        f"{fmt(task['before_fixed_cost_ratio']) if 'before_fixed_cost_ratio' in task else ''} |",
+        *[
+            f"| demo of {demo['rows']:,} trips: {step} (s) | {seconds:.1f} | "
+            f"{before['steps'].get(step, float('nan')):.1f} |"
+            for step, seconds in demo["steps"].items()
+        ],
+        f"| demo of {demo['rows']:,} trips: total (s) | {demo['total']:.1f} | {before['total']:.1f} |",
     ]
     return "\n".join(lines) + "\n"
 

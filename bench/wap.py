@@ -25,8 +25,8 @@ DIRECT = Path(__file__).resolve().parent / "jobs" / "merge_taxi_direct.py"
 def wap_overhead(paths: settings.Paths, rows: int, repeats: int) -> dict:
     """Raw starts with one month (untimed); then each repeat merges a new month straight into main and the next one
     through its audit branch (alternating which goes first): each an append into an empty month of a table with
-    history, as a monthly run is. (Dropping and re-creating raw between runs is not used: the first write through a
-    branch of a re-created table was audited at its empty snapshot, and blocked.)"""
+    history, as a monthly run is. (The bench once dropped and re-created raw before each merge, and a run through the
+    branch audited an empty snapshot; not reproducible since: docs/pipeline.md#write-audit-publish, "What it costs".)"""
     months = [(2024, number) for number in range(1, 2 * repeats + 2)]
     for year, number in months:
         landed = paths.landing / "tlc" / sample_data.taxi_file_name(year, number)

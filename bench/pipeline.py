@@ -318,6 +318,8 @@ def first_hour_markdown(results: dict) -> str:
         f"| empty Spark job, bare spark-submit (s) | {fmt(task['bare_seconds'])} | |",
         f"| `first_hour.fixed_cost_ratio`: project ÷ bare | {fmt(task['fixed_cost_ratio'])} | "
         f"{fmt(task['before_fixed_cost_ratio']) if 'before_fixed_cost_ratio' in task else ''} |",
+        f"| `first_hour.start_up_speedup`: empty job before ÷ now | "
+        f"{fmt(task['start_up_speedup']) if 'start_up_speedup' in task else ''} | |",
         *[
             f"| demo of {demo['rows']:,} trips: {step} (s) | {seconds:.1f} | "
             f"{before['steps'].get(step, float('nan')):.1f} |"

@@ -57,3 +57,26 @@ def test_markdown_table_carries_every_figure_with_its_spread():
     assert "| month 3 into raw holding months 1–2 (s) | 1.20 (1.10–1.30) |" in table
     assert "| `scale.month_growth_ratio`: month 3 ÷ month 1 | 1.20 (1.10–1.30) |" in table
     assert "Median (min–max) of 3 alternating runs" in table
+
+
+def test_first_hour_table_puts_now_and_before_side_by_side_per_step():
+    from bench.pipeline import first_hour_markdown
+
+    demo = {"rows": 300_000, "steps": {"ingest_yellow_taxi_data": 40.0, "forecast query": 9.0}, "total": 49.0}
+    before = {"rows": 300_000, "steps": {"ingest_yellow_taxi_data": 52.0, "forecast query": 15.5}, "total": 67.5}
+    task = {
+        "project_seconds": _summary([5.0, 6.0, 7.0]),
+        "before_seconds": _summary([9.0, 10.0, 11.0]),
+        "bare_seconds": _summary([8.0, 9.0, 10.0]),
+        "fixed_cost_ratio": _summary([0.6, 0.66, 0.7]),
+        "before_fixed_cost_ratio": _summary([1.1, 1.11, 1.12]),
+        "start_up_speedup": _summary([1.6, 1.66, 1.8]),
+    }
+    text = first_hour_markdown({"spark_task": task, "demo": demo, "demo_before": before, "load": "1.0 / 0.5 / 0.2"})
+    rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines() if line.startswith("| ")}
+    assert rows["demo of 300,000 trips: ingest_yellow_taxi_data (s)"].endswith("| 40.0 | 52.0 |")
+    assert rows["demo of 300,000 trips: forecast query (s)"].endswith("| 9.0 | 15.5 |")
+    assert rows["demo of 300,000 trips: total (s)"].endswith("| 49.0 | 67.5 |")
+    assert rows["empty Spark job, project settings (s)"].endswith("| 6.00 (5.00–7.00) | 10.00 (9.00–11.00) |")
+    assert rows["`first_hour.start_up_speedup`: empty job before ÷ now"].endswith("| 1.66 (1.60–1.80) | |")
+    assert "load average 1.0 / 0.5 / 0.2" in text

@@ -308,3 +308,129 @@ def test_a_run_with_start_running_and_complete_events_is_not_reported_as_merged(
     store.ingest([running])
     assert cli.main(["runs", "forecast", "--store", store.url]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The provenance query (one recursive query, then one for the runs and their inputs) against the straightforward walk
+# it replaced: level by level, each input's writer asked on its own, on random histories.
+from hypothesis import HealthCheck, given  # noqa: E402
+from hypothesis import settings as hypothesis_settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from sqlalchemy import text  # noqa: E402
+
+from include.lineage.queries import LineageQueries  # noqa: E402
+
+_READS = text(
+    "SELECT rd.dataset_id, rd.dataset_version_id, d.namespace, d.name, dv.version, dv.created_by_run_id"
+    " FROM lineage_run_datasets rd JOIN lineage_datasets d ON d.id = rd.dataset_id"
+    " LEFT JOIN lineage_dataset_versions dv ON dv.id = rd.dataset_version_id"
+    " WHERE rd.run_id = :run AND rd.direction = 'input'"
+)
+_WRITES_BEFORE = text(
+    "SELECT rd.run_id, dv.version FROM lineage_run_datasets rd JOIN lineage_runs r ON r.id = rd.run_id"
+    " LEFT JOIN lineage_dataset_versions dv ON dv.id = rd.dataset_version_id"
+    " WHERE rd.dataset_id = :dataset AND rd.direction = 'output' AND rd.run_id <> :run"
+    " AND COALESCE(r.ended_at, r.state_time, r.started_at) <= :read_at"
+    " ORDER BY COALESCE(r.ended_at, r.state_time, r.started_at) DESC, rd.run_id DESC"
+)
+
+
+def _provenance_by_levels(conn, root: str, depth: int) -> dict[str, tuple[int, list[tuple]]]:
+    """run -> (level, [(namespace, name, version, producing run)]): a run's inputs one by one, an input without a
+    version read as the latest write by another run ended by the reading run's start, level by level."""
+    found: dict[str, tuple[int, list[tuple]]] = {}
+    levels, frontier, level = {root: 0}, [root], 0
+    while frontier:
+        following = []
+        for run_id in frontier:
+            row = conn.execute(
+                text("SELECT started_at, first_event_time, state_time FROM lineage_runs WHERE id = :run"),
+                {"run": run_id},
+            ).one()
+            read_at = row.started_at or row.first_event_time or row.state_time or ""
+            inputs = []
+            for read in conn.execute(_READS, {"run": run_id}):
+                version, writer = read.version, read.created_by_run_id
+                if read.dataset_version_id is None:
+                    latest = conn.execute(
+                        _WRITES_BEFORE, {"dataset": read.dataset_id, "run": run_id, "read_at": read_at}
+                    ).first()
+                    version, writer = (latest.version, latest.run_id) if latest else (None, None)
+                inputs.append((read.namespace, read.name, version, writer))
+                if level < depth and writer and writer != run_id and writer not in levels:
+                    levels[writer] = level + 1
+                    following.append(writer)
+            found[run_id] = (level, sorted(inputs))
+        frontier, level = following, level + 1
+    return found
+
+
+@st.composite
+def _run_histories(draw) -> list[dict]:
+    """Runs of four jobs over five datasets: inputs with a version facet (one some run wrote, or not) or without,
+    outputs with a version or without, START and COMPLETE at random seconds, arriving in any order, some twice."""
+    events = []
+    for index in range(draw(st.integers(1, 9))):
+        job = f"j{draw(st.integers(0, 3))}"
+        start = draw(st.integers(0, 20))
+        names = draw(st.lists(st.sampled_from(["a", "b", "c", "d", "e"]), min_size=1, max_size=4, unique=True))
+        split = draw(st.integers(0, len(names)))
+        inputs = [ds(name, draw(st.sampled_from([None, "v1", "v2", "v3"]))) for name in names[:split]]
+        outputs = [ds(name, draw(st.sampled_from([None, "v1", "v2", "v3"]))) for name in names[split:]]
+        run_id = f"run-{index}"
+        for event_type, second in (("START", start), ("COMPLETE", start + draw(st.integers(0, 5)))):
+            events.append(
+                {
+                    "eventType": event_type,
+                    "eventTime": f"2025-03-01T00:00:{second:02d}Z",
+                    "producer": PRODUCER,
+                    "schemaURL": SCHEMA_URL,
+                    "run": {"runId": run_id, "facets": {}},
+                    "job": {"namespace": NS, "name": job, "facets": {}},
+                    "inputs": inputs if event_type == "COMPLETE" or draw(st.booleans()) else [],
+                    "outputs": outputs,
+                }
+            )
+    order = draw(st.permutations(events))
+    return list(order) + draw(st.lists(st.sampled_from(events), max_size=3))
+
+
+@pytest.fixture(scope="module")
+def empty_store_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("provenance-template") / "store.db"
+    LineageStore(f"sqlite:///{path}").close()
+    return path
+
+
+@hypothesis_settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(events=_run_histories())
+def test_the_provenance_query_equals_a_level_by_level_walk_on_random_histories(empty_store_file, tmp_path, events):
+    import shutil
+
+    folder = tmp_path / f"example-{uuid.uuid4().hex}"
+    folder.mkdir()
+    shutil.copy(empty_store_file, folder / "store.db")
+    with LineageStore(f"sqlite:///{folder / 'store.db'}") as store:
+        store.ingest(events)
+        queries = LineageQueries(store)
+        with store.engine.connect() as conn:
+            run_ids = conn.execute(text("SELECT id FROM lineage_runs ORDER BY id")).scalars().all()
+            for run_id in run_ids:
+                for depth in (0, 1, 2, 20):
+                    expected = _provenance_by_levels(conn, run_id, depth)
+                    entries = queries.run_lineage(run_id, depth)["runs"]
+                    got = {
+                        entry["run"]["id"]: (
+                            entry["depth"],
+                            sorted(
+                                (i["namespace"], i["name"], i["version"], i["producedByRunId"]) for i in entry["inputs"]
+                            ),
+                        )
+                        for entry in entries
+                    }
+                    assert got == expected, (run_id, depth)
+                    assert len(entries) == len(got)  # each run once
+                    assert [entry["depth"] for entry in entries] == sorted(entry["depth"] for entry in entries)
+    shutil.rmtree(folder)

@@ -28,6 +28,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from include.core import settings
+from include.lineage.queries import recursive_walk_sql
 
 PRODUCER = "https://github.com/lineage-aware-pipelines/bench-explorer"
 NAMESPACE = "bench"
@@ -137,35 +138,42 @@ def generate_events(target_nodes: int, seed: int = 7) -> tuple[list[dict], dict]
     return events, shape | {"rollups": rollups, "end_time": (started + timedelta(seconds=jobs)).isoformat()}
 
 
-# The as-of upstream of a node in SQL alone (the baseline beside ``LineageQueries._as_of_walk``): each job as its
-# latest run started by then (an indexed ORDER BY ... LIMIT 1 per job), its inputs first seen by then; a dataset's
-# writers are the jobs whose latest run then wrote it.
+# The baselines: recursive CTEs on the same tables, all built by ``queries.recursive_walk_sql`` (the current graph's
+# walk is ``queries.cte_walk``), fetched through the same driver cursor as the store's own queries (``fetch_rows``).
+#
+# The as-of upstream of a node in SQL alone (beside ``LineageQueries._as_of_walk``): each job as its latest run
+# started by then (an indexed ORDER BY ... LIMIT 1 per job), its inputs first seen by then; a dataset's writers are
+# the jobs whose latest run then wrote it.
 _RUN_START = "COALESCE({r}.started_at, {r}.first_event_time, {r}.state_time)"
 _LATEST_RUN = (
     f"(SELECT x.id FROM lineage_runs x WHERE x.job_id = {{job}} AND {_RUN_START.format(r='x')} <= :as_of"
     f" ORDER BY {_RUN_START.format(r='x')} DESC, x.id DESC LIMIT 1)"
 )
-ASOF_UPSTREAM_CTE = (
-    "WITH RECURSIVE walk(node, depth) AS (SELECT CAST(:start AS INTEGER), 0"
-    " UNION SELECT d.node_id, w.depth + 1 FROM walk w JOIN lineage_jobs j ON j.node_id = w.node"
+ASOF_UPSTREAM_CTE = recursive_walk_sql(
+    "SELECT d.node_id, w.depth + 1 FROM walk w JOIN lineage_jobs j ON j.node_id = w.node"
     f"  JOIN lineage_run_datasets rd ON rd.run_id = {_LATEST_RUN.format(job='j.id')} AND rd.direction = 'input'"
     "  JOIN lineage_datasets d ON d.id = rd.dataset_id"
     "  WHERE w.depth < :max_depth AND (d.created_at IS NULL OR d.created_at <= :as_of)"
     " UNION SELECT j.node_id, w.depth + 1 FROM walk w JOIN lineage_datasets d ON d.node_id = w.node"
     "  JOIN lineage_run_datasets rd ON rd.dataset_id = d.id AND rd.direction = 'output'"
     "  JOIN lineage_runs r ON r.id = rd.run_id JOIN lineage_jobs j ON j.id = r.job_id"
-    f"  WHERE w.depth < :max_depth AND r.id = {_LATEST_RUN.format(job='r.job_id')})"
-    " SELECT node, MIN(depth) FROM walk GROUP BY node"
+    f"  WHERE w.depth < :max_depth AND r.id = {_LATEST_RUN.format(job='r.job_id')}"
 )
-# Run provenance in SQL alone (how Marquez's LineageDao.getUpstreamRuns walks it): the versions a run read, the runs
-# that wrote them, and so on.
-RUN_UPSTREAM_CTE = (
-    "WITH RECURSIVE upstream(run_id, depth) AS (SELECT CAST(:run AS TEXT), 0"
-    " UNION SELECT dv.created_by_run_id, u.depth + 1 FROM upstream u"
-    "  JOIN lineage_run_datasets rd ON rd.run_id = u.run_id AND rd.direction = 'input'"
+# Run provenance in SQL alone, answered as Marquez's LineageDao.getUpstreamRuns answers it (0.51): the versions a
+# run read, the runs that wrote them, and so on (no self loop, depth < :max_depth), then each run with its job, times,
+# state and every input version with the run that produced it, ORDER BY depth, job name.
+RUN_UPSTREAM_CTE = recursive_walk_sql(
+    "SELECT dv.created_by_run_id, w.depth + 1 FROM walk w"
+    "  JOIN lineage_run_datasets rd ON rd.run_id = w.node AND rd.direction = 'input'"
     "  JOIN lineage_dataset_versions dv ON dv.id = rd.dataset_version_id"
-    "  WHERE u.depth < :max_depth AND dv.created_by_run_id IS NOT NULL AND dv.created_by_run_id <> u.run_id)"
-    " SELECT run_id, MIN(depth) FROM upstream GROUP BY run_id"
+    "  WHERE w.depth < :max_depth AND dv.created_by_run_id IS NOT NULL AND dv.created_by_run_id <> w.node",
+    start="CAST(:start AS TEXT)",
+    answer="SELECT w.node, w.depth, j.namespace, j.name, r.started_at, r.ended_at, r.state, d.namespace, d.name,"
+    " dv.version, dv.created_by_run_id FROM (SELECT node, MIN(depth) AS depth FROM walk GROUP BY node) w"
+    " JOIN lineage_runs r ON r.id = w.node JOIN lineage_jobs j ON j.id = r.job_id"
+    " LEFT JOIN lineage_run_datasets rd ON rd.run_id = w.node AND rd.direction = 'input'"
+    " LEFT JOIN lineage_datasets d ON d.id = rd.dataset_id"
+    " LEFT JOIN lineage_dataset_versions dv ON dv.id = rd.dataset_version_id ORDER BY w.depth, j.name",
 )
 
 
@@ -327,9 +335,9 @@ def explorer(work_dir: Path, target_nodes: int | None = None, queries: int | Non
 def _beyond_the_current_graph(store, lineage, shape: dict, count: int, depth: int) -> dict:
     """Upstream as of an instant (half the jobs had run), run provenance, and the upstream of the nodes with >= 1,000
     ancestors, each beside a recursive CTE on the same data, answers compared."""
-    from sqlalchemy import func, select, text
+    from sqlalchemy import func, select
 
-    from include.lineage.queries import closure_upstream, cte_walk, parse_instant
+    from include.lineage.queries import closure_upstream, cte_walk, fetch_rows, parse_instant
     from include.lineage.store.schema import closure_table, datasets_table, nodes_table, runs_table
 
     figures: dict = {}
@@ -360,19 +368,21 @@ def _beyond_the_current_graph(store, lineage, shape: dict, count: int, depth: in
     )
     asof_cases = [seen[rng.randrange(len(seen))] for _ in range(count)]
     with store.engine.connect() as conn:
-        cte = text(ASOF_UPSTREAM_CTE)
         asof = _side_by_side(
             asof_cases,
             lambda case: lineage.upstream(case[1], depth, as_of=as_of).depths,
-            lambda case: dict(conn.execute(cte, {"start": case[0], "max_depth": depth, "as_of": as_of}).all()),
+            lambda case: dict(
+                fetch_rows(conn, ASOF_UPSTREAM_CTE, {"start": case[0], "max_depth": depth, "as_of": as_of})
+            ),
             lambda ours, baseline: ours == baseline,
         )
-        run_cte = text(RUN_UPSTREAM_CTE)
         run_cases = [run_ids[rng.randrange(len(run_ids))] for _ in range(count)]
         runs = _side_by_side(
             run_cases,
             lambda case: {entry["run"]["id"]: entry["depth"] for entry in lineage.run_lineage(case, depth)["runs"]},
-            lambda case: dict(conn.execute(run_cte, {"run": case, "max_depth": depth}).all()),
+            lambda case: {
+                row[0]: row[1] for row in fetch_rows(conn, RUN_UPSTREAM_CTE, {"start": case, "max_depth": depth})
+            },
             lambda ours, baseline: ours == baseline,
         )
         biggest = [node for node, _ in big]

@@ -124,16 +124,18 @@ def closure_downstream(conn: Connection, node_id: int, depth: int = DEFAULT_DEPT
     return fetch_rows(conn, _CLOSURE_SQL["downstream"], {"node": node_id, "depth": depth})
 
 
-def recursive_walk_sql(step: str, start: str = "CAST(:start AS INTEGER)") -> str:
-    """A recursive CTE ``walk(node, depth)`` from ``start`` at 0, adding the nodes ``step`` selects as
-    ``(node, depth)`` from each row ``w`` of the walk (``w.depth < :max_depth``); answers (node, shortest depth).
+def recursive_walk_sql(
+    step: str,
+    start: str = "CAST(:start AS INTEGER)",
+    answer: str = "SELECT node, MIN(depth) FROM walk GROUP BY node",
+) -> str:
+    """A recursive CTE ``walk(node, depth)`` from ``start`` at 0, adding the rows ``step`` selects as ``(node,
+    depth)`` from each row ``w`` of the walk (``w.depth < :max_depth``); ``answer`` reads the walk (by default each
+    node at its shortest depth).
 
     How a store without a closure table walks lineage (Marquez's ``LineageDao`` is one such walk): the one shape of
     every baseline the closure table and the store's other walks are measured against (``bench/explorer.py``)."""
-    return (
-        f"WITH RECURSIVE walk(node, depth) AS (SELECT {start}, 0 UNION {step})"
-        " SELECT node, MIN(depth) FROM walk GROUP BY node"
-    )
+    return f"WITH RECURSIVE walk(node, depth) AS (SELECT {start}, 0 UNION {step}) {answer}"
 
 
 _CTE = {
@@ -255,23 +257,21 @@ _LATEST_WRITE = (
     f" AND {_WRITTEN_AT.format(w='wr')} <= COALESCE(u.started_at, u.first_event_time, u.state_time, '')"
     f" ORDER BY {_WRITTEN_AT.format(w='wr')} DESC, lw.run_id DESC LIMIT 1)"
 )
-# Every run reachable upstream from :run, one row per (run, the run that read what it wrote): each run is expanded
-# once per reader, never once per path length; levels are a breadth-first walk of these pairs in Python.
+# Every run upstream of :run, each once (a set of runs, not of paths), with its inputs: one row per (run, input), a
+# run without inputs once; each input with the version read and the run that wrote it (the version's creator, or
+# the latest write, ``_LATEST_WRITE``). Those writers are the provenance's edges: levels are a breadth-first walk of
+# them in Python.
 _RUN_PROVENANCE = (
-    "WITH RECURSIVE provenance(run, via) AS (SELECT CAST(:run AS TEXT), CAST(NULL AS TEXT)"
+    "WITH RECURSIVE reached(run) AS (SELECT CAST(:run AS TEXT)"
     " UNION SELECT CAST(CASE WHEN rd.dataset_version_id IS NOT NULL THEN dv.created_by_run_id"
-    f" ELSE {_LATEST_WRITE} END AS TEXT), CAST(rd.run_id AS TEXT)"
-    " FROM provenance p JOIN lineage_run_datasets rd ON rd.run_id = p.run AND rd.direction = 'input'"
+    f" ELSE {_LATEST_WRITE} END AS TEXT)"
+    " FROM reached p JOIN lineage_run_datasets rd ON rd.run_id = p.run AND rd.direction = 'input'"
     " JOIN lineage_runs u ON u.id = rd.run_id"
     " LEFT JOIN lineage_dataset_versions dv ON dv.id = rd.dataset_version_id)"
-    " SELECT run, via FROM provenance WHERE via IS NOT NULL AND run IS NOT NULL AND run <> via"
-)
-# The runs of a provenance answer with their inputs: one row per (run, input), a run without inputs once.
-_RUNS_READ = (
-    "SELECT u.id, j.namespace, j.name, jv.version, u.started_at, u.ended_at, u.state, u.state_time,"
+    " SELECT u.id, j.namespace, j.name, jv.version, u.started_at, u.ended_at, u.state, u.state_time,"
     " u.job_version_id, u.facets, d.namespace, d.name, n.label, rd.dataset_version_id, dv.version,"
     f" dv.created_by_run_id, dv.created_at, lw.run_id, lwv.version, {_WRITTEN_AT.format(w='wr')}"
-    " FROM lineage_runs u JOIN lineage_jobs j ON j.id = u.job_id"
+    " FROM reached p JOIN lineage_runs u ON u.id = p.run JOIN lineage_jobs j ON j.id = u.job_id"
     " LEFT JOIN lineage_job_versions jv ON jv.id = u.job_version_id"
     " LEFT JOIN lineage_run_datasets rd ON rd.run_id = u.id AND rd.direction = 'input'"
     " LEFT JOIN lineage_datasets d ON d.id = rd.dataset_id LEFT JOIN lineage_nodes n ON n.id = d.node_id"
@@ -280,7 +280,7 @@ _RUNS_READ = (
     f" AND lw.direction = 'output' AND lw.run_id = {_LATEST_WRITE}"
     " LEFT JOIN lineage_runs wr ON wr.id = lw.run_id"
     " LEFT JOIN lineage_dataset_versions lwv ON lwv.id = lw.dataset_version_id"
-    " WHERE u.id IN ({runs})"
+    " WHERE p.run IS NOT NULL"
 )
 
 
@@ -1589,78 +1589,62 @@ class LineageQueries:
             return {"runs": self._run_lineage(conn, self._resolve_run_id(conn, run_ref), depth)}
 
     def _run_lineage(self, conn: Connection, root_id: str, depth: int) -> list[dict]:
-        """The provenance entries of a run: one recursive query for every run upstream (``_RUN_PROVENANCE``), a
-        breadth-first walk of it for each run's level, one query for the listed runs and their inputs."""
-        readers: dict[str, list[str]] = {}  # run -> the runs that wrote what it read
-        for writer, reader in fetch_rows(conn, _RUN_PROVENANCE, {"run": root_id}):
-            readers.setdefault(reader, []).append(writer)
-        levels = {root_id: 0}
-        frontier = [root_id]
+        """The provenance entries of a run: one query for every run upstream with its inputs and their writers
+        (``_RUN_PROVENANCE``), then each run's level by a breadth-first walk of those writers."""
+        runs: dict[str, tuple] = {}
+        inputs: dict[str, list[dict]] = {}
+        for row in fetch_rows(conn, _RUN_PROVENANCE, {"run": root_id}):
+            run_id = row[0]
+            if run_id not in runs:
+                runs[run_id], inputs[run_id] = row[:10], []
+            namespace, name, label, version_id, version, creator, created, latest, latest_version, written = row[10:]
+            if namespace is None:  # a run without inputs
+                continue
+            if version_id is not None:
+                read = (version, creator, "version facet", created)
+            elif latest is not None:
+                read = (latest_version, latest, "latest write before the run", written)
+            else:
+                read = (None, None, None, None)
+            inputs[run_id].append(
+                {
+                    "namespace": namespace,
+                    "name": name,
+                    "version": read[0],
+                    "producedByRunId": read[1],
+                    "label": label,
+                    "resolvedBy": read[2],
+                    "versionTime": read[3],  # when that version was written (first reported)
+                }
+            )
+        levels = {root_id: 0} if root_id in runs else {}
+        frontier = list(levels)
         for level in range(1, depth + 1):  # getUpstreamRuns: WHERE ... AND depth < :depth
             following = []
             for run_id in frontier:
-                for writer in readers.get(run_id, ()):
-                    if writer not in levels:
+                for item in inputs[run_id]:
+                    writer = item["producedByRunId"]
+                    if writer and writer in runs and writer not in levels:  # writer == run_id: no self loop
                         levels[writer] = level
                         following.append(writer)
             frontier = following
             if not frontier:
                 break
-        runs, inputs = self._runs_read(conn, list(levels))
         entries = []
-        for run_id in sorted(runs, key=lambda x: (levels[x], runs[x][2], runs[x][4] or runs[x][7] or "", x)):
+        for run_id in sorted(levels, key=lambda x: (levels[x], runs[x][2], runs[x][4] or runs[x][7] or "", x)):
             _, job_namespace, job_name, version, started, ended, state, _, job_version_id, facets = runs[run_id]
+            items = sorted(inputs[run_id], key=lambda item: (item["namespace"], item["name"]))
             entries.append(
                 {
                     "job": {"namespace": job_namespace, "name": job_name, "version": version},
                     "run": {"id": run_id, "start": started, "end": ended, "status": state},
-                    "inputs": inputs[run_id],
+                    "inputs": items,
                     "depth": levels[run_id],
                     "jobVersionId": job_version_id,
                     "parameters": _parameters_of(facets),
                 }
             )
         return entries
-
-    def _runs_read(self, conn: Connection, run_ids: list[str]) -> tuple[dict[str, tuple], dict[str, list[dict]]]:
-        """(run id -> its row: id, job namespace, job name, job version, start, end, state, state time, job version
-        id, facets; run id -> the dataset versions it read and who wrote each, see ``run_lineage``), in one query per
-        500 runs (the latest write of an input without a version is a join, not a query per input)."""
-        runs: dict[str, tuple] = {}
-        inputs: dict[str, list[dict]] = {}
-        for chunk in _chunks(run_ids):
-            placeholders = ", ".join(f":r{index}" for index in range(len(chunk)))
-            for row in fetch_rows(
-                conn, _RUNS_READ.format(runs=placeholders), {f"r{index}": run for index, run in enumerate(chunk)}
-            ):
-                run_id = row[0]
-                if run_id not in runs:
-                    runs[run_id], inputs[run_id] = row[:10], []
-                namespace, name, label, version_id, version, creator, created, latest, latest_version, written = row[
-                    10:
-                ]
-                if namespace is None:  # a run without inputs
-                    continue
-                if version_id is not None:
-                    read = (version, creator, "version facet", created)
-                elif latest is not None:
-                    read = (latest_version, latest, "latest write before the run", written)
-                else:
-                    read = (None, None, None, None)
-                inputs[run_id].append(
-                    {
-                        "namespace": namespace,
-                        "name": name,
-                        "version": read[0],
-                        "producedByRunId": read[1],
-                        "label": label,
-                        "resolvedBy": read[2],
-                        "versionTime": read[3],  # when that version was written (first reported)
-                    }
-                )
-        for items in inputs.values():
-            items.sort(key=lambda item: (item["namespace"], item["name"]))
-        return runs, inputs
 
     def _version_change(self, conn: Connection, version_a: int | None, version_b: int | None) -> dict | None:
         """How two job versions differ: inputs and outputs added or removed, source code changed; None if the same."""

@@ -39,8 +39,8 @@ MERGE_JOB = "ingest_yellow_taxi_data.merge_yellow_taxi_raw"
 RAW = f"{settings.ICEBERG_NAMESPACE}.{naming.TAXI_RAW}"
 
 
-def _taxi_file(root: Path, year: int, month: int, transform=None) -> Path:
-    table = sample_data.generate_taxi_month(year, month, ROWS)
+def _taxi_file(root: Path, year: int, month: int, transform=None, rows: int = ROWS) -> Path:
+    table = sample_data.generate_taxi_month(year, month, rows)
     if transform is not None:
         table = transform(table)
     folder = root / "trip-data"
@@ -301,74 +301,172 @@ def test_pipeline_publish_refuses_bad_arguments_clearly(wap_runs, args, code, me
 
 
 # ------------------------------------------------------------------------------------------ through the scheduler
-@pytest.mark.skip(reason="written, not yet run green (issue 25 item 7, scheduler part): run it and drop this mark")
+SCHEDULER_ROWS = 3_000  # trips per month: as few as keep every expectation meaningful (about 100 a day)
+
+
+def _alerts_since(received, seen: int, wait: float = 60) -> list:
+    """What arrived after the first ``seen``: the notifier runs in the task's process, around its end."""
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline and len(received) <= seen:
+        time.sleep(1)
+    time.sleep(2)  # a second alert, if there were one, would be as quick
+    return received[seen:]
+
+
 def test_a_blocked_month_never_schedules_the_forecast_and_pipeline_publish_does(paths):
-    """`make airflow SAMPLE_DATA=1` in a var/ of its own, runs triggered through the REST API: January (clean) of
-    both sources starts the forecast through the Assets; February with 40 % of its trips missing is blocked (the
-    merge task failed once, no retry) and, though February's weather is published, no forecast run is created;
-    `pipeline publish` of the kept branch then starts one."""
-    from tests.integration.running_airflow import FORECAST_DAG, RunningAirflow, wait_for_asset_triggered_forecast
+    """`make airflow SAMPLE_DATA=1` in a var/ of its own (PostgreSQL metadata database), runs triggered through the
+    REST API: January (clean) of both sources starts the forecast through the Assets (then the weather model, by
+    hand, so both models are downstream); February with 40 % of its trips missing is blocked (the merge task failed
+    once, no retry, raw main unchanged, the branch holds the rows, one alert naming everything downstream) and,
+    though February's weather is published and its Asset event queued, no forecast run is created; `pipeline
+    publish` of the kept branch then starts one, which succeeds."""
+    from tests.integration.running_airflow import FORECAST_DAG, INGEST_DAGS, RunningAirflow
 
     var_dir = paths.var / "wap-airflow"
     source = var_dir / "sample-source"
+    sample_data.write_taxi_month(source / "trip-data", 2025, 1, SCHEDULER_ROWS)
+    _taxi_file(source, 2025, 2, _drop_40_percent, rows=SCHEDULER_ROWS)
+    for month in (1, 2):
+        sample_data.write_weather_month(source / "averages" / "2025", 2025, month)
     with webhook_receiver() as (url, hook), smtp_server() as (port, mail):
-        airflow = RunningAirflow(var_dir, taxi_rows=ROWS, extra_env=_alert_env(url, port))
-        sample_data.write_taxi_month(source / "trip-data", 2025, 1, ROWS)
-        _taxi_file(source, 2025, 2, _drop_40_percent)
-        for month in (1, 2):
-            sample_data.write_weather_month(source / "averages" / "2025", 2025, month)
+        airflow = RunningAirflow(var_dir, taxi_rows=SCHEDULER_ROWS, extra_env=_alert_env(url, port))
         airflow.start()
         try:
-            for dag_id in ("ingest_yellow_taxi_data", "ingest_weather_data", FORECAST_DAG):
+            for dag_id in (*INGEST_DAGS, FORECAST_DAG):
                 airflow.wait_for_dag(dag_id)
                 airflow.api("PATCH", f"dags/{dag_id}", json={"is_paused": False})
 
             def ingest(logical_date: str) -> dict[str, dict]:
-                run_ids = {
-                    dag_id: airflow.trigger(dag_id, logical_date)
-                    for dag_id in ("ingest_yellow_taxi_data", "ingest_weather_data")
-                }
+                run_ids = {dag_id: airflow.trigger(dag_id, logical_date) for dag_id in INGEST_DAGS}
                 return {dag_id: airflow.wait_for_run(dag_id, run_id) for dag_id, run_id in run_ids.items()}
+
+            def asset_triggered() -> list[dict]:
+                return [r for r in airflow.runs(FORECAST_DAG) if r["run_type"] == "asset_triggered"]
+
+            def raw_table():
+                with pytest.MonkeyPatch.context() as env:
+                    env.setenv("PIPELINE_VAR_DIR", str(airflow.paths.var))
+                    env.setenv("ICEBERG_REST_PORT", airflow.env["ICEBERG_REST_PORT"])
+                    return settings.pyiceberg_catalog().load_table(RAW)
 
             january = ingest("2025-02-01T00:00:00Z")
             assert {run["state"] for run in january.values()} == {"success"}, f"log {airflow.log_path}"
-            first = wait_for_asset_triggered_forecast(airflow)
-            assert first["state"] == "success"
-            alerts_before = len(hook.bodies)
+            deadline = time.monotonic() + 300
+            while not (first_runs := asset_triggered()) and time.monotonic() < deadline:
+                time.sleep(3)
+            assert len(first_runs) == 1, f"January's two Asset events start one forecast; log {airflow.log_path}"
+            first = airflow.wait_for_run(FORECAST_DAG, first_runs[0]["dag_run_id"])
+            assert first["state"] == "success", f"log {airflow.log_path}"
+            # The weather model too (by hand, as a user would): both models' jobs are then downstream of raw.
+            weather_run = airflow.trigger(FORECAST_DAG, "2025-02-01T01:00:00Z", conf={"model": "weather"})
+            assert airflow.wait_for_run(FORECAST_DAG, weather_run)["state"] == "success", f"log {airflow.log_path}"
+            hooks_before, mails_before = len(hook.bodies), len(mail.mails)
+            main_before = raw_table().metadata.current_snapshot_id
 
             february = ingest("2025-03-01T00:00:00Z")
             taxi = february["ingest_yellow_taxi_data"]
-            assert taxi["state"] == "failed" and february["ingest_weather_data"]["state"] == "success"
+            assert taxi["state"] == "failed", f"log {airflow.log_path}"
+            assert february["ingest_weather_data"]["state"] == "success", f"log {airflow.log_path}"
             merge = next(
                 ti
                 for ti in airflow.task_instances("ingest_yellow_taxi_data", taxi["dag_run_id"])
                 if ti["task_id"] == "merge_yellow_taxi_raw"
             )
-            assert merge["state"] == "failed" and merge["try_number"] == 1, merge
-            time.sleep(60)  # the scheduler has had every chance to start a forecast
-            forecasts = [r for r in airflow.runs(FORECAST_DAG) if r["run_type"] == "asset_triggered"]
-            assert [r["dag_run_id"] for r in forecasts] == [first["dag_run_id"]], "no forecast of a blocked month"
-            assert len(hook.bodies) == alerts_before + 1 and hook.bodies[-1]["text"].startswith("BLOCKED")
+            assert merge["state"] == "failed" and merge["try_number"] == 1, f"failed once, no retry: {merge}"
+
+            table = raw_table()
+            assert table.metadata.current_snapshot_id == main_before, "raw main at the same snapshot"
+            branches = [name for name in table.metadata.refs if name.startswith("audit_taxi_202502_")]
+            assert len(branches) == 1, f"one kept branch of February: {sorted(table.metadata.refs)}"
+            branch = branches[0]
+            february_rows = table.scan(
+                snapshot_id=table.metadata.refs[branch].snapshot_id,
+                row_filter="tpep_pickup_datetime >= '2025-02-01T00:00:00+00:00' "
+                "and tpep_pickup_datetime < '2025-03-01T00:00:00+00:00'",
+            ).to_arrow()
+            kept = np.random.default_rng(25).random(sample_data.generate_taxi_month(2025, 2, SCHEDULER_ROWS).num_rows)
+            assert february_rows.num_rows == int(np.sum(kept >= 0.4)), "the branch holds the month's rows"
+
+            hooks = _alerts_since(hook.bodies, hooks_before)
+            mails = _alerts_since(mail.mails, mails_before)
+            assert len(hooks) == 1 and len(mails) == 1, f"one alert on each channel: {[h['text'] for h in hooks]}"
+            text = hooks[0]["text"]
+            for expected in (
+                f"BLOCKED: {RAW} was not published (main unchanged; branch {branch} kept for review)",
+                "daily_rows_vs_trailing_months: FAILED (block)",
+                f"dataset {settings.ICEBERG_NAMESPACE}.{naming.HOURLY_ACTUALS}",
+                f"dataset {settings.ICEBERG_NAMESPACE}.{naming.HOURLY_FORECAST}",
+                "models/seasonal_naive",
+                "models/weather",
+                "DAG forecast_yellow_rides (owners: data-platform)",
+            ):
+                assert expected in text, f"{expected!r} not in the alert:\n{text}"
+            assert mails[0]["Subject"].startswith("[lineage-aware pipelines] BLOCKED")
+            _the_lineage_page_marks_raw_blocked(airflow, branch)
+
+            # February's weather is published: its Asset event waits in the forecast's queue, raw taxi's never came.
+            assets = {a["id"]: a["name"] for a in airflow.api("GET", "assets", params={"limit": 100})["assets"]}
+            queued = airflow.api("GET", f"dags/{FORECAST_DAG}/assets/queuedEvents")["queued_events"]
+            assert sorted(assets[q["asset_id"]] for q in queued) == [naming.table_asset(naming.WEATHER_RAW).name]
+            time.sleep(20)  # the scheduler has had many loops to start a forecast
+            assert [r["dag_run_id"] for r in asset_triggered()] == [first["dag_run_id"]], "no forecast of it"
 
             command_env = {**airflow.env, **settings.airflow_env(airflow.paths)}
-            table = naming.TAXI_RAW
-            branch = next(
-                line.split("branch ", 1)[1].split(" ")[0]
-                for line in hook.bodies[-1]["text"].splitlines()
-                if line.startswith("BLOCKED")
-            ).rstrip(";")
             published = _cli(
-                "pipeline", "publish", "--table", table, "--branch", branch, "--reason", "ok", env=command_env
+                "pipeline", "publish", "--table", naming.TAXI_RAW, "--branch", branch, "--reason", "ok", env=command_env
             )
             assert published.returncode == 0, published.stdout + published.stderr
-            deadline = time.monotonic() + 900
-            while time.monotonic() < deadline:
-                forecasts = [r for r in airflow.runs(FORECAST_DAG) if r["run_type"] == "asset_triggered"]
-                if len(forecasts) == 2:
-                    break
-                time.sleep(5)
+            assert raw_table().metadata.current_snapshot_id == table.metadata.refs[branch].snapshot_id
+            deadline = time.monotonic() + 300
+            while len(forecasts := asset_triggered()) < 2 and time.monotonic() < deadline:
+                time.sleep(3)
             assert len(forecasts) == 2, f"no forecast after the publish; log {airflow.log_path}"
             second = next(r for r in forecasts if r["dag_run_id"] != first["dag_run_id"])
             assert airflow.wait_for_run(FORECAST_DAG, second["dag_run_id"])["state"] == "success"
         finally:
             airflow.stop()
+
+
+def _the_lineage_page_marks_raw_blocked(airflow, branch: str) -> None:
+    """The Lineage page inside Airflow's UI, from the real runs' store: its API marks raw blocked with the kept
+    branch; in headless Chromium (when installed) raw is drawn blocked and its panel lists the failed expectation."""
+    import shutil
+
+    import requests
+
+    answer = requests.get(
+        f"{airflow.base_url}/lineage/ui/graph", headers={"Authorization": f"Bearer {airflow.token()}"}, timeout=120
+    )
+    assert answer.status_code == 200, answer.text[:500]
+    blocked = {n["fullName"]: n["blocked"]["branch"] for n in answer.json()["nodes"] if n.get("blocked")}
+    assert blocked == {RAW: branch}, blocked
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        return
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page(viewport={"width": 1500, "height": 900})
+            airflow.log_in(page, "/plugin/lineage", landed="**/plugin/lineage")
+            page.wait_for_selector("iframe", timeout=60_000)
+            frame = None
+            for _ in range(120):
+                frame = next((f for f in page.frames if f is not page.main_frame and "/lineage/" in f.url), None)
+                if frame is not None:
+                    break
+                page.wait_for_timeout(500)
+            assert frame is not None, [f.url for f in page.frames]
+            frame.wait_for_function("document.body && document.body.dataset.ready === 'true'", timeout=60_000)
+            drawn = frame.evaluate("window.lineageGraph.nodes('.blocked').map(n => [n.id(), n.data('fullName')])")
+            assert drawn and {name for _, name in drawn} == {RAW}, drawn
+            frame.evaluate("id => window.lineageGraph.getElementById(id).emit('tap')", drawn[0][0])
+            frame.wait_for_selector("#blocked", timeout=30_000)
+            assert frame.inner_text("#blocked-branch") == branch
+            failed = frame.evaluate(
+                "[...document.querySelectorAll('#blocked tr.failed-expectation')].map(tr => tr.cells[0].innerText)"
+            )
+            assert "daily_rows_vs_trailing_months" in failed, failed
+        finally:
+            browser.close()

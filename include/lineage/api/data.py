@@ -380,9 +380,10 @@ def _writer_statistics(queries: LineageQueries, run_id: str, namespace: str, nam
     return found
 
 
-def node_detail(queries: LineageQueries, ref: str) -> dict:
+def node_detail(queries: LineageQueries, ref: str, blocked: dict[str, dict] | None = None) -> dict:
     """Schema, versions (Iceberg snapshots) with the statistics of the run that wrote each, data-quality results and
-    recent runs with their state (of a job: its runs; of a dataset: the runs that wrote it)."""
+    recent runs with their state (of a job: its runs; of a dataset: the runs that wrote it); of a table waiting for
+    review, its blocked audit. ``blocked``: ``blocked_tables(store)`` when the caller has it already."""
     node = queries.resolve(ref)
     runs = queries.runs(node.key, RECENT_RUNS)["runs"]
     detail: dict = {
@@ -435,7 +436,7 @@ def node_detail(queries: LineageQueries, ref: str) -> dict:
                 k: (facets.get(k) or {}).get(f) for k, f in (("catalog", "framework"), ("storage", "storageLayer"))
             }
             detail["symlinks"] = [i.get("name") for i in (facets.get("symlinks") or {}).get("identifiers") or []]
-            span = _blocked_of(node, blocked_tables(queries.store))
+            span = _blocked_of(node, blocked_tables(queries.store) if blocked is None else blocked)
             detail["blocked"] = (
                 {
                     **_blocked_summary(span),
@@ -571,8 +572,9 @@ def bundle(queries: LineageQueries) -> dict:
     whole = graph(queries)
     details, impacts, column_views, diffs, provenances = {}, {}, {}, {}, {}
     run_ids = [run["id"] for run in whole["runs"]]
+    blocked = blocked_tables(queries.store)
     for item in whole["nodes"]:
-        details[item["id"]] = detail = node_detail(queries, item["id"])
+        details[item["id"]] = detail = node_detail(queries, item["id"], blocked)
         impacts[item["id"]] = impact(queries, item["id"])
         if item["kind"] == "dataset":
             for column in detail["lineageColumns"]:

@@ -327,3 +327,17 @@ def test_lineage_replay_gives_a_slow_backend_more_than_the_emit_bound(tmp_path, 
         assert backend.batches == [3]
     finally:
         backend.stop()
+
+
+def test_an_application_that_wrote_nothing_leaves_nothing_behind(tmp_path):
+    """Its launcher died before the listener's first event: only the running mark was left; the next run clears it."""
+    paths = _paths(tmp_path)
+    outbox = Outbox.for_launch(paths)
+    os.close(outbox._running)  # the launcher is gone without releasing
+    outbox._running = None
+    old = time.time() - spark_forwarder.STALE_SECONDS - 1
+    os.utime(outbox.running_path, (old, old))
+    assert [o.path for o in spark_forwarder.pending_outboxes(paths)] == [outbox.path]
+    report = spark_forwarder.run(paths, deliver=Recorder())
+    assert report.settled == 1
+    assert list(spark_forwarder.outbox_dir(paths).iterdir()) == []

@@ -414,7 +414,10 @@ def pending_outboxes(paths: settings.Paths) -> list[Outbox]:
     folder = outbox_dir(paths)
     if not folder.exists():
         return []
-    return [Outbox(path) for path in sorted(folder.glob(f"*{SUFFIX}")) if not path.name.startswith(".")]
+    # An application that wrote nothing left only its running mark: listed too, so that it is cleared.
+    names = {path.name for path in folder.glob(f"*{SUFFIX}")}
+    names |= {path.name.removesuffix(".running") for path in folder.glob(f"*{SUFFIX}.running")}
+    return [Outbox(folder / name) for name in sorted(names) if not name.startswith(".")]
 
 
 def run(
@@ -458,9 +461,10 @@ def after_task(outbox: Outbox, paths: settings.Paths | None = None, budget: floa
     """What a Spark task does once its application ended: release its file and forward it within ``budget``
     seconds. Never raises: lineage must not fail the task (what is left waits for ``lineage replay``)."""
     outbox.release()
+    started = time.monotonic()
     try:
-        report = run(paths, [outbox], deadline=time.monotonic() + budget)
-        log.info("lineage: %s", report.line())
+        report = run(paths, [outbox], deadline=started + budget)
+        log.info("lineage: %s, in %.2f s", report.line(), time.monotonic() - started)
         return report
     except Exception as error:  # lineage never fails the task
         log.warning("lineage: Spark events of %s not forwarded now (%s); `lineage replay` will", outbox.path, error)

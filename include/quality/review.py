@@ -19,10 +19,23 @@ from datetime import UTC, datetime
 
 from include.core import naming, settings
 from include.core.errors import BadInputError, NotFoundError, PipelineError
-from include.lineage.api.data import DISCARD_JOB, PUBLISH_JOB  # the page reads the same runs
 
 PRODUCER = "https://github.com/lineage-aware-pipelines/airflow-spark-iceberg/blob/main/include/quality/review.py"
 AUDITED_TABLES = (naming.TAXI_RAW, naming.WEATHER_RAW, naming.HOURLY_FORECAST)
+
+
+def _job_names() -> tuple[str, str]:
+    """The jobs ``publish`` and ``discard`` are recorded as, named where the lineage page reads them back
+    (``include/lineage/api/data.py``; imported when needed: every ``pipeline`` command loads this module)."""
+    from include.lineage.api.data import DISCARD_JOB, PUBLISH_JOB
+
+    return PUBLISH_JOB, DISCARD_JOB
+
+
+def __getattr__(name: str):
+    if name in ("PUBLISH_JOB", "DISCARD_JOB"):  # review.PUBLISH_JOB, as before, without the import at load
+        return dict(zip(("PUBLISH_JOB", "DISCARD_JOB"), _job_names(), strict=True))[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class PublishRefusedError(PipelineError):
@@ -95,7 +108,7 @@ def publish(table: str, branch: str, reason: str, catalog=None, transport=None, 
             f"{settings.ICEBERG_NAMESPACE}.{key}: main moved while publishing {branch} ({error}); nothing changed"
         ) from error
     outcome = {"table": key, "branch": branch, "published": True, "previous": main, "snapshot": target}
-    _record(PUBLISH_JOB, outcome, reason, transport, store)
+    _record(_job_names()[0], outcome, reason, transport, store)
     return outcome
 
 
@@ -105,7 +118,7 @@ def discard(table: str, branch: str, reason: str | None = None, catalog=None, tr
     target = _branch_snapshot(iceberg, key, branch)
     iceberg.manage_snapshots().remove_branch(branch).commit()
     outcome = {"table": key, "branch": branch, "published": False, "previous": None, "snapshot": target}
-    _record(DISCARD_JOB, outcome, reason, transport, store)
+    _record(_job_names()[1], outcome, reason, transport, store)
     return outcome
 
 

@@ -161,6 +161,64 @@ def test_blocked_spans_end_at_the_first_decision_or_newer_audit(tmp_path):
     store.close()
 
 
+def _with_facet(facet) -> list:
+    events = _merge(3, "audit_taxi_202502_b", published=False, blocked=True)
+    for event in events:
+        event["run"]["facets"]["writeAuditPublish"] = facet
+    return events
+
+
+HOSTILE = '<img src=x onerror="document.body.dataset.pwned=1">'
+# (a writeAuditPublish facet as another producer, or a broken one, might send it; what the page shows of raw)
+MALFORMED = {
+    "no table": ({"branch": "b", "published": False}, None),
+    "table not a string": ({"table": ["yellow_taxi_raw"], "published": False}, None),
+    "results not a list": (
+        {"table": naming.TAXI_RAW, "branch": "b", "published": False, "results": "FAILED"},
+        {"branch": "b", "failed": []},
+    ),
+    "results of mixed kinds": (
+        {"table": naming.TAXI_RAW, "branch": "b", "published": False, "results": [1, None, {"success": False}]},
+        {"branch": "b", "failed": [{"name": None, "observed": None, "threshold": None, "severity": None}]},
+    ),
+    "published is the text 'false'": (
+        {"table": naming.TAXI_RAW, "branch": 7, "published": "false", "blocking": "x"},
+        {"branch": "7", "failed": []},
+    ),
+    "markup in names": (
+        {
+            "table": naming.TAXI_RAW,
+            "branch": HOSTILE,
+            "published": False,
+            "results": [{"name": HOSTILE, "success": False, "actual": HOSTILE, "expected": 1, "severity": "error"}],
+        },
+        {
+            "branch": HOSTILE,
+            "failed": [{"name": HOSTILE, "observed": HOSTILE, "threshold": "1", "severity": "error"}],
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_a_malformed_or_hostile_audit_facet_is_shown_as_text_or_ignored_never_a_500(tmp_path, case):
+    facet, expected = MALFORMED[case]
+    store = _store(tmp_path, _with_facet(facet))
+    client = TestClient(create_ui_app(store=store, paths=settings.Paths(tmp_path / "var")))
+    graph = client.get("/ui/graph")
+    assert graph.status_code == 200
+    (raw,) = _raw_nodes(graph.json())
+    detail = client.get("/ui/node", params={"id": raw["id"]})
+    assert detail.status_code == 200
+    shown = detail.json()["blocked"]
+    if expected is None:
+        assert shown is None and "blocked" not in raw
+    else:
+        assert {key: shown[key] for key in expected} == expected
+    assert client.get("/ui/graph", params={"asOf": "2025-03-04T00:00:00Z"}).status_code == 200
+    store.close()
+
+
 # ------------------------------------------------------------------------------------------------ in the browser
 @pytest.fixture(scope="module")
 def browser():
@@ -270,4 +328,23 @@ def test_the_exported_page_shows_raw_blocked_only_as_of_the_time_it_was(served, 
         page.wait_for_function("want => document.body.dataset.asOf === want", arg=instant, timeout=20_000)
         page.wait_for_function("document.body.dataset.ready === 'true'")
         assert bool(_blocked_in_graph(page)) == blocked, local
+    context.close()
+
+
+def test_markup_in_an_audit_facet_is_shown_as_text_in_the_panel(browser, tmp_path):
+    from include.lineage.api.report import render_report
+
+    store = _store(tmp_path, _with_facet(MALFORMED["markup in names"][0]))
+    path = tmp_path / "lineage.html"
+    path.write_text(render_report(LineageQueries(store)))
+    store.close()
+    context = browser.new_context(offline=True, viewport={"width": 1500, "height": 900})
+    page = context.new_page()
+    _open(page, path.as_uri())
+    node_id = page.evaluate("window.lineageGraph.nodes('.blocked')[0].id()")
+    page.evaluate("id => window.lineageGraph.getElementById(id).emit('tap')", node_id)
+    page.wait_for_selector("#blocked")
+    assert page.inner_text("#blocked-branch") == HOSTILE
+    assert page.evaluate("document.querySelectorAll('#blocked img').length") == 0
+    assert page.evaluate("document.body.dataset.pwned") is None
     context.close()

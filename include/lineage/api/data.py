@@ -73,9 +73,9 @@ def audit_runs(store) -> list[dict]:
         ).all()
     found = []
     for row in rows:
-        facet = json.loads(row.facets or "{}").get("writeAuditPublish") or {}
-        if not facet.get("table"):
-            continue
+        facet = json.loads(row.facets or "{}").get("writeAuditPublish")
+        if not isinstance(facet, dict) or not isinstance(facet.get("table"), str) or not facet["table"]:
+            continue  # not a facet this project wrote: nothing to show
         found.append(
             {
                 "run_id": row.id,
@@ -83,27 +83,37 @@ def audit_runs(store) -> list[dict]:
                 "state": row.state,
                 "time": row.started_at or row.state_time,
                 "table": facet["table"],
-                "branch": facet.get("branch"),
-                "published": bool(facet.get("published")),
-                "blocked": not facet.get("published") and row.name not in DECISION_JOBS,
-                "reason": facet.get("reason"),
-                "blocking": facet.get("blocking") or [],
-                "warnings": facet.get("warnings") or [],
-                "results": facet.get("results") or [],
+                "branch": _text(facet.get("branch")),
+                "published": facet.get("published") is True,
+                "blocked": facet.get("published") is not True and row.name not in DECISION_JOBS,
+                "reason": _text(facet.get("reason")),
+                "blocking": _texts(facet.get("blocking")),
+                "warnings": _texts(facet.get("warnings")),
+                "results": [r for r in facet.get("results") or [] if isinstance(r, dict)]
+                if isinstance(facet.get("results"), list)
+                else [],
             }
         )
     found.sort(key=lambda item: (item["time"] or "", item["run_id"]))
     return found
 
 
+def _text(value) -> str | None:
+    return None if value is None else str(value)
+
+
+def _texts(values) -> list[str]:
+    return [str(value) for value in values] if isinstance(values, list) else []
+
+
 def failed_expectations(results: list[dict]) -> list[dict]:
     """The failed entries of an audit's results, as the page lists them: name, observed, threshold, severity."""
     return [
         {
-            "name": result.get("name") or result.get("assertion"),
-            "observed": result.get("actual"),
-            "threshold": result.get("expected"),
-            "severity": result.get("severity"),
+            "name": _text(result.get("name") or result.get("assertion")),
+            "observed": _text(result.get("actual")),
+            "threshold": _text(result.get("expected")),
+            "severity": _text(result.get("severity")),
         }
         for result in results
         if result.get("success") is False

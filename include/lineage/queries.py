@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from sqlalchemy import bindparam, func, inspect, or_, select, text
+from sqlalchemy import bindparam, func, inspect, select, text
 from sqlalchemy.engine import Connection
 
 from include.lineage.errors import EmptyStoreError, LineageError, UnknownNodeError
@@ -1177,27 +1177,21 @@ class LineageQueries:
                 {run.id: run for run in conn.execute(select(r).where(r.c.id.in_(latest_ids)))} if latest_ids else {}
             )
             current: dict[int, dict[str, list]] = {}
-            for source, target, ns, name in (
-                []
-                if io is not None
-                else conn.execute(
-                    select(edges_table.c.source, edges_table.c.target, nodes_table.c.namespace, nodes_table.c.name)
-                    .join(
-                        nodes_table,
-                        or_(nodes_table.c.id == edges_table.c.source, nodes_table.c.id == edges_table.c.target),
-                    )
-                    .where(
-                        or_(edges_table.c.source.in_(chunk), edges_table.c.target.in_(chunk)),
-                        nodes_table.c.kind == "dataset",
-                    )
-                )
-            ):
-                if target in chunk:
-                    current.setdefault(target, {"inputs": [], "outputs": []})["inputs"].append(
-                        {"namespace": ns, "name": name}
-                    )
-                if source in chunk:
-                    current.setdefault(source, {"inputs": [], "outputs": []})["outputs"].append(
+            # The jobs' inputs (edges into them) and outputs (edges out of them), each from the edges' index (CROSS
+            # JOIN keeps SQLite's order: one query on "source or target", or one led by the nodes' (kind, ...)
+            # index, scanned every edge or every dataset: 0.6 s, 11 s for 1,531 nodes).
+            placeholders = ", ".join(f":j{index}" for index in range(len(chunk)))
+            params = {f"j{index}": node for index, node in enumerate(chunk)}
+            for side, job_end, dataset_end in (("inputs", "target", "source"), ("outputs", "source", "target")):
+                if io is not None:
+                    break
+                for job_node, ns, name in fetch_rows(
+                    conn,
+                    f"SELECT e.{job_end}, n.namespace, n.name FROM lineage_edges e CROSS JOIN lineage_nodes n"
+                    f" WHERE e.{job_end} IN ({placeholders}) AND n.id = e.{dataset_end} AND n.kind = 'dataset'",
+                    params,
+                ):
+                    current.setdefault(job_node, {"inputs": [], "outputs": []})[side].append(
                         {"namespace": ns, "name": name}
                     )
             job_io = io if io is not None else current

@@ -341,3 +341,23 @@ def test_an_application_that_wrote_nothing_leaves_nothing_behind(tmp_path):
     report = spark_forwarder.run(paths, deliver=Recorder())
     assert report.settled == 1
     assert list(spark_forwarder.outbox_dir(paths).iterdir()) == []
+
+
+def test_a_dead_applications_torn_last_line_is_kept_aside_once_stale(tmp_path):
+    """The JVM died while writing its last event: the rest is never coming. Once stale, the complete events are
+    delivered, the torn bytes kept as <name>.ndjson.torn, and the outbox no longer waits."""
+    paths = _paths(tmp_path)
+    outbox = Outbox.for_launch(paths)
+    _append(outbox, _event(1) + "\n" + _event(2)[:30])
+    outbox.release()
+    backend = Recorder()
+    first = spark_forwarder.run(paths, deliver=backend)
+    assert (first.forwarded, first.waiting) == (1, 1), "fresh: the rest of the line may still come"
+    old = time.time() - spark_forwarder.STALE_SECONDS - 1
+    os.utime(outbox.path, (old, old))
+    second = spark_forwarder.run(paths, deliver=backend)
+    assert (second.forwarded, second.waiting, second.settled) == (0, 0, 1)
+    assert _ids(backend.received) == ["run-1"]
+    torn = outbox.path.with_name(outbox.path.name + ".torn")
+    assert torn.read_text() == _event(1) + "\n" + _event(2)[:30]
+    assert spark_forwarder.pending_outboxes(paths) == []

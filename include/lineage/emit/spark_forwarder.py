@@ -263,16 +263,29 @@ def forward(outbox: Outbox, deliver: Deliver, deadline: float | None = None) -> 
 
 def settle(outbox: Outbox) -> bool:
     """Delete a file whose application is gone and whose every byte is collected and forwarded; True if it is
-    gone. A file whose dead application left half a line is kept (``lineage replay`` reports it as waiting)."""
+    gone. A file whose application is gone but ends with part of a line (the JVM died while writing it) waits
+    ``STALE_SECONDS`` for the rest, then is kept as ``<name>.ndjson.torn`` for a post-mortem, with an error."""
     if outbox.is_live():
         return False
     state = Checkpoint.read(outbox.state_path)
     try:
-        size = outbox.path.stat().st_size
+        stat = outbox.path.stat()
+        size, idle = stat.st_size, time.time() - stat.st_mtime
     except FileNotFoundError:
-        size = 0
-    if not (state.forwarded == state.collected == size):
+        size, idle = 0, 0.0
+    if state.forwarded != state.collected:
         return False
+    if state.collected < size:
+        if idle < STALE_SECONDS or outbox.lines(state.collected):
+            return False
+        torn = outbox.path.with_name(outbox.path.name + ".torn")
+        os.replace(outbox.path, torn)
+        log.error(
+            "lineage: %s ends with %d bytes of an event its Spark application never finished; kept as %s",
+            outbox.path,
+            size - state.collected,
+            torn,
+        )
     for path in (outbox.path, outbox.state_path, outbox.running_path, outbox.lock_path):
         path.unlink(missing_ok=True)
     return True

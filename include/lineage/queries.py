@@ -277,7 +277,8 @@ _RUN_PROVENANCE = (
     " LEFT JOIN lineage_datasets d ON d.id = rd.dataset_id LEFT JOIN lineage_nodes n ON n.id = d.node_id"
     " LEFT JOIN lineage_dataset_versions dv ON dv.id = rd.dataset_version_id"
     " LEFT JOIN lineage_run_datasets lw ON rd.dataset_version_id IS NULL AND lw.dataset_id = rd.dataset_id"
-    f" AND lw.direction = 'output' AND lw.run_id = {_LATEST_WRITE}"
+    # CASE: the latest write is looked up for an input without a version only (a join on it alone ran it for all)
+    f" AND lw.direction = 'output' AND lw.run_id = CASE WHEN rd.dataset_version_id IS NULL THEN {_LATEST_WRITE} END"
     " LEFT JOIN lineage_runs wr ON wr.id = lw.run_id"
     " LEFT JOIN lineage_dataset_versions lwv ON lwv.id = lw.dataset_version_id"
     " WHERE p.run IS NOT NULL"
@@ -555,27 +556,28 @@ class LineageQueries:
 
         A Marquez id (``dataset:<ns>:<name>``, ``job:<ns>:<name>``) is parsed into (kind, namespace, name) and looked
         up by those three: the namespace may itself hold colons (``postgres://host:5432``)."""
-        with self.store.engine.connect() as own:
-            conn = conn or own
-            n = nodes_table
-            rows = []
-            parsed = parse_node_id(ref)
-            if parsed:
-                kind, namespace, name = parsed
-                rows = fetch_rows(conn, _NODE_BY_IDENTITY, {"kind": kind, "namespace": namespace, "name": name})
-            if not rows:
-                rows = fetch_rows(conn, _NODE_BY_KEY, {"ref": ref})
-            if not rows:
-                rows = fetch_rows(conn, _NODE_BY_ALIAS, {"ref": ref})
-            if len(rows) == 1:
-                return Node(*rows[0])
-            if len(rows) > 1:
-                raise LineageError(
-                    f"{ref!r} names {len(rows)} nodes; use one of: " + ", ".join(sorted(Node(*r).key for r in rows))
-                )
-            if conn.execute(select(n.c.id).limit(1)).first() is None:
-                raise EmptyStoreError(self.store.url)
-            raise UnknownNodeError(ref, self._suggest(conn, ref))
+        if conn is None:
+            with self.store.engine.connect() as own:
+                return self.resolve(ref, own)
+        n = nodes_table
+        rows = []
+        parsed = parse_node_id(ref)
+        if parsed:
+            kind, namespace, name = parsed
+            rows = fetch_rows(conn, _NODE_BY_IDENTITY, {"kind": kind, "namespace": namespace, "name": name})
+        if not rows:
+            rows = fetch_rows(conn, _NODE_BY_KEY, {"ref": ref})
+        if not rows:
+            rows = fetch_rows(conn, _NODE_BY_ALIAS, {"ref": ref})
+        if len(rows) == 1:
+            return Node(*rows[0])
+        if len(rows) > 1:
+            raise LineageError(
+                f"{ref!r} names {len(rows)} nodes; use one of: " + ", ".join(sorted(Node(*r).key for r in rows))
+            )
+        if conn.execute(select(n.c.id).limit(1)).first() is None:
+            raise EmptyStoreError(self.store.url)
+        raise UnknownNodeError(ref, self._suggest(conn, ref))
 
     def _suggest(self, conn: Connection, ref: str, limit: int = 5) -> list[str]:
         a = aliases_table
@@ -656,11 +658,10 @@ class LineageQueries:
                 depths[focus.id] = 0
                 nodes = self._nodes(conn, depths)
                 return Subgraph(focus, direction, nodes, depths, self._edges_among(conn, set(depths)))
-            if as_of is not None:
-                self._check_existed(conn, focus, as_of)
+            ref = self._check_existed(conn, focus, as_of) if as_of is not None else None
             if as_of is not None and not all_history and direction != "both":
                 nodes: dict[int, Node] = {}
-                depths, among = self._as_of_walk(conn, focus, direction, depth, as_of, nodes)
+                depths, among = self._as_of_walk(conn, focus, direction, depth, as_of, nodes, ref)
                 if len(nodes) != len(depths):  # the level-by-level walk does not give them
                     nodes = self._nodes(conn, depths)
                 return Subgraph(focus, direction, nodes, depths, among, as_of=as_of)
@@ -707,12 +708,14 @@ class LineageQueries:
         )
         return depths, nodes, among
 
-    def _check_existed(self, conn: Connection, node: Node, as_of: str) -> None:
+    def _check_existed(self, conn: Connection, node: Node, as_of: str) -> int | None:
+        """NotYetSeenError if the node was first seen after ``as_of``; else the id of its job or dataset row."""
         table = "lineage_datasets" if node.kind == "dataset" else "lineage_jobs"
-        rows = fetch_rows(conn, f"SELECT created_at FROM {table} WHERE node_id = :node", {"node": node.id})
-        first_seen = rows[0][0] if rows else None
+        rows = fetch_rows(conn, f"SELECT id, created_at FROM {table} WHERE node_id = :node", {"node": node.id})
+        row_id, first_seen = rows[0] if rows else (None, None)
         if first_seen is not None and first_seen > as_of:
             raise NotYetSeenError(node.label, as_of, first_seen)
+        return row_id
 
     # ------------------------------------------------------------------------- the graph at an instant, and ever
     def _as_of_edges(self, conn: Connection, as_of: str) -> tuple[dict[tuple[int, int], None], dict[int, tuple]]:
@@ -741,32 +744,61 @@ class LineageQueries:
         return edges, {job_nodes[job_id]: value for job_id, value in latest.items()}
 
     def _as_of_walk(
-        self, conn: Connection, focus: Node, direction: str, depth: int, as_of: str, nodes: dict | None = None
+        self,
+        conn: Connection,
+        focus: Node,
+        direction: str,
+        depth: int,
+        as_of: str,
+        nodes: dict | None = None,
+        ref: int | None = None,
     ) -> tuple[dict[int, int], list[tuple[int, int]]]:
         """The upstream or downstream of ``focus`` in the graph at ``as_of`` (the rule of ``_as_of_edges``): on SQLite
         one recursive query (``_as_of_walk_sql``), elsewhere level by level (``_as_of_walk_by_levels``: PostgreSQL
         refuses a recursive term that names the walk twice). Returns (node -> distance, the edges among them)."""
         if conn.dialect.name != "sqlite":
             return self._as_of_walk_by_levels(conn, focus, direction, depth, as_of)
-        refs = fetch_rows(  # a dataset first seen after the instant has no edges then
-            conn,
-            "SELECT id FROM lineage_jobs WHERE node_id = :node"
-            if focus.kind == "job"
-            else "SELECT id FROM lineage_datasets WHERE node_id = :node AND (created_at IS NULL OR created_at <= :as_of)",
-            {"node": focus.id, "as_of": as_of},
-        )
-        ref = refs[0][0] if refs else None
+        if ref is None:  # not given by _check_existed
+            refs = fetch_rows(  # a dataset first seen after the instant has no edges then
+                conn,
+                "SELECT id FROM lineage_jobs WHERE node_id = :node"
+                if focus.kind == "job"
+                else "SELECT id FROM lineage_datasets WHERE node_id = :node"
+                " AND (created_at IS NULL OR created_at <= :as_of)",
+                {"node": focus.id, "as_of": as_of},
+            )
+            ref = refs[0][0] if refs else None
         params = {"start": focus.id, "ref": ref, "kind": focus.kind, "as_of": as_of}
         upstream = direction == "upstream"
-        edges, reached = set(), {focus.id: focus}
+        reached = {focus.id: focus}
+        following: dict[int, list[int]] = {}  # node -> the nodes the walk reached from it (one per edge)
         for node, via, *columns in fetch_rows(conn, _AS_OF_WALK_SQL[direction], params):
-            edges.add((node, via) if upstream else (via, node))
+            following.setdefault(via, []).append(node)
             if node not in reached:
                 reached[node] = Node(node, *columns)
-        depths = _directed_depths(edges, focus.id, not upstream, depth)
+        depths = {focus.id: 0}
+        frontier = [focus.id]
+        for distance in range(1, depth + 1):
+            next_frontier = []
+            for near in frontier:
+                for node in following.get(near, ()):
+                    if node not in depths:
+                        depths[node] = distance
+                        next_frontier.append(node)
+            frontier = next_frontier
+            if not frontier:
+                break
         if nodes is not None:  # the nodes of the answer, as the walk found them
             nodes.update((node, reached[node]) for node in depths)
-        return depths, sorted(edge for edge in edges if edge[0] in depths and edge[1] in depths)
+        among = [
+            (node, near) if upstream else (near, node)
+            for near, ends in following.items()
+            if near in depths
+            for node in ends
+            if node in depths
+        ]
+        among.sort()
+        return depths, among
 
     def _as_of_walk_by_levels(
         self, conn: Connection, focus: Node, direction: str, depth: int, as_of: str
@@ -1344,12 +1376,6 @@ class LineageQueries:
         }
 
     # ------------------------------------------------------------------------- runs
-    def _resolve_run_id(self, conn: Connection, ref: str) -> str:
-        """The id of the run ``ref`` names (``_resolve_run``), a whole id found by one key lookup."""
-        if fetch_rows(conn, "SELECT 1 FROM lineage_runs WHERE id = :ref", {"ref": ref}):
-            return ref
-        return self._resolve_run(conn, ref).id
-
     def _resolve_run(self, conn: Connection, ref: str):
         r = runs_table
         row = conn.execute(select(r).where(r.c.id == ref)).first()
@@ -1580,7 +1606,8 @@ class LineageQueries:
         (whose version, if the writer reported one). Entries carry, besides Marquez's fields, ``depth``, the job
         version's row id and the run's parameters, and each input its ``label`` (``run_lineage_json`` drops them)."""
         with self.store.engine.connect() as conn:
-            return {"runs": self._run_lineage(conn, self._resolve_run_id(conn, run_ref), depth)}
+            entries = self._run_lineage(conn, run_ref, depth)  # a whole run id: no lookup before
+            return {"runs": entries or self._run_lineage(conn, self._resolve_run(conn, run_ref).id, depth)}
 
     def _run_lineage(self, conn: Connection, root_id: str, depth: int) -> list[dict]:
         """The provenance entries of a run: one query for every run upstream with its inputs and their writers

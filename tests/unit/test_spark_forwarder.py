@@ -361,3 +361,32 @@ def test_a_dead_applications_torn_last_line_is_kept_aside_once_stale(tmp_path):
     torn = outbox.path.with_name(outbox.path.name + ".torn")
     assert torn.read_text() == _event(1) + "\n" + _event(2)[:30]
     assert spark_forwarder.pending_outboxes(paths) == []
+
+
+@pytest.mark.parametrize(
+    ("where", "forwarded"),
+    [("lineage/events.jsonl", False), ("elsewhere/events.jsonl", True)],
+    ids=["the-store-file", "another-file"],
+)
+def test_airflow_cfg_transport_is_the_target_unless_it_is_the_stores_own_file(tmp_path, monkeypatch, where, forwarded):
+    """The default airflow.cfg writes var/lineage/events.jsonl, which the store reads: Spark events are not copied
+    into it (the store has them from var/lineage/spark/events.jsonl); any other destination gets them."""
+    from include.lineage.emit import transports
+
+    paths = _paths(tmp_path)
+    monkeypatch.delenv(settings.SPARK_LINEAGE_KAFKA.name, raising=False)
+    file_transport = {"type": "file", "log_file_path": str(paths.var / where), "append": True}
+    (paths.var / where).parent.mkdir(parents=True)  # openlineage-python's file transport makes no folder
+    monkeypatch.setattr(transports, "configured_transport", lambda: file_transport)
+    assert spark_forwarder.target_configuration(paths) == (file_transport if forwarded else None)
+    composite = {
+        "type": "composite",
+        "transports": [file_transport, {**file_transport, "log_file_path": str(tmp_path / "copy.jsonl")}],
+    }
+    monkeypatch.setattr(transports, "configured_transport", lambda: composite)
+    outbox = Outbox.for_launch(paths)
+    _append(outbox, _event(1) + "\n")
+    outbox.release()
+    spark_forwarder.run(paths, [outbox])
+    assert _ids((tmp_path / "copy.jsonl").read_text().splitlines()) == ["run-1"]
+    assert (paths.var / where).exists() == forwarded, "the store's own file gets no copy"

@@ -390,3 +390,27 @@ def test_airflow_cfg_transport_is_the_target_unless_it_is_the_stores_own_file(tm
     spark_forwarder.run(paths, [outbox])
     assert _ids((tmp_path / "copy.jsonl").read_text().splitlines()) == ["run-1"]
     assert (paths.var / where).exists() == forwarded, "the store's own file gets no copy"
+
+
+def test_forwarders_running_at_once_send_each_event_once(tmp_path):
+    """A task's own forwarding and `lineage replay` at the same moment: the outbox's lock lets one at a time."""
+    import threading
+
+    paths = _paths(tmp_path)
+    outbox = Outbox.for_launch(paths)
+    _append(outbox, "".join(_event(i) + "\n" for i in range(40)))
+    outbox.release()
+    received: list[str] = []
+
+    def slow(text: str) -> bool:
+        time.sleep(0.002)
+        received.append(text)
+        return True
+
+    workers = [threading.Thread(target=spark_forwarder.run, args=(paths,), kwargs={"deliver": slow}) for _ in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert _ids(received) == [f"run-{i}" for i in range(40)]
+    assert len(paths.spark_lineage_events.read_text().splitlines()) == 40

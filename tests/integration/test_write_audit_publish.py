@@ -395,7 +395,7 @@ def test_a_blocked_month_never_schedules_the_forecast_and_pipeline_publish_does(
                 f"BLOCKED: {RAW} was not published (main unchanged; branch {branch} kept for review)",
                 "daily_rows_vs_trailing_months: FAILED (block)",
                 f"dataset {settings.ICEBERG_NAMESPACE}.{naming.HOURLY_ACTUALS}",
-                f"dataset {settings.ICEBERG_NAMESPACE}.{naming.HOURLY_FORECAST}",
+                f"dataset {settings.ICEBERG_NAMESPACE}.{naming.HOURLY_FORECAST} (owners: data-platform, forecasting)",
                 "models/seasonal_naive",
                 "models/weather",
                 "DAG forecast_yellow_rides (owners: data-platform)",

@@ -27,7 +27,7 @@ lint: setup
 TEST_WORKERS ?= 2
 test: setup lint
 	@include/setup/system_packages.sh
-	$(PIPELINE) test $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
+	$(PIPELINE) test $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 
 # The edit loop: unit tests without Spark, DAG integrity and the compose file, in well under a minute.
 test-fast: setup

@@ -16,7 +16,7 @@ from include.airflow import runs
 from include.core import settings
 from include.services import kafka_broker
 from include.sources import sample_server
-from tests.support import RawState, free_port, raw_state
+from tests.support import RawState, free_port, raw_state, start_lineage_serve
 
 MONTH = (2025, 1)
 ROWS = 20_000
@@ -119,3 +119,13 @@ def broker(paths):
             os.environ.pop("KAFKA_PORT", None)
         else:
             os.environ["KAFKA_PORT"] = saved
+
+
+@pytest.fixture
+def lineage_server(tmp_path):
+    """`lineage serve` on a store of its own in tmp_path, without tokens (they are tests/unit/test_lineage_serve_auth)."""
+    store = f"sqlite:///{tmp_path / 'served.db'}"
+    process, url = start_lineage_serve(["--store", store, "--no-auth"])
+    yield {"url": url, "store": store}
+    process.terminate()
+    process.wait(timeout=30)

@@ -15,8 +15,8 @@ from include.core import naming, settings
 from include.lineage.events import load_events
 from include.sources import sample_data, sample_server
 
-# The first test here pays for two session fixtures (the shared pipeline run and the nine bad-input DAG runs): more
-# than pytest's 900 s on a loaded 2-core machine, so this module gets a budget of its own.
+# The first test here pays for ten DAG runs (a clean weather month and the nine bad inputs): more than pytest's 900 s
+# on a loaded 2-core machine, so this module gets a budget of its own.
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(2400)]
 ROWS = 3_000
 
@@ -119,37 +119,61 @@ def _next_month_start(month: str) -> str:
     return f"{year + (mm == 12):04d}-{mm % 12 + 1:02d}-01"
 
 
+# The cases whose runs succeed go first: once they merged, raw exists, and every failing case must leave its snapshot.
+SUCCEEDING = ("extra_column", "bad_rows")
+CLEAN_WEATHER_MONTH = "2025-02"
+
+
+def _raw_snapshot(catalog, table: str) -> int | None:
+    from pyiceberg.exceptions import NoSuchTableError
+
+    try:
+        snapshot = catalog.load_table(f"{settings.ICEBERG_NAMESPACE}.{table}").current_snapshot()
+    except NoSuchTableError:
+        return None
+    return snapshot.snapshot_id if snapshot else None
+
+
 @pytest.fixture(scope="session")
-def bad_input_runs(pipeline_run, catalog):
-    root = pipeline_run.paths.var / "bad-input-source"
+def bad_input_runs(paths, airflow_env, catalog):
+    """The bad-input DAG runs, in this session's own var/ and not behind the shared pipeline run (so another worker
+    can take them): a clean weather month and the two cases that succeed first, so that each failing case meets a
+    raw table whose snapshot it must leave as it was."""
+    root = paths.var / "bad-input-source"
+    year, month = map(int, CLEAN_WEATHER_MONTH.split("-"))
+    sample_data.write_weather_month(root / "averages" / f"{year:04d}", year, month)
     cases = {}
     for name, (dag_id, month, publish) in CASES.items():
         publish(root)
         cases[name] = Case(dag_id, _next_month_start(month), month)
     raw_table = {"ingest_yellow_taxi_data": naming.TAXI_RAW, "ingest_weather_data": naming.WEATHER_RAW}
     with sample_server.serve(root) as env:
-        for name, case in cases.items():
-            table = catalog.load_table(f"{settings.ICEBERG_NAMESPACE}.{raw_table[case.dag_id]}")
-            case.raw_snapshot_before = table.current_snapshot().snapshot_id
+        clean = runs.dags_test(
+            "ingest_weather_data",
+            _next_month_start(CLEAN_WEATHER_MONTH),
+            {},
+            env=env,
+            log_file=paths.var / "test-logs" / "bad-input-clean-weather.log",
+        )
+        assert clean.succeeded, f"the clean weather month ended {clean.state}: {paths.var / 'test-logs'}"
+        for name in sorted(cases, key=lambda case_name: case_name not in SUCCEEDING):
+            case = cases[name]
+            case.raw_snapshot_before = _raw_snapshot(catalog, raw_table[case.dag_id])
             case.result = runs.dags_test(
                 case.dag_id,
                 case.logical_date,
                 {},
                 env=env,
-                log_file=pipeline_run.paths.var / "test-logs" / f"bad-{name}.log",
+                log_file=paths.var / "test-logs" / f"bad-{name}.log",
             )
-            case.raw_snapshot_after = (
-                catalog.load_table(f"{settings.ICEBERG_NAMESPACE}.{raw_table[case.dag_id]}")
-                .current_snapshot()
-                .snapshot_id
-            )
+            case.raw_snapshot_after = _raw_snapshot(catalog, raw_table[case.dag_id])
     return cases
 
 
-def _fail_event(pipeline_run, dag_id: str, task: str, month: str) -> dict:
+def _fail_event(paths, dag_id: str, task: str, month: str) -> dict:
     fails = [
         e
-        for e in load_events(pipeline_run.paths.lineage_events)
+        for e in load_events(paths.lineage_events)
         if e["eventType"] == "FAIL"
         and e["job"]["name"] == f"{dag_id}.{task}"
         and month.replace("-", "") in e["run"]["facets"]["errorMessage"]["message"].replace("-", "")
@@ -174,24 +198,23 @@ def _fail_event(pipeline_run, dag_id: str, task: str, month: str) -> dict:
         ("wrong_field_count", "stage_weather", "rows with a wrong number of fields"),
     ],
 )
-def test_bad_file_fails_with_a_clear_error_a_fail_event_and_raw_untouched(
-    bad_input_runs, pipeline_run, name, task, expected
-):
+def test_bad_file_fails_with_a_clear_error_a_fail_event_and_raw_untouched(bad_input_runs, paths, name, task, expected):
     case = bad_input_runs[name]
     assert case.result.state == "failed"
-    message = _fail_event(pipeline_run, case.dag_id, task, case.month)["run"]["facets"]["errorMessage"]["message"]
+    message = _fail_event(paths, case.dag_id, task, case.month)["run"]["facets"]["errorMessage"]["message"]
     assert expected in message
     assert "An error occurred while calling" not in message, "the root cause, not the Py4J wrapper"
     assert f"{case.month}" in message or case.month.replace("-", "") in message, "the error names the file"
+    assert case.raw_snapshot_before is not None, "a failing case must meet a raw table to leave untouched"
     assert case.raw_snapshot_after == case.raw_snapshot_before
 
 
-def test_unexpected_extra_column_is_accepted_and_recorded_as_schema_drift(bad_input_runs, pipeline_run):
+def test_unexpected_extra_column_is_accepted_and_recorded_as_schema_drift(bad_input_runs, paths):
     case = bad_input_runs["extra_column"]
     assert case.result.succeeded
     stage = [
         e
-        for e in load_events(pipeline_run.paths.lineage_events)
+        for e in load_events(paths.lineage_events)
         if e["eventType"] == "COMPLETE"
         and e["job"]["name"] == "ingest_yellow_taxi_data.stage_yellow_taxi"
         and e["inputs"][0]["name"].endswith("yellow_tripdata_2025-07.parquet")
@@ -199,7 +222,7 @@ def test_unexpected_extra_column_is_accepted_and_recorded_as_schema_drift(bad_in
     assert stage[0]["run"]["facets"]["schemaDrift"]["unexpected"] == ["surprise_fee"]
 
 
-def test_bad_rows_are_quarantined_with_reasons_counted_and_good_rows_ingested(bad_input_runs, pipeline_run, spark):
+def test_bad_rows_are_quarantined_with_reasons_counted_and_good_rows_ingested(bad_input_runs, paths, spark):
     case = bad_input_runs["bad_rows"]
     assert case.result.succeeded
     quarantine = spark.table(settings.CatalogSettings.current().table(naming.TAXI_QUARANTINE)).where(
@@ -215,7 +238,7 @@ def test_bad_rows_are_quarantined_with_reasons_counted_and_good_rows_ingested(ba
     assert raw.count() == ROWS - 4
     stage = [
         e
-        for e in load_events(pipeline_run.paths.lineage_events)
+        for e in load_events(paths.lineage_events)
         if e["eventType"] == "COMPLETE"
         and e["job"]["name"] == "ingest_yellow_taxi_data.stage_yellow_taxi"
         and e["inputs"][0]["name"].endswith("yellow_tripdata_2025-08.parquet")

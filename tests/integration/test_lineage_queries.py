@@ -1,6 +1,6 @@
 """The lineage store and every ``lineage`` query on the events of a real run of the three DAGs, through the installed
-command; the HTTP endpoint receiving events through openlineage-python's real ``http`` transport, and a real DAG run
-sending to ``lineage serve``."""
+command; the HTTP endpoint receiving events through openlineage-python's real ``http`` transport. (A real DAG run
+sending to ``lineage serve`` is tests/integration/test_lineage_serve_dag_run.py: it needs no shared run.)"""
 
 from __future__ import annotations
 
@@ -13,12 +13,10 @@ from pathlib import Path
 import pytest
 import requests
 
-from include.airflow import runs
 from include.core import naming
 from include.core.contract import WEATHER_ELEMENTS
 from include.lineage.events import load_events
-from include.sources import downloads, sample_server
-from tests.support import start_lineage_serve
+from include.sources import downloads
 
 pytestmark = pytest.mark.integration
 
@@ -210,15 +208,6 @@ def test_clear_errors_exit_2(ingested, tmp_path):
     assert unreadable.returncode == 2 and f"{bad}:2" in unreadable.stderr and "eventTime" in unreadable.stderr
 
 
-@pytest.fixture
-def lineage_server(tmp_path):
-    store = f"sqlite:///{tmp_path / 'served.db'}"
-    process, url = start_lineage_serve(["--store", store, "--no-auth"])  # tokens: test_lineage_serve_auth
-    yield {"url": url, "store": store}
-    process.terminate()
-    process.wait(timeout=30)
-
-
 def test_http_transport_delivers_real_events_to_lineage_serve(lineage_server, pipeline_run):
     from openlineage.client.transport.http import HttpConfig, HttpTransport
 
@@ -252,30 +241,3 @@ def test_http_transport_delivers_real_events_to_lineage_serve(lineage_server, pi
         f"{lineage_server['url']}/api/v1/lineage", params={"nodeId": "nyc_taxi.yellow_rides_hourly_forcast"}, timeout=30
     )
     assert missing.status_code == 404 and "nyc_taxi.yellow_rides_hourly_forecast" in missing.json()["detail"]
-
-
-def test_a_real_dag_run_sends_its_lineage_to_lineage_serve(lineage_server, pipeline_run, monkeypatch):
-    transport = {"type": "http", "url": lineage_server["url"], "endpoint": "api/v1/lineage", "timeout": 5}
-    with sample_server.serve(pipeline_run.paths.var / "source") as source_env:
-        result = runs.dags_test(
-            "ingest_weather_data",
-            "2025-02-01",
-            {"force": True},
-            env={**source_env, "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(transport)},
-            log_file=pipeline_run.paths.var / "test-logs" / "weather_to_lineage_serve.log",
-        )
-        monkeypatch.setenv("NOAA_BASE_URL", source_env["NOAA_BASE_URL"])
-        noaa = naming.source_url_id(downloads.noaa_url("tavg", MONTH))
-    assert result.succeeded, result.log[-3000:]
-    merge_runs = json.loads(
-        _ok("runs", "ingest_weather_data.merge_weather_raw", "--json", "--store", lineage_server["store"])
-    )["runs"]
-    assert [run["state"] for run in merge_runs] == ["COMPLETED"]
-    assert "nyc_taxi.weather_raw" in {output["label"] for output in merge_runs[0]["outputs"]}
-    weather_raw = naming.table_id(naming.WEATHER_RAW)
-    response = requests.get(
-        f"{lineage_server['url']}/api/v1/lineage",
-        params={"nodeId": f"dataset:{weather_raw.namespace}:{weather_raw.name}"},
-        timeout=30,
-    )
-    assert _dataset_node(noaa) in {node["id"] for node in response.json()["graph"]}

@@ -1,0 +1,66 @@
+"""The suite's own scheduling (tests/conftest.py): the shared pipeline run's tests come first and together, so that
+under xdist they are the first group of their worker, on a var/ no other group wrote to; longer groups before shorter
+ones; and inside a group the collection's order is kept."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from tests import conftest
+
+
+@dataclass
+class FakeItem:
+    nodeid: str
+    fixturenames: tuple[str, ...] = ()
+    marks: list = field(default_factory=list)
+
+    def add_marker(self, mark) -> None:
+        self.marks.append(mark)
+
+
+def _collected() -> list[FakeItem]:
+    return [
+        FakeItem("tests/unit/test_a.py::test_one"),
+        FakeItem("tests/integration/test_kafka.py::test_x"),
+        FakeItem("tests/integration/test_lineage.py::test_graph", ("paths", "pipeline_run")),
+        FakeItem("tests/integration/test_unknown.py::test_y"),
+        FakeItem("tests/integration/test_bad_input.py::test_bad"),
+        FakeItem("tests/integration/test_lineage.py::test_listener", ("pipeline_run",)),
+        FakeItem("tests/integration/test_kafka.py::test_z"),
+        FakeItem("tests/integration/test_airflow_ui.py::test_ui", ("user_runs",)),
+        FakeItem("tests/unit/test_b.py::test_two"),
+        FakeItem("tests/integration/test_pipeline.py::test_raw", ("pipeline_run",)),
+    ]
+
+
+def _group(item: FakeItem) -> str:
+    (mark,) = [m for m in item.marks if m.name == "xdist_group"]
+    return mark.args[0]
+
+
+def test_the_shared_run_comes_first_and_whole_then_the_longest_groups():
+    items = _collected()
+    conftest.pytest_collection_modifyitems(None, items)
+    groups = [_group(item) for item in items]
+    assert groups[:3] == ["pipeline_run"] * 3
+    assert [item.nodeid for item in items[:3]] == [
+        "tests/integration/test_lineage.py::test_graph",
+        "tests/integration/test_lineage.py::test_listener",
+        "tests/integration/test_pipeline.py::test_raw",
+    ], "the collection's order inside the group"
+    order = list(dict.fromkeys(groups))
+    assert groups == sorted(groups, key=order.index), "every group is contiguous"
+    costs = [conftest._group_cost(group) for group in order]
+    assert costs == sorted(costs, reverse=True), order
+    assert order[-2:] == ["tests/unit/test_a.py", "tests/unit/test_b.py"], "unit modules last, in collection order"
+    assert conftest._group_cost("tests/integration/test_unknown.py") == conftest.DEFAULT_INTEGRATION_COST
+
+
+@pytest.mark.parametrize("shared", ["pipeline_run", "user_runs"])
+def test_a_test_of_shared_session_work_is_in_that_work_s_group(shared):
+    item = FakeItem("tests/integration/test_any.py::test_it", ("paths", shared))
+    conftest.pytest_collection_modifyitems(None, [item])
+    assert _group(item) == shared

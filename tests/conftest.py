@@ -118,6 +118,7 @@ GROUP_COST = {
     "tests/integration/test_cluster.py": 460,
     "tests/integration/test_tlc_eras.py": 420,
     "tests/integration/test_demo.py": 400,
+    "tests/integration/test_write_audit_publish.py": 400,
     "user_runs": 300,
     "tests/integration/test_s3_warehouse.py": 300,
     "tests/integration/test_shared_catalog.py": 250,

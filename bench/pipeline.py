@@ -219,7 +219,7 @@ BEFORE_START_UP = {"SPARK_CLASS_DATA_SHARING": "false", "SPARK_DRIVER_JIT": "ful
 @contextlib.contextmanager
 def _settings(values: dict[str, str]):
     """The project's settings as ``values`` say while the launch is built, then as they were."""
-    saved = {name: os.environ.get(name) for name in values}
+    saved = {name: settings.SETTINGS[name].raw() for name in values}
     os.environ.update(values)
     try:
         yield

@@ -121,7 +121,9 @@ def test_two_servers_and_a_consumer_writing_one_postgres_store_keep_every_event_
         started = time.monotonic()
         with ThreadPoolExecutor(3) as pool:
             posted = [pool.submit(_post_all, url, stream) for (_, url), stream in zip(servers, streams, strict=False)]
-            consumed = pool.submit(consume, bootstrap, store_url)
+            # the two servers hold the store's writer lock most of the time: on a loaded machine the consumer may
+            # wait longer than consume's usual 20 s between two reads, and would stop before the end of the topic
+            consumed = pool.submit(consume, bootstrap, store_url, "--idle-timeout", "180")
             for future in posted:
                 future.result()
             result = consumed.result()

@@ -35,7 +35,7 @@ os.environ["_PIPELINE_TEST_VAR"] = os.environ["PIPELINE_VAR_DIR"]
 os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
 
 
-from tests.support import free_port  # noqa: E402
+from tests.support import CHROMIUM, free_port  # noqa: E402
 
 # The session's own catalog server (one per var/) on a port no other session or demo uses.
 os.environ.setdefault("ICEBERG_REST_PORT", str(free_port()))
@@ -148,3 +148,18 @@ def pytest_collection_modifyitems(config, items):
         first_seen.setdefault(groups[item.nodeid], len(first_seen))
     # stable: inside a group, and among groups of one cost, the collection's own order
     items.sort(key=lambda item: (-_group_cost(groups[item.nodeid]), first_seen[groups[item.nodeid]]))
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's headless Chromium through playwright, for a module's page tests (skipped where it is not installed)."""
+    if CHROMIUM is None:
+        pytest.skip("Debian's chromium is not installed (make test installs it with apt-get)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        try:
+            yield launched
+        finally:
+            launched.close()

@@ -9,9 +9,11 @@ import contextlib
 import http.server
 import json
 import os
+import shutil
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -189,3 +191,39 @@ def start_lineage_serve(args: list[str], env: dict | None = None, timeout: float
             output = Path(log).read_text() if log else process.communicate()[0]
             raise AssertionError(f"lineage serve did not start: {output[-2000:]}")
         time.sleep(0.2)
+
+
+# Debian's headless Chromium, for the tests that drive the lineage page and the Airflow UI (None: those are skipped)
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def read_topic(bootstrap: str, topic: str, timeout: float = 60) -> list:
+    """Every message of a Kafka topic, from its start to its end as of now, through a consumer group of its own: read
+    until every partition the group was assigned has reported its end."""
+    from confluent_kafka import Consumer, KafkaError
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"test-reader-{uuid.uuid4().hex}",
+            "auto.offset.reset": "earliest",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    messages, at_end, partitions, deadline = [], set(), None, time.monotonic() + timeout
+    while time.monotonic() < deadline and (partitions is None or at_end < partitions):
+        message = consumer.poll(1.0)
+        if partitions is None and consumer.assignment():
+            partitions = {tp.partition for tp in consumer.assignment()}
+        if message is None:
+            continue
+        if message.error():
+            if message.error().code() == KafkaError._PARTITION_EOF:
+                at_end.add(message.partition())
+            continue
+        messages.append(message)
+    consumer.close()
+    assert partitions and at_end >= partitions, f"could not read {topic} to its end"
+    return messages

@@ -8,7 +8,6 @@ spark-submit in local mode, and a headless Chromium (Debian's package) logged in
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from collections import defaultdict
 
@@ -17,10 +16,9 @@ import pytest
 from include.core import settings
 from include.services import postgres
 from tests.integration.running_airflow import EXTRA_LOGICAL_DATES, FORECAST_DAG, INGEST_DAGS, UI_SPARK_MASTER
+from tests.support import CHROMIUM
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(2700)]  # a slow machine: the whole chain runs in the fixture
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ import pytest
 from include.lineage.events import event_dedup_key
 from include.lineage.store import LineageStore
 from include.lineage.store.schema import events_table
+from tests.support import read_topic
 
 pytestmark = pytest.mark.integration
 
@@ -40,35 +41,6 @@ def _event(job: str, fields) -> dict:
         ],
         "outputs": [{"namespace": "file", "name": f"/out/{job}"}],
     }
-
-
-def _read(bootstrap: str, topic: str) -> list:
-    from confluent_kafka import Consumer, KafkaError
-
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"reader-{uuid.uuid4().hex}",
-            "auto.offset.reset": "earliest",
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.subscribe([topic])
-    messages, at_end = [], set()
-    for _ in range(60):
-        message = consumer.poll(1.0)
-        if message is None:
-            if at_end:
-                break
-            continue
-        if message.error():
-            if message.error().code() == KafkaError._PARTITION_EOF:
-                at_end.add(message.partition())
-            continue
-        messages.append(message)
-    consumer.close()
-    return messages
 
 
 def test_consume_dead_letters_an_event_lineage_serve_would_refuse_naming_facet_and_offset(broker, tmp_path):
@@ -106,7 +78,7 @@ def test_consume_dead_letters_an_event_lineage_serve_would_refuse_naming_facet_a
 
         stored = sorted(conn.execute(select(events_table.c.dedup_key)).scalars())
     assert stored == sorted(map(event_dedup_key, good))
-    [letter] = _read(broker.bootstrap, dead)
+    [letter] = read_topic(broker.bootstrap, dead)
     headers = {name: value.decode() for name, value in letter.headers()}
     assert json.loads(letter.value()) == bad, "the message unchanged"
     assert headers["lineage.error"].startswith(reason)

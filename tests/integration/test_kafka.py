@@ -27,7 +27,7 @@ from include.lineage.store.schema import events_table
 from include.services import kafka_broker
 from include.sources import downloads, sample_server
 from tests.integration.isolated_var import IsolatedVar
-from tests.support import free_port
+from tests.support import free_port, read_topic
 
 pytestmark = pytest.mark.integration
 
@@ -62,35 +62,6 @@ def produce(bootstrap: str, topic: str, values: list[bytes | str]) -> None:
     for value in values:
         producer.produce(topic, key=b"test", value=value)
     assert producer.flush(30) == 0
-
-
-def read_topic(bootstrap: str, topic: str) -> list:
-    """Every message of a topic, from the start (a consumer group of its own)."""
-    from confluent_kafka import Consumer, KafkaError
-
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"test-reader-{uuid.uuid4().hex}",
-            "auto.offset.reset": "earliest",
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.subscribe([topic])
-    messages, at_end, deadline = [], set(), time.monotonic() + 60
-    while time.monotonic() < deadline and len(at_end) < 3:
-        message = consumer.poll(1.0)
-        if message is None:
-            continue
-        if message.error():
-            if message.error().code() == KafkaError._PARTITION_EOF:
-                at_end.add(message.partition())
-            continue
-        messages.append(message)
-    consumer.close()
-    assert len(at_end) == 3, f"could not read {topic} to its end"
-    return messages
 
 
 def run_event(job: str, event_type: str = "COMPLETE", **extra) -> dict:

@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 
 import pytest
 import requests
 
 from include.core import settings
 from tests.integration.running_airflow import FORECAST_DAG, RunningAirflow
+from tests.support import CHROMIUM
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]  # airflow standalone and three DAG runs on 2 cores
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 RAW_TABLE = "nyc_taxi.yellow_taxi_raw"
 
 

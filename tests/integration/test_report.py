@@ -4,14 +4,13 @@ headless Chromium (Debian's package) with the network off."""
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
 from include.lineage.api import report
+from tests.support import CHROMIUM
 
 pytestmark = pytest.mark.integration
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 def _events_nodes(paths) -> tuple[set[str], set[str]]:

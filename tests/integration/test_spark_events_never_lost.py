@@ -26,7 +26,7 @@ from include.lineage.store import LineageStore
 from include.lineage.store.schema import events_table
 from include.services import kafka_broker
 from include.sources import sample_server
-from tests.support import free_port
+from tests.support import free_port, read_topic
 
 pytestmark = pytest.mark.integration
 
@@ -46,33 +46,7 @@ def _spooled(folder: Path) -> list[dict]:
 
 
 def _kafka_messages(bootstrap: str, topic: str) -> list[dict]:
-    from confluent_kafka import Consumer, KafkaError
-
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"spark-events-{uuid.uuid4().hex}",
-            "auto.offset.reset": "earliest",
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.subscribe([topic])
-    values, at_end, partitions, deadline = [], set(), None, time.monotonic() + 60
-    while time.monotonic() < deadline and (partitions is None or at_end < partitions):
-        message = consumer.poll(1.0)
-        if partitions is None and consumer.assignment():
-            partitions = {tp.partition for tp in consumer.assignment()}
-        if message is None:
-            continue
-        if message.error():
-            if message.error().code() == KafkaError._PARTITION_EOF:
-                at_end.add(message.partition())
-            continue
-        values.append(json.loads(message.value()))
-    consumer.close()
-    assert partitions and at_end >= partitions, f"could not read {topic} to its end"
-    return values
+    return [json.loads(message.value()) for message in read_topic(bootstrap, topic)]
 
 
 class _Kafka:

@@ -6,7 +6,6 @@ page and on the exported single file (offline, as of a time)."""
 
 from __future__ import annotations
 
-import shutil
 import threading
 import time
 import uuid
@@ -44,7 +43,6 @@ RESULTS = [
         "actual": "0.051",
     },
 ]
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 def _dataset(key: str) -> dict:
@@ -220,20 +218,6 @@ def test_a_malformed_or_hostile_audit_facet_is_shown_as_text_or_ignored_never_a_
 
 
 # ------------------------------------------------------------------------------------------------ in the browser
-@pytest.fixture(scope="module")
-def browser():
-    if CHROMIUM is None:
-        pytest.skip("Debian's chromium is not installed (make test installs it with apt-get)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-        try:
-            yield launched
-        finally:
-            launched.close()
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """The page's app over a store where raw's February audit was blocked on March 3 and published on March 5 is

@@ -4,7 +4,6 @@ access dependency it is given, and the page's data answers from a real SQLite st
 from __future__ import annotations
 
 import json
-import shutil
 import time
 import uuid
 
@@ -128,7 +127,6 @@ def test_the_standalone_page_inlines_everything_and_cannot_be_closed_by_its_data
 
 
 # ------------------------------------------------------------------ as of a time or a run, and run provenance
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 H = "2025-03-01T{:02d}:{:02d}:00+00:00".format
 DAG_FACETS = {"jobType": {"jobType": "DAG", "integration": "AIRFLOW", "processingType": "BATCH"}}
 
@@ -213,20 +211,6 @@ def served(tmp_path_factory):
     server.should_exit = True
     thread.join(10)
     store.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if CHROMIUM is None:
-        pytest.skip("Debian's chromium is not installed (make test installs it with apt-get)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-        try:
-            yield launched
-        finally:
-            launched.close()
 
 
 def _drawn(page) -> tuple[set[str], set[tuple[str, str]], dict[str, str | None]]:

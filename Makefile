@@ -22,9 +22,10 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# Two pytest-xdist workers, each a session with its own var/ (tests/conftest.py): one runs the shared pipeline run and
-# the modules that read it, the other everything else. TEST_WORKERS=0 runs the suite in one process.
-TEST_WORKERS ?= 2
+# Three pytest-xdist workers on two cores, each a session with its own var/ (tests/conftest.py): much of a DAG run is
+# waiting (the scheduler's loop, a Spark driver's start), so a third worker fills the cores. Groups start longest
+# first (tests/conftest.py GROUP_COST). TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 3
 test: setup lint
 	@include/setup/system_packages.sh
 	$(PIPELINE) test $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)

@@ -19,6 +19,7 @@ if __name__ == "__main__":
         .config("spark.sql.catalog.warm_up", "org.apache.iceberg.spark.SparkCatalog")
         .config("spark.sql.catalog.warm_up.type", "hadoop")
         .config("spark.sql.catalog.warm_up.warehouse", f"{scratch}/warehouse")
+        .config("spark.sql.defaultCatalog", "warm_up")
         .getOrCreate()
     )
     rows = spark.range(1000).select(

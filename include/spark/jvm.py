@@ -111,6 +111,9 @@ def ensure_archive(conf: dict[str, str], class_path: list[Path], log=print) -> P
         warm_up_conf = {k: v for k, v in conf.items() if not k.startswith("spark.openlineage.transport.")}
         warm_up_conf.update(
             {
+                # its own Hadoop catalog only: at set-up no catalog server runs, and the default catalog must not be
+                # the configured one (Spark resolves the default catalog on the first statement)
+                "spark.sql.defaultCatalog": "warm_up",
                 "spark.openlineage.transport.type": "file",
                 "spark.openlineage.transport.location": f"{scratch}/lineage.json",
                 "spark.driver.extraJavaOptions": java_options,
@@ -124,8 +127,9 @@ def ensure_archive(conf: dict[str, str], class_path: list[Path], log=print) -> P
         result = subprocess.run(command, capture_output=True, text=True, cwd=scratch, env=env)
         if result.returncode != 0 or not partial.exists():
             partial.unlink(missing_ok=True)
-            output = (result.stdout + result.stderr).splitlines()
-            tail = "\n".join([line for line in output if "Error" in line or "Exception" in line][-3:] or output[-3:])
+            output = [line for line in (result.stdout + result.stderr).splitlines() if not line.startswith("\tat ")]
+            causes = [line for line in output if "Error" in line or "Exception" in line]
+            tail = "\n".join((causes or output)[-3:])
             log(f"spark: no class-data-sharing archive (the warm-up job ended {result.returncode}): {tail}")
             return None
         os.replace(partial, archive)

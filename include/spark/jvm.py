@@ -34,6 +34,7 @@ ARCHIVE_DIR = JARS_DIR / "cds"
 # would then shadow the standard library's `profile` that pyspark imports.
 WARM_UP_JOB = settings.PROJECT_ROOT / "spark_jobs" / "class_data_sharing_warm_up.py"
 JIT_OPTIONS = {"quick": ["-XX:TieredStopAtLevel=1"], "full": []}
+WARM_UP_TIMEOUT_SECONDS = 900  # set-up never hangs on it: without an archive Spark only starts slower
 
 
 def _spark_home() -> Path:
@@ -124,7 +125,14 @@ def ensure_archive(conf: dict[str, str], class_path: list[Path], log=print) -> P
             command += ["--conf", f"{key}={value}"]
         command += [str(WARM_UP_JOB), scratch]
         env = {**os.environ, "SPARK_HOME": str(_spark_home())}
-        result = subprocess.run(command, capture_output=True, text=True, cwd=scratch, env=env)
+        try:
+            result = subprocess.run(
+                command, capture_output=True, text=True, cwd=scratch, env=env, timeout=WARM_UP_TIMEOUT_SECONDS
+            )
+        except subprocess.TimeoutExpired:
+            partial.unlink(missing_ok=True)
+            log(f"spark: no class-data-sharing archive (the warm-up job ran past {WARM_UP_TIMEOUT_SECONDS} s)")
+            return None
         if result.returncode != 0 or not partial.exists():
             partial.unlink(missing_ok=True)
             output = [line for line in (result.stdout + result.stderr).splitlines() if not line.startswith("\tat ")]

@@ -227,3 +227,23 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 60) -> list:
     consumer.close()
     assert partitions and at_end >= partitions, f"could not read {topic} to its end"
     return messages
+
+
+@contextlib.contextmanager
+def app_served(app) -> Iterator[str]:
+    """An ASGI app served by uvicorn on a free loopback port, in a thread of this process; yields its base URL."""
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    for _ in range(200):
+        if server.started:
+            break
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)

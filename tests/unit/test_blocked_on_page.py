@@ -6,8 +6,6 @@ page and on the exported single file (offline, as of a time)."""
 
 from __future__ import annotations
 
-import threading
-import time
 import uuid
 
 import pytest
@@ -222,30 +220,13 @@ def test_a_malformed_or_hostile_audit_facet_is_shown_as_text_or_ignored_never_a_
 def served(tmp_path_factory):
     """The page's app over a store where raw's February audit was blocked on March 3 and published on March 5 is
     NOT yet recorded: raw waits for review. Served by uvicorn on loopback."""
-    import uvicorn
 
-    from tests.support import free_port
+    from tests.support import app_served
 
     root = tmp_path_factory.mktemp("blocked")
     store = _store(root, BLOCKED)
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_ui_app(store=store, paths=settings.Paths(root / "var")),
-            host="127.0.0.1",
-            port=port,
-            log_level="warning",
-        )
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    for _ in range(200):
-        if server.started:
-            break
-        time.sleep(0.05)
-    yield {"url": f"http://127.0.0.1:{port}", "store": store}
-    server.should_exit = True
-    thread.join(10)
+    with app_served(create_ui_app(store=store, paths=settings.Paths(root / "var"))) as url:
+        yield {"url": url, "store": store}
     store.close()
 
 

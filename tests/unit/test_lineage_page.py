@@ -4,7 +4,6 @@ access dependency it is given, and the page's data answers from a real SQLite st
 from __future__ import annotations
 
 import json
-import time
 import uuid
 
 import pytest
@@ -186,30 +185,16 @@ def _history() -> tuple[list[dict], dict[str, str]]:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """The page's app with a store of the two DAG runs, served by uvicorn on loopback."""
-    import threading
 
-    import uvicorn
-
-    from tests.support import free_port
+    from tests.support import app_served
 
     paths = settings.Paths(tmp_path_factory.mktemp("served") / "var")
     paths.lineage.mkdir(parents=True)
     store = LineageStore(f"sqlite:///{paths.lineage / 'store.db'}")
     events, ids = _history()
     store.ingest(events)
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_ui_app(store=store, paths=paths), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    for _ in range(200):
-        if server.started:
-            break
-        time.sleep(0.05)
-    yield {"url": f"http://127.0.0.1:{port}", "queries": LineageQueries(store), "ids": ids, "paths": paths}
-    server.should_exit = True
-    thread.join(10)
+    with app_served(create_ui_app(store=store, paths=paths)) as url:
+        yield {"url": url, "queries": LineageQueries(store), "ids": ids, "paths": paths}
     store.close()
 
 

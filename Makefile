@@ -30,9 +30,11 @@ test: setup lint
 	@include/setup/system_packages.sh
 	$(PIPELINE) test $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 
-# The edit loop: unit tests without Spark, DAG integrity and the compose file, in well under a minute.
+# The edit loop: unit tests without Spark or a browser, DAG integrity and the compose file, on two workers: about
+# a minute and a half.
 test-fast: setup
-	$(PIPELINE) test tests/unit tests/test_dag_integrity.py tests/test_docker_compose.py -m "not spark" -q
+	$(PIPELINE) test tests/unit tests/test_dag_integrity.py tests/test_docker_compose.py -m "not spark and not browser" -q \
+		-n 2 --dist loadgroup
 
 demo: setup
 	$(PIPELINE) demo

@@ -143,6 +143,8 @@ def pytest_collection_modifyitems(config, items):
         shared = [name for name in _SHARED_SESSION_WORK if name in getattr(item, "fixturenames", ())]
         groups[item.nodeid] = group = shared[0] if shared else item.nodeid.split("::", 1)[0]
         item.add_marker(pytest.mark.xdist_group(group))
+        if "browser" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.browser)  # a real Chromium: seconds per test, left out of `make test-fast`
     first_seen = {}
     for item in items:
         first_seen.setdefault(groups[item.nodeid], len(first_seen))

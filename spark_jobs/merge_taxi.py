@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from pyspark.sql import functions as F
 
 from include.core import naming
 from include.sources import downloads
-from spark_jobs.common import audit, wap
+from spark_jobs.common import audit, loaded_source, wap
 from spark_jobs.common.iceberg_metadata import partition_metrics, total_records
 from spark_jobs.common.report import assertion, column_metrics, table_column_metrics, write_report
 from spark_jobs.common.runner import PublishBlockedError, month_job_args, run
@@ -21,7 +23,14 @@ from spark_jobs.common.tables import (
     target_column,
     write_one_partition_per_job,
 )
-from spark_jobs.common.taxi import ROW_ID_COLUMNS, ROW_ID_PROPERTY, ROW_ID_SCHEME, pickup_in_months, row_id
+from spark_jobs.common.taxi import (
+    ROW_ID_COLUMNS,
+    ROW_ID_PROPERTY,
+    ROW_ID_SCHEME,
+    pickup_in_months,
+    row_id,
+    rows_and_distinct_ids,
+)
 
 
 def extract(spark, month: str):
@@ -70,23 +79,44 @@ def id_fingerprint(rows) -> tuple[int, int, int]:
     return int(row[0]), int(row[1] or 0), int(row[2] or 0)
 
 
-def load(spark, staged, month: str) -> str:
+def load(spark, staged, month: str, source: str | None = None) -> str:
     """Add the staged month's new rows to raw; returns how: ``append`` into an empty month, ``unchanged`` when raw's
     month already holds exactly the staged ids (an idempotent re-load: two one-column scans instead of a join),
-    else ``merge``."""
+    else ``merge``. The month's commit carries ``source``, the staged month's source identity (loaded_source)."""
     write_one_partition_per_job(spark)
     ensure_raw(spark, staged.schema)
     if table_property(spark, naming.TAXI_RAW, ROW_ID_PROPERTY) != ROW_ID_SCHEME:
-        migrate_row_ids(spark)
+        migrate_row_ids(spark)  # every month rewritten: a commit left untagged
     base = current_snapshot_id(spark, naming.TAXI_RAW)
     raw_month = spark.table(qualified(naming.TAXI_RAW)).where(month_filter(month))
+    tagged = loaded_source.tagged_commits(spark, month, source) if source else contextlib.nullcontext()
     if not raw_month.limit(1).collect():
-        append_to_empty_month(staged, month, base)
+        with tagged:
+            append_to_empty_month(staged, month, base)
         return "append"
     if id_fingerprint(staged) == id_fingerprint(raw_month):
         return "unchanged"
-    merge_new_rows(spark, staged, month)
+    with tagged:
+        merge_new_rows(spark, staged, month)
     return "merge"
+
+
+def already_merged(month: str) -> tuple[str | None, dict | None]:
+    """(the staged month's source identity, and the report of a merge with nothing to do: raw's main already holds
+    the month from that same source, read through pyiceberg before any Spark session starts; else None)."""
+    from include.core import settings
+
+    catalog = settings.pyiceberg_catalog()
+    source = loaded_source.table_month_identity(catalog, naming.TAXI_STAGING, month)
+    if source is None or loaded_source.table_month_identity(catalog, naming.TAXI_RAW, month) != source:
+        return source, None
+    snapshots = loaded_source.current_snapshot_ids(catalog, (naming.TAXI_STAGING, naming.TAXI_RAW))
+    raw = snapshots[naming.TAXI_RAW]
+    return source, {
+        "inputs": {naming.TAXI_STAGING: {"snapshot_id": snapshots[naming.TAXI_STAGING]}},
+        "outputs": {naming.TAXI_RAW: {"previous_snapshot_id": raw, "snapshot_id": raw}},
+        "unchanged": f"{naming.TAXI_RAW} main already holds {month} from the staged source ({source}): nothing merged",
+    }
 
 
 def ensure_raw(spark, schema) -> None:
@@ -118,11 +148,23 @@ def merge_new_rows(spark, staged, month: str) -> None:
     merge_source(staged, "staged").mergeInto(raw, on).whenNotMatched().insertAll().merge()
 
 
+def record_landed_file(month: str) -> None:
+    landed = downloads.tlc_landed_path(month)
+    if landed.exists():
+        downloads.IngestLedger().record(landed.name, downloads.fingerprint_file(landed), naming.TAXI_RAW)
+
+
 def main(argv: list[str] | None = None, write_audit_publish: bool = True) -> None:
     """``write_audit_publish=False``: MERGE straight into main, as before write-audit-publish (only the bench's side-by-side
     measure of its cost, ``bench/wap.py``, runs it)."""
     args = month_job_args(__doc__, argv)
 
+    source, unchanged = already_merged(args.month)
+    if unchanged is not None:
+        print(f"merge_taxi: {unchanged['unchanged']}", flush=True)
+        record_landed_file(args.month)
+        write_report(args.report, unchanged)
+        return
     spark = spark_session("merge_taxi")
     staged = extract(spark, args.month)
     staging_snapshot = current_snapshot_id(spark, naming.TAXI_STAGING)
@@ -132,7 +174,7 @@ def main(argv: list[str] | None = None, write_audit_publish: bool = True) -> Non
     if write_audit_publish:
         branch = wap.branch_name("taxi", args.month)
         wap.open_branch(spark, naming.TAXI_RAW, branch)
-    load(spark, staged, args.month)
+    load(spark, staged, args.month, source)
     if write_audit_publish:
         verdict = audit.judge(naming.TAXI_RAW, *audit.taxi_month(spark, args.month))
         audited = wap.publish_or_block(spark, naming.TAXI_RAW, branch, before, verdict)
@@ -165,9 +207,7 @@ def main(argv: list[str] | None = None, write_audit_publish: bool = True) -> Non
         spark.stop()
         raise PublishBlockedError(message)
     after = current_snapshot_id(spark, naming.TAXI_RAW)
-    landed = downloads.tlc_landed_path(args.month)
-    if landed.exists():
-        downloads.IngestLedger().record(landed.name, downloads.fingerprint_file(landed), naming.TAXI_RAW)
+    record_landed_file(args.month)
     # The month is all this run can have changed: checking it keeps a month's cost independent of history. Counts
     # and nulls come from Iceberg's file metrics; only the uniqueness of the ids needs the data (one column).
     raw_month = spark.table(qualified(naming.TAXI_RAW)).where(month_filter(args.month))
@@ -176,7 +216,7 @@ def main(argv: list[str] | None = None, write_audit_publish: bool = True) -> Non
         raw_month, ["PULocationID"]
     )
     rows, null_zones = metrics["rowCount"], metrics["columnMetrics"]["PULocationID"]["nullCount"]
-    ids = raw_month.agg(F.countDistinct("unique_row_id")).first()[0]
+    ids = rows_and_distinct_ids(raw_month)[1]
     negative_totals = negative_values(spark, naming.TAXI_RAW, "total_amount", in_month, raw_month)
     write_report(
         args.report,

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from datetime import UTC, datetime
 
 from pyspark.sql import functions as F
 
 from include.core import naming
 from include.sources import downloads
+from spark_jobs.common import loaded_source, taxi
 from spark_jobs.common.errors import root_cause
 from spark_jobs.common.report import assertion, column_metrics, parquet_column_metrics, write_report
 from spark_jobs.common.runner import BadInputError, month_job_args, run
@@ -24,6 +26,7 @@ from spark_jobs.common.taxi import (
     add_row_metadata,
     deduplicate,
     normalize_taxi_schema,
+    rows_and_distinct_ids,
     schema_drift,
     split_flagged,
     with_quarantine_reason,
@@ -79,11 +82,6 @@ def transform(df, source: str, month: str, ingest_timestamp, nanosecond_columns:
     return with_quarantine_reason(add_row_metadata(normalized, source.rsplit("/", 1)[-1], month, ingest_timestamp))
 
 
-def _rows_and_ids(rows) -> tuple[int, int]:
-    counts = rows.agg(F.count(F.lit(1)).alias("rows"), F.countDistinct("unique_row_id").alias("ids")).first()
-    return counts.rows, counts.ids
-
-
 def remove_repeated_rows(spark, month: str) -> dict[str, tuple[int, int]]:
     """Remove, in place, rows of the month in staging and quarantine that repeat another row (same id: every column
     equal); returns (rows, distinct ids) per table as they are afterwards. Checking reads the written id column
@@ -91,10 +89,10 @@ def remove_repeated_rows(spark, month: str) -> dict[str, tuple[int, int]]:
     counts = {}
     for table in (naming.TAXI_STAGING, naming.TAXI_QUARANTINE):
         rows = spark.table(qualified(table)).where(F.col("source_month") == month)
-        counts[table] = _rows_and_ids(rows)
+        counts[table] = rows_and_distinct_ids(rows)
         if counts[table][0] != counts[table][1]:
             deduplicate(rows).writeTo(qualified(table)).overwritePartitions()
-            counts[table] = _rows_and_ids(spark.table(qualified(table)).where(F.col("source_month") == month))
+            counts[table] = rows_and_distinct_ids(spark.table(qualified(table)).where(F.col("source_month") == month))
     return counts
 
 
@@ -109,9 +107,32 @@ def load(spark, staged, quarantined, month: str) -> None:
     )
     ensure_table(spark, naming.TAXI_QUARANTINE, quarantined.schema, partitioned_by="source_month")
     staged.writeTo(qualified(naming.TAXI_STAGING)).overwritePartitions()
-    # Replace this month's quarantine even when it is now empty.
-    spark.sql(f"DELETE FROM {qualified(naming.TAXI_QUARANTINE)} WHERE source_month = '{month}'")
-    quarantined.writeTo(qualified(naming.TAXI_QUARANTINE)).append()
+    # Replace this month's quarantine even when it is now empty, in one commit (loaded_source tags it).
+    quarantined.writeTo(qualified(naming.TAXI_QUARANTINE)).overwrite(F.col("source_month") == month)
+
+
+STAGED_TABLES = (naming.TAXI_STAGING, naming.TAXI_QUARANTINE)
+
+
+def already_staged(month: str, landed, fingerprint: str, identity: str) -> dict | None:
+    """The report of a stage that has nothing to do: staging and quarantine already hold ``month`` from this very
+    file and code (loaded_source), read through pyiceberg before any Spark session starts. None otherwise."""
+    from include.core import settings
+
+    catalog = settings.pyiceberg_catalog()
+    if any(loaded_source.table_month_identity(catalog, table, month) != identity for table in STAGED_TABLES):
+        return None
+    snapshots = loaded_source.current_snapshot_ids(catalog, STAGED_TABLES)
+    return {
+        "source_fingerprints": {str(landed): fingerprint},
+        "outputs": {
+            table: {"previous_snapshot_id": snapshot, "snapshot_id": snapshot} for table, snapshot in snapshots.items()
+        },
+        "unchanged": (
+            f"{', '.join(STAGED_TABLES)} already hold {month} from {landed.name} with the same content and staging "
+            f"code ({identity}): nothing staged"
+        ),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -120,12 +141,20 @@ def main(argv: list[str] | None = None) -> None:
     landed = downloads.tlc_landed_path(args.month)
     if not landed.exists():
         raise FileNotFoundError(f"{landed}: no landed file for month {args.month}; run the download task first")
+    fingerprint = downloads.fingerprint_file(landed)
+    identity = loaded_source.source_identity(fingerprint, sys.modules[__name__], taxi)
+    unchanged = already_staged(args.month, landed, fingerprint, identity)
+    if unchanged is not None:
+        print(f"stage_taxi: {unchanged['unchanged']}", flush=True)
+        write_report(args.report, unchanged)
+        return
     spark = spark_session("stage_taxi")
     source, nanos = extract(spark, str(landed))
     drift = schema_drift(source)
     staged, quarantined = split_flagged(transform(source, str(landed), args.month, datetime.now(UTC), nanos))
-    load(spark, staged, quarantined, args.month)
-    staged_rows, staged_ids = remove_repeated_rows(spark, args.month)[naming.TAXI_STAGING]
+    with loaded_source.tagged_commits(spark, args.month, identity):
+        load(spark, staged, quarantined, args.month)
+        staged_rows, staged_ids = remove_repeated_rows(spark, args.month)[naming.TAXI_STAGING]
     reasons = {
         row.quarantine_reason: row["count"]
         for row in spark.table(qualified(naming.TAXI_QUARANTINE))
@@ -138,7 +167,7 @@ def main(argv: list[str] | None = None) -> None:
     write_report(
         args.report,
         {
-            "source_fingerprints": {str(landed): downloads.fingerprint_file(landed)},
+            "source_fingerprints": {str(landed): fingerprint},
             "source_rows": source.count(),
             "staged_rows": staged_rows,
             "schema_drift": drift,

@@ -171,6 +171,9 @@ class JobReport:
     error: JobError | None = None
     # Write-audit-publish (spark_jobs/common/wap.py): table, branch, published, main and branch snapshots, results
     audit: dict[str, Any] | None = None
+    # Why the job wrote nothing: its outputs already held this month from the same source (spark_jobs/common/
+    # loaded_source.py); its outputs then name their current snapshots, unchanged
+    unchanged: str | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "job report") -> JobReport:

@@ -22,13 +22,28 @@ def _short(text: str, width: int = 110) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def event_lines(event_log: Path) -> list[str]:
+    """The JSON lines of an event log: a plain file, a zstd-compressed one (Spark 4's default,
+    ``spark.eventLog.compress=true`` with codec zstd), or a rolling log's folder (``eventlog_v2_*``, its
+    ``events_*`` files in order)."""
+    if event_log.is_dir():
+        parts = sorted(event_log.glob("events_*"), key=lambda part: int(part.name.split("_")[1]))
+        return [line for part in parts for line in event_lines(part)]
+    data = event_log.read_bytes()
+    if event_log.suffix == ".zstd":
+        import zstandard
+
+        data = zstandard.ZstdDecompressor().stream_reader(data).read()
+    return data.decode().splitlines()
+
+
 def read_steps(event_log: Path) -> tuple[list[Step], float]:
     """(SQL executions and the jobs outside any SQL execution, application wall time in seconds)."""
     sql_started: dict[int, tuple[float, str]] = {}
     job_started: dict[int, tuple[float, str, bool]] = {}
     steps: list[Step] = []
     app_start = app_end = None
-    for line in event_log.read_text().splitlines():
+    for line in event_lines(event_log):
         event = json.loads(line)
         name = event.get("Event", "")
         if name == "SparkListenerApplicationStart":

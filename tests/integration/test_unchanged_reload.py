@@ -1,0 +1,103 @@
+"""A forced re-load of an unchanged month is recognised before any Spark session starts, from the tables' own
+Iceberg histories (spark_jobs/common/loaded_source.py), and a changed file or a rolled-back table never is.
+
+The taxi jobs run as the operator runs them (spark-submit of the job script with the project's code zip, jars and
+settings) in a var/ of their own, so the shared run's tables are untouched."""
+
+from __future__ import annotations
+
+import pytest
+
+from include.core import naming, settings
+from include.core.contract import JobReport
+from include.services import catalog_server
+from include.sources import sample_data
+from include.spark import submit
+from spark_jobs.common import loaded_source
+from tests.integration.isolated_var import IsolatedVar
+
+pytestmark = pytest.mark.spark
+
+MONTH = "2025-01"
+TABLES = (naming.TAXI_STAGING, naming.TAXI_QUARANTINE, naming.TAXI_RAW)
+
+
+@pytest.fixture(scope="module")
+def own_var(paths):
+    run = IsolatedVar(paths.var / "unchanged-reload").setup()
+    with run.activated():
+        catalog_server.ensure_running(run.paths)
+        try:
+            yield run
+        finally:
+            catalog_server.stop(run.paths)
+
+
+def _job(run: IsolatedVar, script: str, step: str) -> JobReport:
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    report = run.paths.var / "reports" / f"{step}-{script}.json"
+    SparkSubmitHook(
+        **submit.spark_submit_kwargs(run.paths), application_args=["--month", MONTH, "--report", str(report)]
+    ).submit(str(settings.SPARK_JOBS_DIR / f"{script}.py"))
+    return JobReport.read(report)
+
+
+def _ingest(run: IsolatedVar, step: str) -> tuple[JobReport, JobReport]:
+    return _job(run, "stage_taxi", step), _job(run, "merge_taxi", step)
+
+
+def _snapshots(catalog) -> dict[str, int | None]:
+    return loaded_source.current_snapshot_ids(catalog, TABLES)
+
+
+def _land(run: IsolatedVar, rows: int, seed: int) -> None:
+    sample_data.write_taxi_month(run.paths.landing / "tlc", 2025, 1, rows, seed=seed)
+
+
+def test_an_unchanged_month_is_recognised_and_a_changed_or_rolled_back_one_is_loaded(own_var):
+    import os
+
+    os.environ.update(submit.spark_connection_outside_airflow())
+    catalog = settings.pyiceberg_catalog()
+    _land(own_var, 3000, seed=1)
+
+    stage, merge = _ingest(own_var, "first")
+    assert stage.unchanged is None and merge.unchanged is None
+    first = _snapshots(catalog)
+    assert all(first.values()), first
+    raw = catalog.load_table(f"{settings.ICEBERG_NAMESPACE}.{naming.TAXI_RAW}")
+    tags = raw.current_snapshot().summary
+    assert tags.get(loaded_source.SOURCE_MONTH) == MONTH
+    identity = tags.get(loaded_source.SOURCE_IDENTITY)
+    assert identity and identity.startswith("xxhash64:"), tags
+
+    # The same file again (what the DAG's `force` does): nothing staged or merged, every snapshot where it was.
+    stage, merge = _ingest(own_var, "again")
+    assert stage.unchanged and "nothing staged" in stage.unchanged, stage
+    assert merge.unchanged and "nothing merged" in merge.unchanged, merge
+    assert _snapshots(catalog) == first
+    for table in (naming.TAXI_STAGING, naming.TAXI_QUARANTINE):
+        assert stage.outputs[table]["snapshot_id"] == stage.outputs[table]["previous_snapshot_id"] == first[table]
+    assert merge.outputs[naming.TAXI_RAW]["snapshot_id"] == first[naming.TAXI_RAW]
+
+    # A changed file for the month: staged and merged again, raw gains the new rows.
+    rows_before = int(raw.current_snapshot().summary["total-records"])
+    _land(own_var, 3000, seed=2)
+    stage, merge = _ingest(own_var, "changed")
+    assert stage.unchanged is None and merge.unchanged is None
+    changed = _snapshots(catalog)
+    assert all(changed[table] != first[table] for table in TABLES), (first, changed)
+    raw = catalog.load_table(f"{settings.ICEBERG_NAMESPACE}.{naming.TAXI_RAW}")
+    assert int(raw.current_snapshot().summary["total-records"]) > rows_before
+    assert raw.current_snapshot().summary.get(loaded_source.SOURCE_IDENTITY) not in (None, identity)
+
+    # Raw rolled back to the first file's load: staging still holds the changed file, so only the merge runs, and
+    # the month's changed rows are back in raw.
+    raw.manage_snapshots().rollback_to_snapshot(first[naming.TAXI_RAW]).commit()
+    stage, merge = _ingest(own_var, "after-rollback")
+    assert stage.unchanged, "staging and quarantine still hold the changed file"
+    assert merge.unchanged is None, "raw's history no longer holds the changed file: merged again"
+    raw = catalog.load_table(f"{settings.ICEBERG_NAMESPACE}.{naming.TAXI_RAW}")
+    assert raw.current_snapshot().snapshot_id != first[naming.TAXI_RAW]
+    assert int(raw.current_snapshot().summary["total-records"]) > rows_before

@@ -22,6 +22,7 @@ from spark_jobs.common.taxi import (
     deduplicate,
     hourly_actuals,
     normalize_taxi_schema,
+    rows_and_distinct_ids,
     schema_drift,
     split_quarantine,
 )
@@ -140,6 +141,9 @@ def test_row_id_is_stable_distinguishes_nulls_and_deduplicates(spark):
     assert ids[0] == ids[1] != ids[2]
     assert deduplicate(with_ids).count() == 2
     assert add_row_metadata(frame, "other.parquet", "2025-01", datetime(2026, 1, 1)).first().unique_row_id == ids[0]
+    # Counted through the ids' hashes when they are all distinct, through the ids themselves when some repeat.
+    assert rows_and_distinct_ids(with_ids) == (3, 2)
+    assert rows_and_distinct_ids(deduplicate(with_ids)) == (2, 2)
 
 
 def test_row_id_is_128_bits_and_tells_a_null_apart_from_a_value_in_the_next_column(spark):

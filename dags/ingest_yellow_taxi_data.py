@@ -34,7 +34,13 @@ with DAG(
         "on_failure_callback": [LineageAlertNotifier()],
         "on_success_callback": [LineageAlertNotifier(on="success")],
     },
-    params={"force": Param(False, type="boolean", description="Re-ingest even if the file's fingerprint was ingested")},
+    params={
+        "force": Param(
+            False,
+            type="boolean",
+            description="Re-ingest even if the file's fingerprint was ingested (tables that already hold this very file are recognised and left as they are)",
+        )
+    },
     tags=["ingest", "taxi", "iceberg", "openlineage"],
     doc_md=__doc__,
 ):

@@ -39,7 +39,12 @@ with DAG(
             False,
             type="boolean",
             description="Re-ingest even if the file's fingerprint was ingested (tables that already hold this very file are recognised and left as they are)",
-        )
+        ),
+        "reprocess": Param(
+            False,
+            type="boolean",
+            description="With force: stage and merge again even when the tables already hold this very file",
+        ),
     },
     tags=["ingest", "taxi", "iceberg", "openlineage"],
     doc_md=__doc__,
@@ -54,14 +59,14 @@ with DAG(
     stage = LakehouseSparkSubmitOperator(
         task_id="stage_yellow_taxi",
         script="stage_taxi",
-        job_args=["--month", MONTH],
+        job_args=["--month", MONTH, "--reprocess={{ params.reprocess }}"],
         inputs=["{{ ti.xcom_pull(task_ids='download_tlc_month')[0]['path'] }}"],
         outputs=[naming.TAXI_STAGING, naming.TAXI_QUARANTINE],
     )
     merge = LakehouseSparkSubmitOperator(
         task_id="merge_yellow_taxi_raw",
         script="merge_taxi",
-        job_args=["--month", MONTH],
+        job_args=["--month", MONTH, "--reprocess={{ params.reprocess }}"],
         inputs=[naming.TAXI_STAGING],
         outputs=[naming.TAXI_RAW],
     )

@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None, write_audit_publish: bool = True) -> Non
     args = month_job_args(__doc__, argv)
 
     source, unchanged = already_merged(args.month)
-    if unchanged is not None:
+    if unchanged is not None and not args.reprocess:
         print(f"merge_taxi: {unchanged['unchanged']}", flush=True)
         record_landed_file(args.month)
         write_report(args.report, unchanged)

@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
         raise FileNotFoundError(f"{landed}: no landed file for month {args.month}; run the download task first")
     fingerprint = downloads.fingerprint_file(landed)
     identity = loaded_source.source_identity(fingerprint, sys.modules[__name__], taxi)
-    unchanged = already_staged(args.month, landed, fingerprint, identity)
+    unchanged = None if args.reprocess else already_staged(args.month, landed, fingerprint, identity)
     if unchanged is not None:
         print(f"stage_taxi: {unchanged['unchanged']}", flush=True)
         write_report(args.report, unchanged)

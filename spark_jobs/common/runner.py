@@ -49,5 +49,11 @@ def month_job_args(description: str | None, argv: list[str] | None):
 
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--month", required=True, help="YYYY-MM")
+    parser.add_argument(
+        "--reprocess",
+        default=False,
+        type=lambda value: value.strip().lower() in ("true", "1", "yes"),
+        help="true: load the month even when its tables already hold it from this very file (loaded_source)",
+    )
     parser.add_argument(REPORT_ARGUMENT)
     return parser.parse_args(argv)

@@ -179,8 +179,12 @@ def test_spark_listener_runs_join_the_airflow_graph_and_run_hierarchy(ingested, 
     )["runs"]
     applications = json.loads(_ok("runs", "stage_taxi", "--json", "--store", ingested["store"]))["runs"]
     assert applications and {app["parentRunId"] for app in applications} <= {run["id"] for run in stage_runs}
-    # Other modules stage other months into the same var/: take the run that staged this one.
-    stage_run = next(run for run in stage_runs if landed in {item["name"] for item in run["inputs"]})
+    # Other modules stage other months into the same var/: take the run that staged this one (the forced re-ingest
+    # of the unchanged file is recognised and starts no Spark application: not that one).
+    parents = {app["parentRunId"] for app in applications}
+    stage_run = next(
+        run for run in stage_runs if landed in {item["name"] for item in run["inputs"]} and run["id"] in parents
+    )
     dag_run = stage_run["parentRunId"]  # DAG run -> task run -> Spark application
     impact = json.loads(_ok("impact", "--run", dag_run, "--json", "--store", ingested["store"]))
     touched = {run["id"] for run in impact["runs"]}

@@ -83,7 +83,16 @@ def _spark_runs_under(task_run_id: str, spark_events: list[dict]) -> set[str]:
 
 def test_task_and_spark_listener_name_every_table_alike(pipeline_run, spark_events):
     airflow_events = _events(pipeline_run.paths.lineage_events)
-    completes = [e for e in airflow_events if e["eventType"] == "COMPLETE" and e["job"]["name"] in SPARK_TASKS]
+    # The forced re-ingest of the unchanged file is recognised before any Spark session starts (test_pipeline): its
+    # stage and merge have no Spark application, by design, and are left out here.
+    recognised = pipeline_run.results["taxi_again"].run_id
+    completes = [
+        e
+        for e in airflow_events
+        if e["eventType"] == "COMPLETE"
+        and e["job"]["name"] in SPARK_TASKS
+        and (e["run"].get("facets", {}).get("airflow", {}).get("dagRun", {}).get("run_id")) != recognised
+    ]
     assert {e["job"]["name"] for e in completes} == SPARK_TASKS
     models_written_by_spark, named_alike = set(), set()
     for task in completes:

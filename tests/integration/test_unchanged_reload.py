@@ -33,18 +33,18 @@ def own_var(paths):
             catalog_server.stop(run.paths)
 
 
-def _job(run: IsolatedVar, script: str, step: str) -> JobReport:
+def _job(run: IsolatedVar, script: str, step: str, *extra: str) -> JobReport:
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
     report = run.paths.var / "reports" / f"{step}-{script}.json"
     SparkSubmitHook(
-        **submit.spark_submit_kwargs(run.paths), application_args=["--month", MONTH, "--report", str(report)]
+        **submit.spark_submit_kwargs(run.paths), application_args=["--month", MONTH, "--report", str(report), *extra]
     ).submit(str(settings.SPARK_JOBS_DIR / f"{script}.py"))
     return JobReport.read(report)
 
 
-def _ingest(run: IsolatedVar, step: str) -> tuple[JobReport, JobReport]:
-    return _job(run, "stage_taxi", step), _job(run, "merge_taxi", step)
+def _ingest(run: IsolatedVar, step: str, *extra: str) -> tuple[JobReport, JobReport]:
+    return _job(run, "stage_taxi", step, *extra), _job(run, "merge_taxi", step, *extra)
 
 
 def _snapshots(catalog) -> dict[str, int | None]:
@@ -80,6 +80,13 @@ def test_an_unchanged_month_is_recognised_and_a_changed_or_rolled_back_one_is_lo
     for table in (naming.TAXI_STAGING, naming.TAXI_QUARANTINE):
         assert stage.outputs[table]["snapshot_id"] == stage.outputs[table]["previous_snapshot_id"] == first[table]
     assert merge.outputs[naming.TAXI_RAW]["snapshot_id"] == first[naming.TAXI_RAW]
+
+    # The DAG's `reprocess` param: stage again although the tables hold this file (the merge then finds every id).
+    stage, merge = _ingest(own_var, "reprocessed", "--reprocess=True")
+    assert stage.unchanged is None and merge.unchanged is None
+    assert _snapshots(catalog)[naming.TAXI_STAGING] != first[naming.TAXI_STAGING]
+    assert _snapshots(catalog)[naming.TAXI_RAW] == first[naming.TAXI_RAW], "no row added"
+    first = _snapshots(catalog)
 
     # A changed file for the month: staged and merged again, raw gains the new rows.
     rows_before = int(raw.current_snapshot().summary["total-records"])

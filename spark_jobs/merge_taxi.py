@@ -107,14 +107,16 @@ def already_merged(month: str) -> tuple[str | None, dict | None]:
     from include.core import settings
 
     catalog = settings.pyiceberg_catalog()
-    source = loaded_source.table_month_identity(catalog, naming.TAXI_STAGING, month)
-    if source is None or loaded_source.table_month_identity(catalog, naming.TAXI_RAW, month) != source:
+    staging = loaded_source.month_state(catalog, naming.TAXI_STAGING, month)
+    source = staging.identity
+    if source is None:
+        return None, None
+    raw = loaded_source.month_state(catalog, naming.TAXI_RAW, month)
+    if raw.identity != source:
         return source, None
-    snapshots = loaded_source.current_snapshot_ids(catalog, (naming.TAXI_STAGING, naming.TAXI_RAW))
-    raw = snapshots[naming.TAXI_RAW]
     return source, {
-        "inputs": {naming.TAXI_STAGING: {"snapshot_id": snapshots[naming.TAXI_STAGING]}},
-        "outputs": {naming.TAXI_RAW: {"previous_snapshot_id": raw, "snapshot_id": raw}},
+        "inputs": {naming.TAXI_STAGING: {"snapshot_id": staging.snapshot_id}},
+        "outputs": {naming.TAXI_RAW: {"previous_snapshot_id": raw.snapshot_id, "snapshot_id": raw.snapshot_id}},
         "unchanged": f"{naming.TAXI_RAW} main already holds {month} from the staged source ({source}): nothing merged",
     }
 

@@ -120,13 +120,14 @@ def already_staged(month: str, landed, fingerprint: str, identity: str) -> dict 
     from include.core import settings
 
     catalog = settings.pyiceberg_catalog()
-    if any(loaded_source.table_month_identity(catalog, table, month) != identity for table in STAGED_TABLES):
+    states = {table: loaded_source.month_state(catalog, table, month) for table in STAGED_TABLES}
+    if any(state.identity != identity for state in states.values()):
         return None
-    snapshots = loaded_source.current_snapshot_ids(catalog, STAGED_TABLES)
     return {
         "source_fingerprints": {str(landed): fingerprint},
         "outputs": {
-            table: {"previous_snapshot_id": snapshot, "snapshot_id": snapshot} for table, snapshot in snapshots.items()
+            table: {"previous_snapshot_id": state.snapshot_id, "snapshot_id": state.snapshot_id}
+            for table, state in states.items()
         },
         "unchanged": (
             f"{', '.join(STAGED_TABLES)} already hold {month} from {landed.name} with the same content and staging "

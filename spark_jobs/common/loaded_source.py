@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import inspect
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 
 SOURCE_MONTH = "lakehouse.source-month"
 SOURCE_IDENTITY = "lakehouse.source-identity"
@@ -53,8 +54,16 @@ def month_identity(summaries_newest_first: Iterable[Mapping[str, str]], month: s
     return None
 
 
-def table_month_identity(catalog, table_key: str, month: str) -> str | None:
-    """``month_identity`` of a table's main branch, read through pyiceberg; None for a table that does not exist."""
+@dataclass(frozen=True)
+class MonthState:
+    """One table's main branch as the rule sees it, read in one catalog call."""
+
+    identity: str | None  # ``month_identity`` of its history; None: cannot tell, or no such table
+    snapshot_id: int | None  # its current snapshot
+
+
+def month_state(catalog, table_key: str, month: str) -> MonthState:
+    """The table's ``MonthState`` for ``month``, read through pyiceberg."""
     from pyiceberg.exceptions import NoSuchTableError
     from pyiceberg.table.snapshots import ancestors_of
 
@@ -63,21 +72,12 @@ def table_month_identity(catalog, table_key: str, month: str) -> str | None:
     try:
         table = catalog.load_table(f"{settings.ICEBERG_NAMESPACE}.{table_key}")
     except NoSuchTableError:
-        return None
+        return MonthState(None, None)
     current = table.current_snapshot()
     if current is None:
-        return None
-    return month_identity((snapshot.summary or {} for snapshot in ancestors_of(current, table.metadata)), month)
-
-
-def current_snapshot_ids(catalog, table_keys: Iterable[str]) -> dict[str, int | None]:
-    from include.core import settings
-
-    ids = {}
-    for key in table_keys:
-        snapshot = catalog.load_table(f"{settings.ICEBERG_NAMESPACE}.{key}").current_snapshot()
-        ids[key] = snapshot.snapshot_id if snapshot is not None else None
-    return ids
+        return MonthState(None, None)
+    history = (snapshot.summary or {} for snapshot in ancestors_of(current, table.metadata))
+    return MonthState(month_identity(history, month), current.snapshot_id)
 
 
 @contextlib.contextmanager

@@ -48,7 +48,7 @@ def _ingest(run: IsolatedVar, step: str, *extra: str) -> tuple[JobReport, JobRep
 
 
 def _snapshots(catalog) -> dict[str, int | None]:
-    return loaded_source.current_snapshot_ids(catalog, TABLES)
+    return {table: loaded_source.month_state(catalog, table, MONTH).snapshot_id for table in TABLES}
 
 
 def _land(run: IsolatedVar, rows: int, seed: int) -> None:

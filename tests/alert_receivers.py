@@ -11,6 +11,9 @@ from email import message_from_bytes
 
 from tests.support import QuietHandler, free_port, loopback_server
 
+# The SMTP connection's password: an alert must never carry it (tests/integration/test_write_audit_publish.py).
+SMTP_PASSWORD = "smtp-s3cret-never-in-an-alert"
+
 
 @dataclass
 class Received:
@@ -57,3 +60,24 @@ def smtp_server(port: int | None = None) -> Iterator[tuple[int, Received]]:
         yield controller.port, received
     finally:
         controller.stop()
+
+
+def alert_connections_env(webhook_url: str, smtp_port: int) -> dict[str, str]:
+    """The project's two alert connections (``alerts_webhook``, ``alerts_smtp``) as ``AIRFLOW_CONN_*`` variables
+    pointing at these receivers."""
+    host_port, _, path = webhook_url.removeprefix("http://").partition("/")
+    host, _, port = host_port.partition(":")
+    return {
+        "AIRFLOW_CONN_ALERTS_WEBHOOK": json.dumps(
+            {"conn_type": "http", "host": host, "port": int(port), "schema": "http", "extra": {"endpoint": path}}
+        ),
+        "AIRFLOW_CONN_ALERTS_SMTP": json.dumps(
+            {
+                "conn_type": "smtp",
+                "host": "127.0.0.1",
+                "port": smtp_port,
+                "password": SMTP_PASSWORD,
+                "extra": {"from_email": "airflow@localhost", "to": "data-platform@localhost"},
+            }
+        ),
+    }

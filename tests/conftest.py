@@ -106,26 +106,29 @@ def pytest_sessionfinish(session, exitstatus):
 # inert. tryfirst: xdist reads the marks in its own hook of the same name.
 _SHARED_SESSION_WORK = ("pipeline_run", "user_runs")
 
-# The groups' rough cost in seconds (the suite's durations on two cores under load, 24 November 2026), longest first: the workers take groups in
-# this order (`--no-loadscope-reorder`), so the long ones start at once and short ones fill the end (longest-processing-
-# time-first scheduling). `pipeline_run` goes first for a second reason: it must be the first group of its worker, on
-# a var/ no other group has written to (its tests read the raw table's rows and the runs' lineage as theirs alone).
-# A group missing here costs DEFAULT_INTEGRATION_COST (an integration module) or nothing (a unit module).
+# The groups' cost in seconds (each group's summed test durations in the suite on two cores with three workers,
+# 24 November 2026), longest first: the workers take groups in this order (`--no-loadscope-reorder`), so the long
+# ones start at once and short ones fill the end (longest-processing-time-first scheduling). `pipeline_run` goes
+# first for a second reason: it must be the first group of its worker, on a var/ no other group has written to (its
+# tests read the raw table's rows and the runs' lineage as theirs alone). A group missing here costs
+# DEFAULT_INTEGRATION_COST (an integration module) or nothing (a unit module).
 GROUP_COST = {
-    "pipeline_run": 1500,
-    "tests/integration/test_tlc_backfill.py": 1000,
-    "user_runs": 900,
-    "tests/integration/test_bad_input.py": 900,
-    "tests/integration/test_write_audit_publish.py": 900,
-    "tests/integration/test_tlc_eras.py": 800,
-    "tests/integration/test_cluster.py": 600,
-    "tests/integration/test_demo.py": 500,
-    "tests/integration/test_kafka.py": 470,
-    "tests/integration/test_s3_warehouse.py": 300,
-    "tests/integration/test_reliability.py": 250,
-    "tests/integration/test_spark_events_never_lost.py": 250,
-    "tests/integration/test_merge_kill.py": 250,
-    "tests/integration/test_shared_catalog.py": 200,
+    "pipeline_run": 1350,
+    "user_runs": 750,  # the UI modules' runs, then the scheduler's part of write-audit-publish goes on from them
+    "tests/integration/test_bad_input.py": 650,
+    "tests/integration/test_tlc_backfill.py": 580,
+    "tests/integration/test_cluster.py": 560,
+    "tests/integration/test_demo.py": 450,
+    "tests/integration/test_unchanged_reload.py": 280,
+    "tests/integration/test_s3_warehouse.py": 270,
+    "tests/integration/test_tlc_eras.py": 250,
+    "tests/integration/test_spark_events_never_lost.py": 220,
+    "tests/integration/test_shared_catalog.py": 210,
+    "tests/integration/test_kafka.py": 190,
+    "tests/integration/test_merge_kill.py": 180,
+    "tests/integration/test_spark_start_up.py": 110,
+    "tests/unit/test_blocked_on_page.py": 105,  # a browser: kept from the end, where it would be the suite's tail
+    "tests/integration/test_reliability.py": 100,
 }
 DEFAULT_INTEGRATION_COST = 120
 

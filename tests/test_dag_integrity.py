@@ -35,6 +35,11 @@ def dagbag_and_parse_activity(airflow_env, monkeypatch_module):
         sockets.append(address)
         raise AssertionError(f"network access at parse time: {address}")
 
+    # The dag-processor has [core] plugins_folder on sys.path (Airflow appends it when first imported, from the
+    # airflow.cfg of that moment): the DAGs import the notifier from there. In a test worker Airflow may have been
+    # first imported before the session's airflow.cfg existed (a module importing it at collection), so the folder is
+    # put there as the dag-processor has it; without this the DAGs' import of it passes or fails with test order.
+    monkeypatch_module.syspath_prepend(str(settings.PLUGINS_DIR))
     monkeypatch_module.setattr(BaseHook, "get_connection", classmethod(forbid_lookup))
     monkeypatch_module.setattr(Connection, "get_connection_from_secrets", classmethod(forbid_lookup))
     monkeypatch_module.setattr(socket.socket, "connect", forbid_socket)

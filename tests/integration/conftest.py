@@ -95,14 +95,21 @@ def source_folder(paths, airflow_env):
 
 @pytest.fixture(scope="session")
 def user_runs():
-    """`make airflow SAMPLE_DATA=1` in a var/ of its own, and the runs a user starts there (see running_airflow)."""
+    """`make airflow SAMPLE_DATA=1` in a var/ of its own, and the runs a user starts there (see running_airflow).
+
+    Its alert connections point at a webhook receiver and an SMTP server on loopback, so that the scheduler's part of
+    write-audit-publish (test_write_audit_publish) goes on from these runs instead of starting an Airflow of its own."""
+    from tests.alert_receivers import alert_connections_env, smtp_server, webhook_receiver
     from tests.integration.running_airflow import RunningAirflow, run_as_a_user
 
-    airflow = RunningAirflow(settings.Paths.current().var / "airflow-ui").start()
-    try:
-        yield run_as_a_user(airflow)
-    finally:
-        airflow.stop()
+    with webhook_receiver() as (url, hooks), smtp_server() as (port, mails):
+        airflow = RunningAirflow(
+            settings.Paths.current().var / "airflow-ui", extra_env=alert_connections_env(url, port)
+        ).start()
+        try:
+            yield run_as_a_user(airflow, alerts=(hooks, mails))
+        finally:
+            airflow.stop()
 
 
 @pytest.fixture(scope="module")

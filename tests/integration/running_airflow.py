@@ -233,9 +233,12 @@ class UserRuns:
     seconds_to_forecast: float
     extra_run_ids: dict[tuple[str, str], str]  # (dag_id, logical date) of the triggers of unpublished months
     extra_finished: dict[tuple[str, str], dict]
+    # what the alert connections' webhook receiver and SMTP server received (tests/alert_receivers.Received)
+    hooks: object = None
+    mails: object = None
 
 
-def run_as_a_user(airflow: RunningAirflow) -> UserRuns:
+def run_as_a_user(airflow: RunningAirflow, alerts: tuple = (None, None)) -> UserRuns:
     import threading
 
     for dag_id in (*INGEST_DAGS, FORECAST_DAG):
@@ -279,7 +282,7 @@ def run_as_a_user(airflow: RunningAirflow) -> UserRuns:
     seconds = time.monotonic() - triggered_at
     (airflow.paths.var / "trigger-to-forecast-seconds.txt").write_text(f"{seconds:.1f}\n")
     print(f"\ntrigger -> asset-triggered forecast {forecast['state']}: {seconds:.0f} s")
-    return UserRuns(airflow, run_ids, finished, forecast, seconds, extra_run_ids, extra_finished)
+    return UserRuns(airflow, run_ids, finished, forecast, seconds, extra_run_ids, extra_finished, *alerts)
 
 
 def wait_for_asset_triggered_forecast(airflow: RunningAirflow, timeout: float = 1200) -> dict:

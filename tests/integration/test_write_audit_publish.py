@@ -5,7 +5,7 @@ without an alert; lineage shows each of them (`dataQualityAssertions`, `lineage 
 
 The runs are `airflow dags test` runs in the shared run's var/ (after January); the scheduler's part (no Asset event
 without a publish, the forecast after `pipeline publish`) is `test_a_blocked_month_never_schedules_the_forecast...`,
-through `make airflow` and the REST API.
+through `make airflow` and the REST API, going on from the runs the UI modules' user started there (`user_runs`).
 """
 
 from __future__ import annotations
@@ -28,13 +28,12 @@ from include.airflow import runs
 from include.core import naming, settings
 from include.lineage.events import load_events
 from include.sources import sample_data, sample_server
-from tests.alert_receivers import smtp_server, webhook_receiver
+from tests.alert_receivers import SMTP_PASSWORD, alert_connections_env, smtp_server, webhook_receiver
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(3600)]
 
 ROWS = 20_000  # as January in the shared run (tests/integration/conftest.py)
 BIN = Path(sys.executable).parent
-SMTP_PASSWORD = "smtp-s3cret-never-in-an-alert"
 MERGE_JOB = "ingest_yellow_taxi_data.merge_yellow_taxi_raw"
 RAW = f"{settings.ICEBERG_NAMESPACE}.{naming.TAXI_RAW}"
 
@@ -92,25 +91,6 @@ def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     )
 
 
-def _alert_env(webhook_url: str, smtp_port: int) -> dict[str, str]:
-    host_port, _, path = webhook_url.removeprefix("http://").partition("/")
-    host, _, port = host_port.partition(":")
-    return {
-        "AIRFLOW_CONN_ALERTS_WEBHOOK": json.dumps(
-            {"conn_type": "http", "host": host, "port": int(port), "schema": "http", "extra": {"endpoint": path}}
-        ),
-        "AIRFLOW_CONN_ALERTS_SMTP": json.dumps(
-            {
-                "conn_type": "smtp",
-                "host": "127.0.0.1",
-                "port": smtp_port,
-                "password": SMTP_PASSWORD,
-                "extra": {"from_email": "airflow@localhost", "to": "data-platform@localhost"},
-            }
-        ),
-    }
-
-
 @pytest.fixture(scope="module")
 def wap_runs(pipeline_run, catalog) -> WapRuns:
     root = pipeline_run.paths.var / "wap-source"
@@ -120,7 +100,7 @@ def wap_runs(pipeline_run, catalog) -> WapRuns:
     logs = pipeline_run.paths.var / "test-logs"
     steps: dict[str, Step] = {}
     with webhook_receiver() as (url, hook), smtp_server() as (port, mail), sample_server.serve(root) as source_env:
-        env = {**source_env, **_alert_env(url, port)}
+        env = {**source_env, **alert_connections_env(url, port)}
 
         def run(key: str, logical_date: str) -> None:
             seen_hooks, seen_mails, before = len(hook.bodies), len(mail.mails), _main(catalog)
@@ -301,9 +281,6 @@ def test_pipeline_publish_refuses_bad_arguments_clearly(wap_runs, args, code, me
 
 
 # ------------------------------------------------------------------------------------------ through the scheduler
-SCHEDULER_ROWS = 3_000  # trips per month: as few as keep every expectation meaningful (about 100 a day)
-
-
 def _alerts_since(received, seen: int, wait: float = 60) -> list:
     """What arrived after the first ``seen``: the notifier runs in the task's process, around its end."""
     deadline = time.monotonic() + wait
@@ -313,118 +290,109 @@ def _alerts_since(received, seen: int, wait: float = 60) -> list:
     return received[seen:]
 
 
-def test_a_blocked_month_never_schedules_the_forecast_and_pipeline_publish_does(paths):
-    """`make airflow SAMPLE_DATA=1` in a var/ of its own (PostgreSQL metadata database), runs triggered through the
-    REST API: January (clean) of both sources starts the forecast through the Assets (then the weather model, by
-    hand, so both models are downstream); February with 40 % of its trips missing is blocked (the merge task failed
-    once, no retry, raw main unchanged, the branch holds the rows, one alert naming everything downstream) and,
-    though February's weather is published and its Asset event queued, no forecast run is created; `pipeline
-    publish` of the kept branch then starts one, which succeeds."""
-    from tests.integration.running_airflow import FORECAST_DAG, INGEST_DAGS, RunningAirflow
+def test_a_blocked_month_never_schedules_the_forecast_and_pipeline_publish_does(user_runs):
+    """Goes on from the runs a user started in `make airflow SAMPLE_DATA=1` (the `user_runs` fixture: PostgreSQL
+    metadata database, runs triggered through the REST API, alert connections on loopback receivers): January (clean)
+    of both sources started the forecast through the Assets; then the weather model, by hand, so both models are
+    downstream; February with 40 % of its trips missing is blocked (the merge task failed once, no retry, raw main
+    unchanged, the branch holds the rows, one alert naming everything downstream) and, though February's weather is
+    published and its Asset event queued, no forecast run is created; `pipeline publish` of the kept branch then
+    starts one, which succeeds. It runs after the UI modules' tests, which read the user's runs as they were."""
+    from tests.integration.running_airflow import FORECAST_DAG, INGEST_DAGS
 
-    var_dir = paths.var / "wap-airflow"
-    source = var_dir / "sample-source"
-    sample_data.write_taxi_month(source / "trip-data", 2025, 1, SCHEDULER_ROWS)
-    _taxi_file(source, 2025, 2, _drop_40_percent, rows=SCHEDULER_ROWS)
-    for month in (1, 2):
-        sample_data.write_weather_month(source / "averages" / "2025", 2025, month)
-    with webhook_receiver() as (url, hook), smtp_server() as (port, mail):
-        airflow = RunningAirflow(var_dir, taxi_rows=SCHEDULER_ROWS, extra_env=_alert_env(url, port))
-        airflow.start()
-        try:
-            for dag_id in (*INGEST_DAGS, FORECAST_DAG):
-                airflow.wait_for_dag(dag_id)
-                airflow.api("PATCH", f"dags/{dag_id}", json={"is_paused": False})
+    airflow = user_runs.airflow
+    hook, mail = user_runs.hooks, user_runs.mails
+    rows = int(airflow.env["DEMO_ROWS_PER_MONTH"])  # February's file beside the served January, of its size
+    source = airflow.paths.var / "sample-source"  # served from disk: files written now are downloadable now
+    _taxi_file(source, 2025, 2, _drop_40_percent, rows=rows)
+    sample_data.write_weather_month(source / "averages" / "2025", 2025, 2)
+    for dag_id in (*INGEST_DAGS, FORECAST_DAG):
+        airflow.api("PATCH", f"dags/{dag_id}", json={"is_paused": False})
 
-            def ingest(logical_date: str) -> dict[str, dict]:
-                run_ids = {dag_id: airflow.trigger(dag_id, logical_date) for dag_id in INGEST_DAGS}
-                return {dag_id: airflow.wait_for_run(dag_id, run_id) for dag_id, run_id in run_ids.items()}
+    def ingest(logical_date: str) -> dict[str, dict]:
+        run_ids = {dag_id: airflow.trigger(dag_id, logical_date) for dag_id in INGEST_DAGS}
+        return {dag_id: airflow.wait_for_run(dag_id, run_id) for dag_id, run_id in run_ids.items()}
 
-            def asset_triggered() -> list[dict]:
-                return [r for r in airflow.runs(FORECAST_DAG) if r["run_type"] == "asset_triggered"]
+    def asset_triggered() -> list[dict]:
+        return [r for r in airflow.runs(FORECAST_DAG) if r["run_type"] == "asset_triggered"]
 
-            def raw_table():
-                with pytest.MonkeyPatch.context() as env:
-                    env.setenv("PIPELINE_VAR_DIR", str(airflow.paths.var))
-                    env.setenv("ICEBERG_REST_PORT", airflow.env["ICEBERG_REST_PORT"])
-                    return settings.pyiceberg_catalog().load_table(RAW)
+    def raw_table():
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv("PIPELINE_VAR_DIR", str(airflow.paths.var))
+            env.setenv("ICEBERG_REST_PORT", airflow.env["ICEBERG_REST_PORT"])
+            return settings.pyiceberg_catalog().load_table(RAW)
 
-            january = ingest("2025-02-01T00:00:00Z")
-            assert {run["state"] for run in january.values()} == {"success"}, f"log {airflow.log_path}"
-            deadline = time.monotonic() + 300
-            while not (first_runs := asset_triggered()) and time.monotonic() < deadline:
-                time.sleep(3)
-            assert len(first_runs) == 1, f"January's two Asset events start one forecast; log {airflow.log_path}"
-            first = airflow.wait_for_run(FORECAST_DAG, first_runs[0]["dag_run_id"])
-            assert first["state"] == "success", f"log {airflow.log_path}"
-            # The weather model too (by hand, as a user would): both models' jobs are then downstream of raw.
-            weather_run = airflow.trigger(FORECAST_DAG, "2025-02-01T01:00:00Z", conf={"model": "weather"})
-            assert airflow.wait_for_run(FORECAST_DAG, weather_run)["state"] == "success", f"log {airflow.log_path}"
-            hooks_before, mails_before = len(hook.bodies), len(mail.mails)
-            main_before = raw_table().metadata.current_snapshot_id
+    assert {run["state"] for run in user_runs.finished.values()} == {"success"}, f"log {airflow.log_path}"
+    first_runs = asset_triggered()
+    assert len(first_runs) == 1, f"January's two Asset events start one forecast; log {airflow.log_path}"
+    first = airflow.wait_for_run(FORECAST_DAG, first_runs[0]["dag_run_id"])
+    assert first["state"] == "success", f"log {airflow.log_path}"
+    # The weather model too (by hand, as a user would): both models' jobs are then downstream of raw.
+    weather_run = airflow.trigger(FORECAST_DAG, "2025-02-01T01:00:00Z", conf={"model": "weather"})
+    assert airflow.wait_for_run(FORECAST_DAG, weather_run)["state"] == "success", f"log {airflow.log_path}"
+    hooks_before, mails_before = len(hook.bodies), len(mail.mails)
+    main_before = raw_table().metadata.current_snapshot_id
 
-            february = ingest("2025-03-01T00:00:00Z")
-            taxi = february["ingest_yellow_taxi_data"]
-            assert taxi["state"] == "failed", f"log {airflow.log_path}"
-            assert february["ingest_weather_data"]["state"] == "success", f"log {airflow.log_path}"
-            merge = next(
-                ti
-                for ti in airflow.task_instances("ingest_yellow_taxi_data", taxi["dag_run_id"])
-                if ti["task_id"] == "merge_yellow_taxi_raw"
-            )
-            assert merge["state"] == "failed" and merge["try_number"] == 1, f"failed once, no retry: {merge}"
+    february = ingest("2025-03-01T00:00:00Z")
+    taxi = february["ingest_yellow_taxi_data"]
+    assert taxi["state"] == "failed", f"log {airflow.log_path}"
+    assert february["ingest_weather_data"]["state"] == "success", f"log {airflow.log_path}"
+    merge = next(
+        ti
+        for ti in airflow.task_instances("ingest_yellow_taxi_data", taxi["dag_run_id"])
+        if ti["task_id"] == "merge_yellow_taxi_raw"
+    )
+    assert merge["state"] == "failed" and merge["try_number"] == 1, f"failed once, no retry: {merge}"
 
-            table = raw_table()
-            assert table.metadata.current_snapshot_id == main_before, "raw main at the same snapshot"
-            branches = [name for name in table.metadata.refs if name.startswith("audit_taxi_202502_")]
-            assert len(branches) == 1, f"one kept branch of February: {sorted(table.metadata.refs)}"
-            branch = branches[0]
-            february_rows = table.scan(
-                snapshot_id=table.metadata.refs[branch].snapshot_id,
-                row_filter="tpep_pickup_datetime >= '2025-02-01T00:00:00+00:00' "
-                "and tpep_pickup_datetime < '2025-03-01T00:00:00+00:00'",
-            ).to_arrow()
-            kept = np.random.default_rng(25).random(sample_data.generate_taxi_month(2025, 2, SCHEDULER_ROWS).num_rows)
-            assert february_rows.num_rows == int(np.sum(kept >= 0.4)), "the branch holds the month's rows"
+    table = raw_table()
+    assert table.metadata.current_snapshot_id == main_before, "raw main at the same snapshot"
+    branches = [name for name in table.metadata.refs if name.startswith("audit_taxi_202502_")]
+    assert len(branches) == 1, f"one kept branch of February: {sorted(table.metadata.refs)}"
+    branch = branches[0]
+    february_rows = table.scan(
+        snapshot_id=table.metadata.refs[branch].snapshot_id,
+        row_filter="tpep_pickup_datetime >= '2025-02-01T00:00:00+00:00' "
+        "and tpep_pickup_datetime < '2025-03-01T00:00:00+00:00'",
+    ).to_arrow()
+    kept = np.random.default_rng(25).random(sample_data.generate_taxi_month(2025, 2, rows).num_rows)
+    assert february_rows.num_rows == int(np.sum(kept >= 0.4)), "the branch holds the month's rows"
 
-            hooks = _alerts_since(hook.bodies, hooks_before)
-            mails = _alerts_since(mail.mails, mails_before)
-            assert len(hooks) == 1 and len(mails) == 1, f"one alert on each channel: {[h['text'] for h in hooks]}"
-            text = hooks[0]["text"]
-            for expected in (
-                f"BLOCKED: {RAW} was not published (main unchanged; branch {branch} kept for review)",
-                "daily_rows_vs_trailing_months: FAILED (block)",
-                f"dataset {settings.ICEBERG_NAMESPACE}.{naming.HOURLY_ACTUALS}",
-                f"dataset {settings.ICEBERG_NAMESPACE}.{naming.HOURLY_FORECAST} (owners: data-platform, forecasting)",
-                "models/seasonal_naive",
-                "models/weather",
-                "DAG forecast_yellow_rides (owners: data-platform)",
-            ):
-                assert expected in text, f"{expected!r} not in the alert:\n{text}"
-            assert mails[0]["Subject"].startswith("[lineage-aware pipelines] BLOCKED")
-            _the_lineage_page_marks_raw_blocked(airflow, branch)
+    hooks = _alerts_since(hook.bodies, hooks_before)
+    mails = _alerts_since(mail.mails, mails_before)
+    assert len(hooks) == 1 and len(mails) == 1, f"one alert on each channel: {[h['text'] for h in hooks]}"
+    text = hooks[0]["text"]
+    for expected in (
+        f"BLOCKED: {RAW} was not published (main unchanged; branch {branch} kept for review)",
+        "daily_rows_vs_trailing_months: FAILED (block)",
+        f"dataset {settings.ICEBERG_NAMESPACE}.{naming.HOURLY_ACTUALS}",
+        f"dataset {settings.ICEBERG_NAMESPACE}.{naming.HOURLY_FORECAST} (owners: data-platform, forecasting)",
+        "models/seasonal_naive",
+        "models/weather",
+        "DAG forecast_yellow_rides (owners: data-platform)",
+    ):
+        assert expected in text, f"{expected!r} not in the alert:\n{text}"
+    assert mails[0]["Subject"].startswith("[lineage-aware pipelines] BLOCKED")
+    _the_lineage_page_marks_raw_blocked(airflow, branch)
 
-            # February's weather is published: its Asset event waits in the forecast's queue, raw taxi's never came.
-            assets = {a["id"]: a["name"] for a in airflow.api("GET", "assets", params={"limit": 100})["assets"]}
-            queued = airflow.api("GET", f"dags/{FORECAST_DAG}/assets/queuedEvents")["queued_events"]
-            assert sorted(assets[q["asset_id"]] for q in queued) == [naming.table_asset(naming.WEATHER_RAW).name]
-            time.sleep(20)  # the scheduler has had many loops to start a forecast
-            assert [r["dag_run_id"] for r in asset_triggered()] == [first["dag_run_id"]], "no forecast of it"
+    # February's weather is published: its Asset event waits in the forecast's queue, raw taxi's never came.
+    assets = {a["id"]: a["name"] for a in airflow.api("GET", "assets", params={"limit": 100})["assets"]}
+    queued = airflow.api("GET", f"dags/{FORECAST_DAG}/assets/queuedEvents")["queued_events"]
+    assert sorted(assets[q["asset_id"]] for q in queued) == [naming.table_asset(naming.WEATHER_RAW).name]
+    time.sleep(20)  # the scheduler has had many loops to start a forecast
+    assert [r["dag_run_id"] for r in asset_triggered()] == [first["dag_run_id"]], "no forecast of it"
 
-            command_env = {**airflow.env, **settings.airflow_env(airflow.paths)}
-            published = _cli(
-                "pipeline", "publish", "--table", naming.TAXI_RAW, "--branch", branch, "--reason", "ok", env=command_env
-            )
-            assert published.returncode == 0, published.stdout + published.stderr
-            assert raw_table().metadata.current_snapshot_id == table.metadata.refs[branch].snapshot_id
-            deadline = time.monotonic() + 300
-            while len(forecasts := asset_triggered()) < 2 and time.monotonic() < deadline:
-                time.sleep(3)
-            assert len(forecasts) == 2, f"no forecast after the publish; log {airflow.log_path}"
-            second = next(r for r in forecasts if r["dag_run_id"] != first["dag_run_id"])
-            assert airflow.wait_for_run(FORECAST_DAG, second["dag_run_id"])["state"] == "success"
-        finally:
-            airflow.stop()
+    command_env = {**airflow.env, **settings.airflow_env(airflow.paths)}
+    published = _cli(
+        "pipeline", "publish", "--table", naming.TAXI_RAW, "--branch", branch, "--reason", "ok", env=command_env
+    )
+    assert published.returncode == 0, published.stdout + published.stderr
+    assert raw_table().metadata.current_snapshot_id == table.metadata.refs[branch].snapshot_id
+    deadline = time.monotonic() + 300
+    while len(forecasts := asset_triggered()) < 2 and time.monotonic() < deadline:
+        time.sleep(3)
+    assert len(forecasts) == 2, f"no forecast after the publish; log {airflow.log_path}"
+    second = next(r for r in forecasts if r["dag_run_id"] != first["dag_run_id"])
+    assert airflow.wait_for_run(FORECAST_DAG, second["dag_run_id"])["state"] == "success"
 
 
 def _the_lineage_page_marks_raw_blocked(airflow, branch: str) -> None:

@@ -125,7 +125,7 @@ class LandSourceOperator(BaseOperator):
         self.downloads: list = []
 
     def _force(self) -> bool:
-        return self.force if isinstance(self.force, bool) else str(self.force).lower() in ("true", "1", "yes")
+        return settings.truthy(self.force)
 
     def execute(self, context) -> list[dict]:
         from airflow.sdk.exceptions import AirflowSkipException

@@ -69,7 +69,15 @@ class Setting:
             raise SettingError(f"{self.name}={value!r} is not a number") from None
 
     def flag(self) -> bool:
-        return (self.get() or "").lower() in ("1", "true", "yes", "on")
+        return truthy(self.get())
+
+
+def truthy(text: str | bool | None) -> bool:
+    """Whether a text says yes, as a variable, a DAG param rendered into a job argument or an operator field does
+    ("1", "true", "yes", "on"; any case, blanks around it ignored); a bool is itself."""
+    if isinstance(text, bool):
+        return text
+    return str(text or "").strip().lower() in ("1", "true", "yes", "on")
 
 
 class SettingError(ConfigurationError):

@@ -7,6 +7,7 @@ import traceback
 
 from include.core.contract import REPORT_ARGUMENT, JobReport, report_argument
 from include.core.errors import BadInputError
+from include.core.settings import truthy
 from spark_jobs.common.report import write_report
 
 BAD_INPUT_EXIT_CODE = 3
@@ -52,7 +53,7 @@ def month_job_args(description: str | None, argv: list[str] | None):
     parser.add_argument(
         "--reprocess",
         default=False,
-        type=lambda value: value.strip().lower() in ("true", "1", "yes"),
+        type=truthy,
         help="true: load the month even when its tables already hold it from this very file (loaded_source)",
     )
     parser.add_argument(REPORT_ARGUMENT)

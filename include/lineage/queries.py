@@ -33,7 +33,7 @@ from sqlalchemy.engine import Connection
 from include.lineage.errors import EmptyStoreError, LineageError, UnknownNodeError
 from include.lineage.events import parse_node_id as parse_event_node_id
 from include.lineage.events import utc_time
-from include.lineage.store import LineageStore
+from include.lineage.store import LineageStore, ancestry
 from include.lineage.store.schema import (
     aliases_table,
     column_edges_table,
@@ -109,6 +109,7 @@ def fetch_rows(conn: Connection, sql: str, params: dict) -> list[tuple]:
         cursor.close()
 
 
+_PACKED_ANCESTRY_SQL = "SELECT packed FROM lineage_ancestry WHERE descendant = :node"
 _CLOSURE_SQL = {
     "upstream": "SELECT ancestor, depth FROM lineage_closure WHERE descendant = :node AND depth <= :depth",
     "downstream": "SELECT descendant, depth FROM lineage_closure WHERE ancestor = :node AND depth <= :depth",
@@ -116,7 +117,14 @@ _CLOSURE_SQL = {
 
 
 def closure_upstream(conn: Connection, node_id: int, depth: int = DEFAULT_DEPTH) -> list[tuple[int, int]]:
-    """(ancestor, distance) of every ancestor within ``depth`` edges, the node itself at 0: one indexed query."""
+    """(ancestor, distance) of every ancestor within ``depth`` edges, the node itself at 0: one indexed row, the
+    node's closure packed (include/lineage/store/ancestry.py); an unknown node has none."""
+    rows = fetch_rows(conn, _PACKED_ANCESTRY_SQL, {"node": node_id})
+    return ancestry.unpack(rows[0][0], depth) if rows else []
+
+
+def closure_upstream_rows(conn: Connection, node_id: int, depth: int = DEFAULT_DEPTH) -> list[tuple[int, int]]:
+    """The same answer from the closure table's rows, one per ancestor (what the packed row is made from)."""
     return fetch_rows(conn, _CLOSURE_SQL["upstream"], {"node": node_id, "depth": depth})
 
 

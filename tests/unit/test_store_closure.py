@@ -21,11 +21,12 @@ import networkx as nx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import select
+from sqlalchemy import func, select
 
-from include.lineage.queries import LineageQueries
+from include.lineage.queries import LineageQueries, closure_upstream
 from include.lineage.store import LineageStore
 from include.lineage.store.schema import (
+    ancestry_table,
     closure_table,
     edge_history_table,
     edges_table,
@@ -87,6 +88,11 @@ def _stored(store: LineageStore) -> dict:
             "edges": {(names[s], names[t]) for s, t in conn.execute(select(edges_table))},
             "closure": {pair: depth for pair, depth in closure.items() if pair[0] != pair[1]},
             "self": {pair[0]: depth for pair, depth in closure.items() if pair[0] == pair[1]},
+            # the upstream read: each node's packed row (include/lineage/store/ancestry.py), as closure_upstream reads it
+            "ancestry": {
+                (names[d], names[a]): depth for d in names for a, depth in closure_upstream(conn, d, depth=10**6)
+            },
+            "packed rows": conn.execute(select(func.count()).select_from(ancestry_table)).scalar_one(),
             "history": {
                 (names[s], names[t]): (first, last) for s, t, first, last in conn.execute(select(edge_history_table))
             },
@@ -160,6 +166,9 @@ def _check(store: LineageStore, events: list[dict], dag: bool) -> None:
         if a != d
     }
     assert stored["closure"] == depths
+    # the packed upstream read is the closure, pair for pair (the node itself at 0), one row per node
+    assert stored["ancestry"] == {(d, a): depth for (a, d), depth in depths.items()} | {(n, n): 0 for n in graph.nodes}
+    assert stored["packed rows"] == graph.number_of_nodes()
     if dag:
         assert nx.is_directed_acyclic_graph(graph)
         assert set(stored["closure"]) == set(nx.transitive_closure_dag(graph).edges)

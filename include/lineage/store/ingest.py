@@ -41,6 +41,7 @@ from sqlalchemy.engine import Connection
 from include.lineage.events import dataset_aliases, dataset_label, digest, event_dedup_key, utc_time
 from include.lineage.store.schema import (
     aliases_table,
+    ancestry_table,
     closure_table,
     column_edges_table,
     dataset_versions_table,
@@ -250,6 +251,8 @@ def _dialect_statements(dialect: str) -> dict:
         set_={"depth": extend.excluded.depth},
         where=extend.excluded.depth < closure_table.c.depth,
     )
+    repack = dialect_insert(ancestry_table)
+    repack = repack.on_conflict_do_update(index_elements=["descendant"], set_={"packed": repack.excluded.packed})
     raw = dialect_insert(events_table).on_conflict_do_nothing(index_elements=["dedup_key"]).returning(events_table.c.id)
     history = dialect_insert(edge_history_table)
     h = edge_history_table.c
@@ -276,6 +279,7 @@ def _dialect_statements(dialect: str) -> dict:
     )
     return {
         "extend_closure": extend,
+        "upsert_ancestry": repack,
         "insert_event": raw,
         "upsert_run_dataset": run_dataset,
         "upsert_edge_history": history,

@@ -7,6 +7,7 @@ from sqlalchemy import (
     Column,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     PrimaryKeyConstraint,
     String,
@@ -87,6 +88,14 @@ closure_table = Table(
     PrimaryKeyConstraint("ancestor", "descendant"),
     Index("ix_lineage_closure_upstream", "descendant", "depth", "ancestor"),
     Index("ix_lineage_closure_downstream", "ancestor", "depth", "descendant"),
+)
+
+# Each node's rows of lineage_closure as one blob, for the upstream read (include/lineage/store/ancestry.py).
+ancestry_table = Table(
+    "lineage_ancestry",
+    metadata,
+    Column("descendant", Integer, primary_key=True, autoincrement=False),
+    Column("packed", LargeBinary, nullable=False),
 )
 
 jobs_table = Table(

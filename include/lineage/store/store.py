@@ -44,7 +44,7 @@ from sqlalchemy.exc import DataError
 from include.core import settings
 from include.lineage.errors import InvalidEventError, LineageError, UnreadableEventFileError
 from include.lineage.events import SourcedEvent, check_event, dataset_key, job_key, read_event_file
-from include.lineage.store import migrate
+from include.lineage.store import ancestry, migrate
 from include.lineage.store.ingest import (
     _SELECT_ALIASES,
     _SELECT_JOB_EDGES,
@@ -54,7 +54,13 @@ from include.lineage.store.ingest import (
     _dialect_statements,
     _Ingest,
 )
-from include.lineage.store.schema import aliases_table, closure_table, edges_table, events_table, nodes_table
+from include.lineage.store.schema import (
+    aliases_table,
+    closure_table,
+    edges_table,
+    events_table,
+    nodes_table,
+)
 
 _CHUNK = 500  # values of one IN (...) list
 # PostgreSQL advisory lock of the store's writers (8 bytes fit its bigint key); migrate.py's key is another.
@@ -97,6 +103,8 @@ class LineageStore:
         # What may change under another writer, kept for one transaction: a job's latest run, a job's graph edges.
         self._job_latest: dict[int, tuple[str | None, str | None, int | None]] = {}
         self._graph: dict[int, set[tuple[int, int]]] = {}
+        self._stale_ancestry: set[int] = set()  # nodes whose closure rows changed in this transaction
+        self._stale_below: set[int] = set()  # ... and the descendants of these
 
     def close(self) -> None:
         self.engine.dispose()
@@ -165,6 +173,7 @@ class LineageStore:
                             run_id = (item.event.get("run") or {}).get("runId")
                             if run_id:
                                 result.new_run_ids.add(run_id)
+                    self._repack_ancestry(conn)
             except BaseException:
                 self._ids.clear()  # ids of rolled-back rows must not be reused
                 self._aliases.clear()
@@ -173,6 +182,8 @@ class LineageStore:
             finally:
                 self._job_latest.clear()
                 self._graph.clear()
+                self._stale_ancestry.clear()
+                self._stale_below.clear()
         return result
 
     def serialize_writers(self, conn: Connection) -> None:
@@ -196,6 +207,7 @@ class LineageStore:
                 nodes_table.insert(), {"key": key, "kind": kind, "namespace": namespace, "name": name, "label": label}
             ).inserted_primary_key[0]
             conn.execute(closure_table.insert(), {"ancestor": node_id, "descendant": node_id, "depth": 0})
+            self._stale_ancestry.add(node_id)
             aliases = {key, f"{namespace}:{name}"} | ({name} if kind == "job" else set())
             conn.execute(aliases_table.insert(), [{"alias": alias, "node_id": node_id} for alias in sorted(aliases)])
             self._aliases[node_id] = aliases
@@ -268,6 +280,10 @@ class LineageStore:
     def _add_edge(self, conn: Connection, source: int, target: int) -> None:
         conn.execute(edges_table.insert(), {"source": source, "target": target})
         conn.execute(self.statements["extend_closure"], {"p_source": source, "p_target": target})
+        # every new pair ends at a descendant of the target (itself included): only their ancestors changed. They are
+        # read once, at the transaction's end: a path to one of them that an edge removal cut in between marked it
+        # then (the removal's descendants), so the target's descendants at the end plus those cover every change.
+        self._stale_below.add(target)
 
     def _remove_edges(self, conn: Connection, removed: set[tuple[int, int]]) -> None:
         """Delete edges and repair the closure exactly.
@@ -293,6 +309,7 @@ class LineageStore:
             reached.add(descendant)
             if descendant in descendants and descendant != ancestor:
                 old[ancestor][descendant] = depth
+        self._stale_ancestry.update(descendants)  # the only nodes whose ancestors may change
         leading = {row[0] for row in _in_chunks(conn, select(c.ancestor), c.descendant, descendants)}
         region = reached & leading  # on some old path from an ancestor to a descendant: no other node matters
         successors: dict[int, list[int]] = {}
@@ -323,6 +340,24 @@ class LineageStore:
             conn.execute(closure_table.delete().where(*where), deletes)
         if updates:
             conn.execute(update(closure_table).where(*where).values(depth=_p("p_depth")), updates)
+
+    def _repack_ancestry(self, conn: Connection) -> None:
+        """Rebuild ``lineage_ancestry`` for the nodes whose closure rows changed in this transaction, from those rows
+        (include/lineage/store/ancestry.py): the packed copy commits with the rows it was made from, or not at all."""
+        c = closure_table.c
+        below = _in_chunks(conn, select(c.descendant), c.ancestor, self._stale_below)
+        stale = sorted(self._stale_ancestry.union(row[0] for row in below))
+        self._stale_ancestry.clear()
+        self._stale_below.clear()
+        for start in range(0, len(stale), _CHUNK):
+            pairs: dict[int, list[tuple[int, int]]] = {node: [] for node in stale[start : start + _CHUNK]}
+            query = select(c.descendant, c.ancestor, c.depth).where(c.descendant.in_(list(pairs)))
+            for descendant, ancestor, depth in conn.execute(query):
+                pairs[descendant].append((ancestor, depth))
+            conn.execute(
+                self.statements["upsert_ancestry"],
+                [{"descendant": node, "packed": ancestry.pack(rows)} for node, rows in pairs.items() if rows],
+            )
 
     # ---------------------------------------------------------------- small helpers for callers
     def count(self, table: Table) -> int:

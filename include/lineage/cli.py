@@ -287,7 +287,9 @@ def upstream(options) -> int:
             _emit(
                 options,
                 lambda: render.run_lineage_json(result),
-                lambda: render.render_run_lineage(result, options.depth),
+                lambda: render.render_run_lineage(
+                    result, options.depth, queries.child_runs(result["runs"][0]["run"]["id"])
+                ),
             )
             return 0
         sub = queries.upstream(options.node, options.depth, **when)
@@ -407,7 +409,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = add(
         "ingest",
         ingest,
-        "store OpenLineage events; a duplicate (run id, event type, event time) is stored once",
+        "store OpenLineage events; the very same event again is recognised and skipped, different events of one run "
+        "are all kept; each file all or nothing",
         [store],
     )
     sub.add_argument(

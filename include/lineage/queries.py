@@ -1720,20 +1720,54 @@ class LineageQueries:
                 out[f"{namespace}:{name}"] = label
         return out
 
+    def child_runs(self, run_id: str) -> list[tuple[str, str]]:
+        """(run id, job name) of a run's child runs (a DAG run's task runs), by job name."""
+        with self.store.engine.connect() as conn:
+            return [
+                tuple(row)
+                for row in conn.execute(
+                    select(runs_table.c.id, jobs_table.c.name)
+                    .join(jobs_table, jobs_table.c.id == runs_table.c.job_id)
+                    .where(runs_table.c.parent_run_id == run_id)
+                    .order_by(jobs_table.c.name, runs_table.c.id)
+                )
+            ]
+
+    def _provenance_through_children(self, conn: Connection, run_id: str) -> tuple[str | None, list[dict]]:
+        """(the run's job name, its provenance entries); a run that read nothing itself (a DAG run) has its child
+        runs' entries instead, each child at level 0, as ``diff`` compares such a run through its child runs. A run
+        reached several ways keeps its lowest level."""
+        entries = self._run_lineage(conn, run_id, DEFAULT_DEPTH)
+        root_job = entries[0]["job"]["name"] if entries else None
+        if not entries or entries[0]["inputs"]:
+            return root_job, entries
+        children = conn.execute(select(runs_table.c.id).where(runs_table.c.parent_run_id == run_id)).scalars().all()
+        merged: dict[str, dict] = {}
+        for child in sorted(children):
+            for entry in self._run_lineage(conn, child, DEFAULT_DEPTH):
+                known = merged.get(entry["run"]["id"])
+                if known is None or entry["depth"] < known["depth"]:
+                    merged[entry["run"]["id"]] = entry
+        return root_job, sorted(
+            merged.values(), key=lambda e: (e["depth"], e["job"]["name"], e["run"]["id"])
+        ) or entries
+
     def _upstream_changes(self, conn: Connection, run_a, run_b) -> dict:
         """What differs between the provenance of two runs: the upstream runs of each job (re-run, only on one side),
         their job versions (inputs added or removed, code changed), parameters and states, the dataset versions read
         at every level, and the two runs' own job versions."""
-        sides = [self._run_lineage(conn, row.id, DEFAULT_DEPTH) for row in (run_a, run_b)]
+        sides = [self._provenance_through_children(conn, row.id) for row in (run_a, run_b)]
         by_job: list[dict[str, list[dict]]] = []
         reads: list[dict[tuple, set]] = []
-        for entries in sides:
+        for root_job, entries in sides:
             jobs: dict[str, list[dict]] = {}
             read: dict[tuple, set] = {}
             for entry in entries:
-                if entry["depth"] > 0:
+                # the run itself is "(the run)"; a DAG run's task runs are jobs of their own, compared like upstream ones
+                itself = entry["depth"] == 0 and entry["job"]["name"] == root_job
+                if not itself:
                     jobs.setdefault(entry["job"]["name"], []).append(entry)
-                reader = "(the run)" if entry["depth"] == 0 else entry["job"]["name"]
+                reader = "(the run)" if itself else entry["job"]["name"]
                 for item in entry["inputs"]:
                     read.setdefault((reader, item["label"], item["namespace"], item["name"]), set()).add(
                         (item["version"], item["producedByRunId"])
@@ -1799,7 +1833,7 @@ class LineageQueries:
             "jobs": jobs_changed,
             "datasetVersions": versions_changed,
             "provenance": [
-                [{k: v for k, v in entry.items() if k != "jobVersionId"} for entry in entries] for entries in sides
+                [{k: v for k, v in entry.items() if k != "jobVersionId"} for entry in entries] for _, entries in sides
             ],
         }
 

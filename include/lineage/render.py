@@ -214,7 +214,12 @@ def render_upstream_changes(upstream: dict) -> list[str]:
     lines.append(f"  {'the runs':<13} {_version_change_text(upstream['jobVersion'])}")
     for item in upstream["jobs"]:
         runs_a, runs_b = (", ".join(_short(r, 12) for r in runs) or "—" for runs in item["runs"])
-        head = f"  {'job':<13} {item['job']}  ({item['depth']} level{'s' if item['depth'] != 1 else ''} up)"
+        where = (
+            "a task of the run"  # a DAG run's task runs: compared through them (queries._provenance_through_children)
+            if item["depth"] == 0
+            else f"{item['depth']} level{'s' if item['depth'] != 1 else ''} up"
+        )
+        head = f"  {'job':<13} {item['job']}  ({where})"
         if item["change"] == "same runs":
             lines.append(f"{head}: same run {runs_a}")
             continue
@@ -271,8 +276,9 @@ def _run_line(entry: dict) -> str:
     )
 
 
-def render_run_lineage(result: dict, depth: int | None = None) -> str:
-    """The provenance of a run as a tree: run → dataset version read → run that wrote it → …"""
+def render_run_lineage(result: dict, depth: int | None = None, children: list[tuple[str, str]] = ()) -> str:
+    """The provenance of a run as a tree: run → dataset version read → run that wrote it → …; a run that read
+    nothing names its ``children`` (run id, job name), whose provenance is the answer."""
     entries = {entry["run"]["id"]: entry for entry in result["runs"]}
     root = result["runs"][0]
     lines = [_run_line(root) + "   (↑ provenance)"]
@@ -304,6 +310,9 @@ def render_run_lineage(result: dict, depth: int | None = None) -> str:
     walk(root, "")
     if not root["inputs"]:
         lines.append("(it read no datasets)")
+        if children:  # a DAG run: its task runs did the reading
+            lines.append("its task runs read for it; ask one of them:")
+            lines += [f"  lineage upstream --run {run_id}   # {job}" for run_id, job in children]
     return "\n".join(lines)
 
 

@@ -200,6 +200,53 @@ def test_diff_upstream_names_the_added_input_and_the_versions_that_changed(chain
     assert "+ input warehouse:zones, code changed" in text and "zones_loader  (2 levels up): only in B" in text
 
 
+def _with_parent(parent_job: str, parent_run: str, events: list[dict]) -> list[dict]:
+    for event in events:
+        event["run"]["facets"]["parent"] = {
+            "_producer": PRODUCER,
+            "_schemaURL": "https://openlineage.io/spec/facets/1-1-0/ParentRunFacet.json",
+            "run": {"runId": parent_run},
+            "job": {"namespace": NS, "name": parent_job},
+        }
+    return events
+
+
+def test_diff_upstream_of_two_dag_runs_compares_them_through_their_task_runs(tmp_path, capsys):
+    """`lineage runs DAG` lists DAG runs, which read nothing themselves: the diff of two of them compares their task
+    runs' provenance, as its plain part compares their task runs' datasets (the demo's two forecasts)."""
+    steps = {"load": run("load", 1, [], [ds("raw", "r1")]), "weather": run("weather", 1, [], [ds("weather", "w1")])}
+    events = steps["load"][1] + steps["weather"][1]
+    dag_runs = {}
+    for key, hour, inputs in (("A", 2, [ds("raw", "r1")]), ("B", 4, [ds("raw", "r1"), ds("weather", "w1")])):
+        dag_id, dag_events = run("forecast_dag", hour)
+        for event in dag_events:
+            event["inputs"] = event["outputs"] = []
+        task_id, task_events = run("forecast_dag.train", hour, inputs, [ds("model", key)])
+        dag_runs[key], steps[f"train{key}"] = dag_id, (task_id, task_events)
+        events += dag_events + _with_parent("forecast_dag", dag_id, task_events)
+    with LineageStore(f"sqlite:///{tmp_path / 'store.db'}") as store:
+        store.ingest(events)
+        assert cli.main(["diff", dag_runs["A"], dag_runs["B"], "--upstream", "--store", store.url, "--json"]) == 0
+        result = json.loads(capsys.readouterr().out)["upstream"]
+        jobs = {item["job"]: item for item in result["jobs"]}
+        train = jobs["forecast_dag.train"]
+        assert train["depth"] == 0 and train["runs"] == [[steps["trainA"][0]], [steps["trainB"][0]]]
+        assert train["jobVersion"]["inputsAdded"] == ["warehouse:weather"]
+        assert jobs["weather"]["change"] == "only in B" and jobs["load"]["change"] == "same runs"
+        versions = {(item["reader"], item["dataset"]): item["B"] for item in result["datasetVersions"]}
+        assert versions[("forecast_dag.train", "warehouse:weather")] == [
+            {"version": "w1", "producedByRunId": steps["weather"][0]}
+        ]
+        assert cli.main(["diff", dag_runs["A"], dag_runs["B"], "--upstream", "--store", store.url]) == 0
+        text = capsys.readouterr().out
+        assert "forecast_dag.train  (a task of the run)" in text and "+ input warehouse:weather" in text
+        assert "(no upstream runs" not in text
+        assert cli.main(["upstream", "--run", dag_runs["B"], "--store", store.url]) == 0
+        tree = capsys.readouterr().out
+        assert "(it read no datasets)" in tree  # Marquez's answer for a run without inputs, and ours in --json
+        assert f"lineage upstream --run {steps['trainB'][0]}   # forecast_dag.train" in tree
+
+
 def test_upstream_run_of_a_job_or_dataset_as_of_a_time_reaches_the_versions_current_then(chain, capsys):
     # The seeds' question: the forecast was good at 04:00 and bad at 08:00; what was it made of, each time?
     store, ids = chain

@@ -105,6 +105,9 @@ def pytest_sessionfinish(session, exitstatus):
 # of its own, so its module-scoped fixtures run once. `--dist loadgroup` reads these groups; without xdist they are
 # inert. tryfirst: xdist reads the marks in its own hook of the same name.
 _SHARED_SESSION_WORK = ("pipeline_run", "user_runs")
+# Whichever test of a shared group runs first pays, inside its own timeout, for the group's DAG runs (490 s on an idle
+# machine, over 900 s when the machine was loaded by a demo run beside the suite): a budget for the whole set-up.
+SHARED_WORK_TIMEOUT_SECONDS = 3600
 
 # The groups' cost in seconds (each group's summed test durations in the suite on two cores with three workers,
 # 24 November 2026), longest first: the workers take groups in this order (`--no-loadscope-reorder`), so the long
@@ -146,6 +149,8 @@ def pytest_collection_modifyitems(config, items):
         shared = [name for name in _SHARED_SESSION_WORK if name in getattr(item, "fixturenames", ())]
         groups[item.nodeid] = group = shared[0] if shared else item.nodeid.split("::", 1)[0]
         item.add_marker(pytest.mark.xdist_group(group))
+        if shared and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(SHARED_WORK_TIMEOUT_SECONDS))
         if "browser" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.browser)  # a real Chromium: seconds per test, left out of `make test-fast`
     first_seen = {}

@@ -1,4 +1,4 @@
-"""The lineage store: ``schema`` (tables), ``ingest`` (one event into them), ``store`` (the store and its engine),
+"""The lineage store: ``schema`` (tables), ``ingest`` (one event into them), ``store`` (the store and its engine), ``ancestry`` (the packed upstream closure),
 ``migrations`` (the schema's history, applied on open)."""
 
 from include.lineage.store.ingest import IngestResult

@@ -15,7 +15,9 @@ What ingesting an event keeps (the rules: ``ingest.py``):
   and its closure table ``(ancestor, descendant, depth)``, maintained incrementally: a new edge a -> b adds every
   (ancestor of a, descendant of b) pair; an edge that leaves (the job's latest run no longer has it) has the pairs
   that may have used it recomputed over the remaining edges. Every ancestor or descendant of a node comes from one
-  indexed query; ``depth`` is the shortest distance in edges. Every edge ever seen is in ``lineage_edge_history``.
+  indexed query; ``depth`` is the shortest distance in edges. Every edge ever seen is in ``lineage_edge_history``;
+- each node's closure rows packed into one row of ``lineage_ancestry`` (``ancestry.py``), rebuilt in the transaction
+  that changes them: the upstream read.
 
 Nodes are ``(kind, namespace, name)``; ``key`` (Marquez's ``dataset:<namespace>:<name>``) is for display and may be
 shared by two datasets.

@@ -20,6 +20,9 @@ class FakeItem:
     def add_marker(self, mark) -> None:
         self.marks.append(mark)
 
+    def get_closest_marker(self, name: str):
+        return next((mark for mark in reversed(self.marks) if mark.name == name), None)
+
 
 def _collected() -> list[FakeItem]:
     return [
@@ -64,3 +67,14 @@ def test_a_test_of_shared_session_work_is_in_that_work_s_group(shared):
     item = FakeItem("tests/integration/test_any.py::test_it", ("paths", shared))
     conftest.pytest_collection_modifyitems(None, [item])
     assert _group(item) == shared
+
+
+def test_a_shared_group_s_tests_get_a_timeout_for_the_whole_set_up_unless_they_set_their_own():
+    """Whichever test of a shared group runs first pays for the group's DAG runs inside its own timeout."""
+    plain = FakeItem("tests/integration/test_any.py::test_it", ("pipeline_run",))
+    own = FakeItem("tests/integration/test_own.py::test_it", ("user_runs",), [pytest.mark.timeout(120).mark])
+    alone = FakeItem("tests/integration/test_alone.py::test_it", ("paths",))
+    conftest.pytest_collection_modifyitems(None, [plain, own, alone])
+    assert plain.get_closest_marker("timeout").args == (conftest.SHARED_WORK_TIMEOUT_SECONDS,)
+    assert own.get_closest_marker("timeout").args == (120,)
+    assert alone.get_closest_marker("timeout") is None

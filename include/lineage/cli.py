@@ -288,7 +288,10 @@ def upstream(options) -> int:
                 options,
                 lambda: render.run_lineage_json(result),
                 lambda: render.render_run_lineage(
-                    result, options.depth, queries.child_runs(result["runs"][0]["run"]["id"])
+                    result,
+                    options.depth,
+                    # only a run that read nothing (a DAG run) is answered by naming its child runs
+                    [] if result["runs"][0]["inputs"] else queries.child_runs(result["runs"][0]["run"]["id"]),
                 ),
             )
             return 0

@@ -128,6 +128,19 @@ def closure_upstream_rows(conn: Connection, node_id: int, depth: int = DEFAULT_D
     return fetch_rows(conn, _CLOSURE_SQL["upstream"], {"node": node_id, "depth": depth})
 
 
+def _child_runs(conn: Connection, run_id: str) -> list[tuple[str, str]]:
+    """(run id, job name) of a run's child runs, by job name then id."""
+    return [
+        tuple(row)
+        for row in conn.execute(
+            select(runs_table.c.id, jobs_table.c.name)
+            .join(jobs_table, jobs_table.c.id == runs_table.c.job_id)
+            .where(runs_table.c.parent_run_id == run_id)
+            .order_by(jobs_table.c.name, runs_table.c.id)
+        )
+    ]
+
+
 def closure_downstream(conn: Connection, node_id: int, depth: int = DEFAULT_DEPTH) -> list[tuple[int, int]]:
     return fetch_rows(conn, _CLOSURE_SQL["downstream"], {"node": node_id, "depth": depth})
 
@@ -1723,15 +1736,7 @@ class LineageQueries:
     def child_runs(self, run_id: str) -> list[tuple[str, str]]:
         """(run id, job name) of a run's child runs (a DAG run's task runs), by job name."""
         with self.store.engine.connect() as conn:
-            return [
-                tuple(row)
-                for row in conn.execute(
-                    select(runs_table.c.id, jobs_table.c.name)
-                    .join(jobs_table, jobs_table.c.id == runs_table.c.job_id)
-                    .where(runs_table.c.parent_run_id == run_id)
-                    .order_by(jobs_table.c.name, runs_table.c.id)
-                )
-            ]
+            return _child_runs(conn, run_id)
 
     def _provenance_through_children(self, conn: Connection, run_id: str) -> tuple[str | None, list[dict]]:
         """(the run's job name, its provenance entries); a run that read nothing itself (a DAG run) has its child
@@ -1741,9 +1746,8 @@ class LineageQueries:
         root_job = entries[0]["job"]["name"] if entries else None
         if not entries or entries[0]["inputs"]:
             return root_job, entries
-        children = conn.execute(select(runs_table.c.id).where(runs_table.c.parent_run_id == run_id)).scalars().all()
         merged: dict[str, dict] = {}
-        for child in sorted(children):
+        for child, _ in _child_runs(conn, run_id):
             for entry in self._run_lineage(conn, child, DEFAULT_DEPTH):
                 known = merged.get(entry["run"]["id"])
                 if known is None or entry["depth"] < known["depth"]:

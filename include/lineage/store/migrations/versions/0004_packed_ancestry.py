@@ -13,6 +13,7 @@ Written out by hand, never from the live ``schema.metadata``.
 
 from __future__ import annotations
 
+import itertools
 import struct
 
 import sqlalchemy as sa
@@ -33,15 +34,18 @@ def upgrade() -> None:
         sa.Column("packed", sa.LargeBinary, nullable=False),
         sa.PrimaryKeyConstraint("descendant"),
     )
-    conn = op.get_bind()
-    pairs: dict[int, list[tuple[int, int]]] = {}
-    for descendant, ancestor, depth in conn.execute(
+    # one descendant's rows at a time, written in batches: a store's closure can hold millions of rows
+    closure = op.get_bind().execute(
         sa.text("SELECT descendant, ancestor, depth FROM lineage_closure ORDER BY descendant")
-    ):
-        pairs.setdefault(descendant, []).append((ancestor, depth))
-    rows = [{"descendant": node, "packed": _pack(found)} for node, found in pairs.items()]
-    for start in range(0, len(rows), _BATCH):
-        op.bulk_insert(ancestry, rows[start : start + _BATCH])
+    )
+    batch = []
+    for node, rows in itertools.groupby(closure, key=lambda row: row[0]):
+        batch.append({"descendant": node, "packed": _pack([(ancestor, depth) for _, ancestor, depth in rows])})
+        if len(batch) == _BATCH:
+            op.bulk_insert(ancestry, batch)
+            batch = []
+    if batch:
+        op.bulk_insert(ancestry, batch)
 
 
 def downgrade() -> None:

@@ -35,6 +35,9 @@ def test_markdown_table_carries_every_figure_with_its_spread():
             "dag_seconds_lineage_on": _summary([10.0, 11.0, 12.0]),
             "dag_seconds_lineage_off": _summary([9.0, 10.0, 11.0]),
             "overhead_ratio": _summary([1.11, 1.1, 1.09]),
+            "dag_cpu_seconds_lineage_on": _summary([40.0, 42.0, 44.0]),
+            "dag_cpu_seconds_lineage_off": _summary([39.0, 41.0, 43.0]),
+            "cpu_overhead_ratio": _summary([1.02, 1.03, 1.04]),
             "extractor_seconds_per_task": {"stage_yellow_taxi": _summary([0.7, 0.8, 0.9])},
         },
         "scale": {
@@ -52,7 +55,10 @@ def test_markdown_table_carries_every_figure_with_its_spread():
     assert "| `ingest.reload_ratio`: re-load ÷ bare | 1.75 (1.33–3.00) |" in table
     assert "| baseline abc123: first load ÷ bare | 4.50 (3.33–8.00) |" in table
     assert "| first load, baseline abc123 ÷ this checkout | 1.80 (1.67–2.00) |" in table
-    assert "| `lineage.overhead_ratio`: on ÷ off | 1.10 (1.09–1.11) |" in table
+    # The mean and its standard error (stdev / sqrt(n)): whether the repeats resolve a 3 % difference.
+    assert "| `lineage.overhead_ratio`: on ÷ off | 1.10 (1.09–1.11); mean 1.100 ± 0.006 |" in table
+    assert "| taxi DAG's CPU, OpenLineage on (CPU-s) | 42.00 (40.00–44.00) |" in table
+    assert "| `lineage.cpu_overhead_ratio`: on ÷ off | 1.03 (1.02–1.04); mean 1.030 ± 0.006 |" in table
     assert "| extractor time, stage_yellow_taxi (s) | 0.80 (0.70–0.90) |" in table
     assert "| month 3 into raw holding months 1–2 (s) | 1.20 (1.10–1.30) |" in table
     assert "| `scale.month_growth_ratio`: month 3 ÷ month 1 | 1.20 (1.10–1.30) |" in table
@@ -80,3 +86,21 @@ def test_first_hour_table_puts_now_and_before_side_by_side_per_step():
     assert rows["empty Spark job, project settings (s)"].endswith("| 6.00 (5.00–7.00) | 10.00 (9.00–11.00) |")
     assert rows["`first_hour.start_up_speedup`: empty job before ÷ now"].endswith("| 1.66 (1.60–1.80) | |")
     assert "load average 1.0 / 0.5 / 0.2" in text
+
+
+def test_descendants_cpu_counts_a_finished_grandchild_and_not_sleep():
+    """The lineage overhead's CPU figure: a grandchild's busy loop counts once its parent reaps it; sleeping does not."""
+    import subprocess
+    import sys
+
+    from bench.pipeline import _descendants_cpu_seconds
+
+    burn = "import time; end = time.process_time() + 0.4\nwhile time.process_time() < end: pass"
+    grandchild = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {burn!r}], check=True)"
+    before = _descendants_cpu_seconds()
+    subprocess.run([sys.executable, "-c", grandchild], check=True)
+    busy = _descendants_cpu_seconds() - before
+    assert busy >= 0.4
+    before = _descendants_cpu_seconds()
+    subprocess.run([sys.executable, "-c", "import time; time.sleep(0.5)"], check=True)
+    assert _descendants_cpu_seconds() - before < busy

@@ -17,7 +17,7 @@ def tmp_paths(tmp_path):
     return settings.Paths(tmp_path / "var").ensure()
 
 
-def test_generated_airflow_cfg_has_the_project_settings(tmp_paths):
+def test_generated_airflow_cfg_has_the_project_settings(tmp_paths, monkeypatch):
     bootstrap.write_airflow_cfg(tmp_paths)
     cfg = configparser.ConfigParser(interpolation=None)
     cfg.read(tmp_paths.airflow_home / "airflow.cfg")
@@ -30,6 +30,13 @@ def test_generated_airflow_cfg_has_the_project_settings(tmp_paths):
     assert transport == {"type": "file", "log_file_path": str(tmp_paths.lineage_events), "append": True}
     assert cfg["openlineage"]["extractors"] == "lakehouse_extractor.LakehouseSparkExtractor"
     assert cfg["openlineage"]["spark_inject_parent_job_info"] == "True"
+    # Read as the provider reads it (its option name, its boolean parsing): a misspelt option would silently fall
+    # back to forking a child per event.
+    from airflow.providers.openlineage import conf as openlineage_conf
+
+    for option, value in cfg["openlineage"].items():
+        monkeypatch.setenv(f"AIRFLOW__OPENLINEAGE__{option.upper()}", value)
+    assert openlineage_conf.execute_in_thread() is True
     assert "AIRFLOW_CONN_SPARK_DEFAULT" not in settings.airflow_env(tmp_paths), (
         "spark_default is a default, not an override"
     )

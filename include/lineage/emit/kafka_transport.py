@@ -8,8 +8,9 @@ openlineage-python's own transport is not usable behind a spool:
   returns normally for an event the broker never got: the spool would count it as sent, and lose it;
 - it keys an event given as a dict (what the spool replays) with ``None``, so a replayed event lands on any
   partition, out of order with its run;
-- a producer created before ``os.fork`` (the Airflow provider forks to emit) has no threads in the child: the
-  event waits in a dead queue;
+- a producer created before ``os.fork`` (the Airflow provider forks to emit unless ``[openlineage]
+  execute_in_thread``, which the project's airflow.cfg sets) has no threads in the child: the event waits in a dead
+  queue;
 - ``close()`` flushes without a bound (up to ``message.timeout.ms``, 5 minutes by default, with the broker down).
 
 Here ``emit`` returns only after the broker acknowledged the event (``acks=all``) and raises

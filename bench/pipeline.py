@@ -111,8 +111,8 @@ def _free_port() -> int:
 
 
 def _summary(values: list[float]) -> dict:
-    """Median and spread, and the standard error of the mean: whether a ratio's repeats resolve the difference asked
-    of it (issue: 3 %) is read from the error, not the spread."""
+    """Median and spread, and the standard error of the mean: whether a ratio's repeats resolve a difference (the
+    lineage overhead's 3 %) is read from the error, not the spread."""
     error = statistics.stdev(values) / len(values) ** 0.5 if len(values) > 1 else None
     return {
         "median": statistics.median(values),
@@ -126,8 +126,8 @@ def _summary(values: list[float]) -> dict:
 
 def _descendants_cpu_seconds() -> float:
     """User + system CPU of every finished, reaped descendant (a DAG run's task processes, Spark's JVMs and Python
-    drivers, the provider's forked emitters): on two busy cores this is steadier than the wall clock, so lineage's own
-    cost shows in it with fewer repeats."""
+    drivers; not the catalog server, which the bench started and keeps running): what lineage adds to a run's work,
+    whether or not the run's two cores were idle while it waited."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
 

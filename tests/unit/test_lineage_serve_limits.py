@@ -195,3 +195,34 @@ def test_large_bodies_decoded_in_the_worker_process_get_the_same_answers(server)
     )
     assert nested.status_code == 400 and "nests" in nested.json()["message"]
     assert requests.get(f"{url}/api/v1/health", timeout=5).status_code == 200
+
+
+@pytest.mark.parametrize("stop", ["terminate", "kill"])
+def test_the_worker_of_large_bodies_goes_when_the_server_goes(tmp_path, stop):
+    """Stopped (SIGTERM) or killed (SIGKILL), the server leaves no process behind: its worker held both ends of its
+    own call queue and outlived the server, an orphan holding the store open, with the resource tracker beside it."""
+    import psutil
+
+    env = {**os.environ, "PIPELINE_VAR_DIR": str(tmp_path / "var")}
+    process, url = start_lineage_serve(["--store", f"sqlite:///{tmp_path / 'store.db'}", "--no-auth"], env)
+    try:
+        stored = requests.post(f"{url}/api/v1/lineage", json=_large("offloaded"), timeout=120)
+        assert stored.status_code == 201
+        left = psutil.Process(process.pid).children(recursive=True)
+        assert any("spawn_main" in " ".join(child.cmdline()) for child in left), "the large body reached a worker"
+    finally:
+        getattr(process, stop)()
+        process.wait(timeout=30)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and any(_running(child) for child in left):
+        time.sleep(0.2)
+    assert [child.pid for child in left if _running(child)] == []
+
+
+def _running(process) -> bool:
+    import psutil
+
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

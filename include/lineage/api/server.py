@@ -39,7 +39,10 @@ import asyncio
 import hashlib
 import ipaddress
 import multiprocessing
+import os
 import socket
+import threading
+import time
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -120,6 +123,19 @@ def answer_events(store: LineageStore, data, batch_endpoint: bool) -> tuple[int,
 
 
 _worker_stores: dict[str, LineageStore] = {}
+
+
+def _exit_with_the_server(server_pid: int, poll_seconds: float = 1.0) -> None:
+    """The worker's initializer. A spawned worker holds both ends of its call queue, so it never reads an end of file
+    when the server goes, gracefully or killed: it would wait forever, an orphan holding the store open (and the
+    resource tracker with it). A thread ends it once its parent is no longer the server."""
+
+    def watch() -> None:
+        while os.getppid() == server_pid:
+            time.sleep(poll_seconds)
+        os._exit(0)  # a body half stored is rolled back by the store's transaction
+
+    threading.Thread(target=watch, daemon=True, name="exit-with-the-server").start()
 
 
 def _ingest_in_worker(store_url: str, body: bytes, gzipped: bool, batch_endpoint: bool) -> tuple[int, dict]:
@@ -278,7 +294,14 @@ def create_app(
 
     def worker() -> ProcessPoolExecutor:
         if not pool:
-            pool.append(ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")))
+            pool.append(
+                ProcessPoolExecutor(
+                    max_workers=1,
+                    mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_exit_with_the_server,
+                    initargs=(os.getpid(),),
+                )
+            )
         return pool[0]
 
     async def post(request: Request, batch_endpoint: bool) -> JSONResponse:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import requests
 
-from include.core import settings
+from include.core import ports, settings
 from include.lineage.emit import tokens
 
 PRODUCER = "https://github.com/OpenLineage/OpenLineage/tree/1.54.0/client/python"
@@ -84,16 +84,8 @@ def generate(count: int) -> list[dict]:
     return events[:count]
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _serve(folder: Path, env: dict) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
+    port = ports.free_port()
     lineage = str(Path(sys.executable).with_name("lineage"))
     process = subprocess.Popen(
         [lineage, "serve", "--port", str(port), "--store", f"sqlite:///{folder / 'store.db'}"],

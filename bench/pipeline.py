@@ -29,7 +29,6 @@ import platform
 import re
 import resource
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -41,7 +40,7 @@ from pathlib import Path
 
 from bench import explorer
 from include.airflow import runs
-from include.core import settings
+from include.core import ports, settings
 from include.services import catalog_server
 from include.sources import sample_data, sample_server
 from include.spark import codeship, submit
@@ -102,12 +101,6 @@ def baseline_version(paths: settings.Paths, ref: str) -> JobsVersion | None:
         with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
             tar.extractall(folder, filter="data")
     return JobsVersion(f"baseline {ref}", folder / "spark_jobs", codeship.ensure_built(paths, root=folder))
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _summary(values: list[float]) -> dict:
@@ -308,7 +301,7 @@ def demo_steps(paths: settings.Paths, rows: int, label: str, settings_env: dict[
         **os.environ,
         **(settings_env or {}),
         "PIPELINE_VAR_DIR": str(demo_var),
-        "ICEBERG_REST_PORT": str(_free_port()),
+        "ICEBERG_REST_PORT": str(ports.free_port()),
     }
     for name in ("AIRFLOW_HOME", "AIRFLOW_CONFIG", "AIRFLOW_CONN_SPARK_DEFAULT"):
         env.pop(name, None)
@@ -428,7 +421,7 @@ def main() -> int:
     out = settings.Paths.current().bench
     paths = settings.Paths(settings.Paths.current().var / "bench-state").ensure()
     os.environ["PIPELINE_VAR_DIR"] = str(paths.var)
-    os.environ["ICEBERG_REST_PORT"] = str(_free_port())  # beside the catalog server of the project's own var/
+    os.environ["ICEBERG_REST_PORT"] = str(ports.free_port())  # beside the catalog server of the project's own var/
     if not settings.SPARK_DRIVER_MEMORY.raw():
         os.environ[settings.SPARK_DRIVER_MEMORY.name] = "6g"  # the bench's 3 M-row month needs more than 2g
     from include.setup import bootstrap

@@ -14,8 +14,8 @@ import os
 import sys
 from pathlib import Path
 
-from bench.pipeline import _free_port, _progress, _spark_submit, _summary
-from include.core import settings
+from bench.pipeline import _progress, _spark_submit, _summary
+from include.core import ports, settings
 from include.services import catalog_server
 from include.sources import sample_data
 
@@ -61,7 +61,7 @@ def main(project: settings.Paths | None = None) -> int:
     out = project.bench
     paths = settings.Paths(project.var / "bench-state-wap").ensure()
     os.environ["PIPELINE_VAR_DIR"] = str(paths.var)
-    os.environ["ICEBERG_REST_PORT"] = str(_free_port())
+    os.environ["ICEBERG_REST_PORT"] = str(ports.free_port())
     from include.setup import bootstrap
 
     bootstrap.setup(paths)

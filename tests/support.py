@@ -10,21 +10,18 @@ import http.server
 import json
 import os
 import shutil
-import socket
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from include.core import naming, settings
+from include.core import naming, ports, settings
 
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on (for a backend that is down, or started later on it)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    return ports.free_port()
 
 
 class QuietHandler(http.server.BaseHTTPRequestHandler):

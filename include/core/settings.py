@@ -13,13 +13,13 @@ and rendered twice: as Spark properties (``include/spark/submit.py``) and as a p
 from __future__ import annotations
 
 import os
-import socket
 import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
+from include.core import ports
 from include.core.errors import ConfigurationError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -519,7 +519,7 @@ def rest_port(paths: Paths) -> int:
         # A var/ made by an earlier release (its catalog exists, no port recorded) keeps the port it always had:
         # dataset namespaces of a REST catalog carry the port, and its lineage must keep naming the same tables.
         earlier_release = (paths.catalog_dir / "iceberg_catalog.db").exists()
-        candidate.write_text(f"{DEFAULT_REST_PORT if earlier_release else _free_port()}\n")
+        candidate.write_text(f"{DEFAULT_REST_PORT if earlier_release else ports.free_port(LOCAL_REST_HOST)}\n")
         try:
             os.link(candidate, record)  # first writer wins; a concurrent chooser reads the winner's port
         except FileExistsError:
@@ -530,12 +530,6 @@ def rest_port(paths: Paths) -> int:
     if not text.isdigit() or not 0 < int(text) < 65536:
         raise SettingError(f"{record}: {text!r} is not a TCP port; delete the file to choose a new one")
     return int(text)
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((LOCAL_REST_HOST, 0))
-        return probe.getsockname()[1]
 
 
 def kafka_port() -> int:

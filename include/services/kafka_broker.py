@@ -17,14 +17,13 @@ import base64
 import json
 import os
 import re
-import socket
 import subprocess
 import time
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from include.core import naming, settings
+from include.core import naming, ports, settings
 from include.core.errors import ServiceError
 from include.services import local_service
 
@@ -97,12 +96,6 @@ def _classpath() -> str:
     return os.pathsep.join(str(path) for path in paths)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((HOST, 0))
-        return probe.getsockname()[1]
-
-
 def _write_server_properties(paths: settings.Paths, client_port: int) -> int:
     """Write ``server.properties`` for ``client_port``; keep the controller port of an earlier start."""
     target = _properties_file(paths)
@@ -111,7 +104,7 @@ def _write_server_properties(paths: settings.Paths, client_port: int) -> int:
         found = re.search(r"^controller\.quorum\.voters=1@[^:]+:(\d+)$", target.read_text(), re.MULTILINE)
         controller_port = int(found.group(1)) if found else None
     if controller_port is None or controller_port == client_port:
-        controller_port = _free_port()
+        controller_port = ports.free_port(HOST)
     properties = {
         "process.roles": "broker,controller",
         "node.id": "1",

@@ -22,13 +22,12 @@ import json
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from include.core import settings
+from include.core import ports, settings
 from include.core.errors import ServiceError
 from include.core.private_file import write_private
 from include.services import local_service
@@ -59,12 +58,6 @@ def _version_key(path: str) -> tuple[int, ...]:
 
 def available() -> bool:
     return all(binary(tool) for tool in ("initdb", "pg_ctl", "postgres"))
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((HOST, 0))
-        return probe.getsockname()[1]
 
 
 @dataclass
@@ -261,7 +254,7 @@ def _port(paths: settings.Paths) -> int:
         return value
     record = paths.var / "postgres.port"
     if not record.exists():
-        record.write_text(f"{_free_port()}\n")
+        record.write_text(f"{ports.free_port(HOST)}\n")
     text = record.read_text().strip()
     if not text.isdigit() or not 0 < int(text) < 65536:
         raise settings.SettingError(f"{record}: {text!r} is not a TCP port; delete the file to choose a new one")

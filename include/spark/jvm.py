@@ -18,6 +18,7 @@ compiling the hot ones. On a two-core machine that fixed cost, not the data, was
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -38,9 +39,11 @@ WARM_UP_TIMEOUT_SECONDS = 900  # set-up never hangs on it: without an archive Sp
 
 
 def _spark_home() -> Path:
-    import pyspark
-
-    return Path(pyspark.__file__).resolve().parent
+    # found, not imported: importing pyspark costs a task process half a second of CPU for one path
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or spec.origin is None:
+        raise SettingError("pyspark is not installed in this environment; run `make setup`")
+    return Path(spec.origin).resolve().parent
 
 
 @lru_cache(maxsize=8)

@@ -93,3 +93,21 @@ def test_sharing_off_makes_no_archive(archive_dir, monkeypatch):
     monkeypatch.setenv("SPARK_CLASS_DATA_SHARING", "false")
     assert jvm.ensure_archive({}, CLASS_PATH, log=pytest.fail) is None
     assert not archive_dir.exists()
+
+
+def test_a_task_builds_its_spark_submit_arguments_without_importing_pyspark():
+    """Every Spark task's process (the scheduler's, or `airflow dags test`'s) builds the launch; importing pyspark only
+    to find where it is installed cost it half a second of CPU per process."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from include.spark import jvm, submit\n"
+        "submit.spark_conf()\n"
+        "assert (jvm._spark_home() / 'jars').is_dir()\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pyspark'))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=submit.PROJECT_ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -17,8 +17,9 @@ import socket
 from pathlib import Path
 
 EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
-# Linux's default, for a kernel whose range cannot be read (/proc not mounted, another OS)
-DEFAULT_EPHEMERAL_RANGE = (32768, 60999)
+# For a kernel whose range cannot be read (/proc not mounted, another OS): Linux's default range and IANA's
+# (49152–65535: macOS, Windows) together
+DEFAULT_EPHEMERAL_RANGE = (32768, 65535)
 # Below this are the well-known and the commonly configured ports (PostgreSQL's 5432, Airflow's 8080, Kafka's 9092)
 LOWEST_CHOSEN = 10000
 # A range this small leaves no room to draw from at random; the kernel's own choice is then better than none
@@ -27,7 +28,8 @@ ATTEMPTS = 50
 
 
 def ephemeral_range(range_file: Path = EPHEMERAL_RANGE_FILE) -> tuple[int, int]:
-    """The kernel's range of ports for outgoing connections (inclusive); Linux's default when it cannot be read."""
+    """The kernel's range of ports for outgoing connections (inclusive); ``DEFAULT_EPHEMERAL_RANGE`` when it cannot be
+    read."""
     try:
         low, high = (int(value) for value in range_file.read_text().split())
     except (OSError, ValueError):

@@ -79,11 +79,15 @@ def test_a_port_someone_holds_is_never_chosen(monkeypatch):
         ("\x00\xff", ports.DEFAULT_EPHEMERAL_RANGE),
     ],
 )
-def test_the_ephemeral_range_is_read_or_linuxs_default(tmp_path, content, expected):
+def test_the_ephemeral_range_is_read_or_a_default_covering_linux_and_iana(tmp_path, content, expected):
     range_file = tmp_path / "ip_local_port_range"
     if content is not None:
         range_file.write_text(content)
     assert ports.ephemeral_range(range_file) == expected
+
+
+def test_the_default_range_leaves_only_ports_below_linuxs_and_ianas_ranges(tmp_path):
+    assert ports.candidate_ranges(ports.ephemeral_range(tmp_path / "missing")) == [range(ports.LOWEST_CHOSEN, 32768)]
 
 
 def test_with_no_room_outside_the_range_the_kernels_own_choice_is_taken(tmp_path):

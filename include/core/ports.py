@@ -25,6 +25,9 @@ LOWEST_CHOSEN = 10000
 # A range this small leaves no room to draw from at random; the kernel's own choice is then better than none
 SMALLEST_USEFUL_RANGE = 1000
 ATTEMPTS = 50
+# Ports this process has handed out: a caller often chooses several before starting any server (the Airflow of a
+# test: API, log servers, PostgreSQL), and a random draw, unlike the kernel's, could repeat one
+_handed_out: set[int] = set()
 
 
 def ephemeral_range(range_file: Path = EPHEMERAL_RANGE_FILE) -> tuple[int, int]:
@@ -63,7 +66,8 @@ def free_port(host: str = "127.0.0.1", range_file: Path = EPHEMERAL_RANGE_FILE) 
         for _ in range(ATTEMPTS):
             (side,) = random.choices(ranges, weights=[len(side) for side in ranges])
             port = random.randrange(side.start, side.stop)
-            if _bindable(host, port):
+            if port not in _handed_out and _bindable(host, port):
+                _handed_out.add(port)
                 return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:  # no room, or all of it taken: the kernel's
         probe.bind((host, 0))

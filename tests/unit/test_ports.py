@@ -44,9 +44,25 @@ def test_every_chosen_port_is_outside_the_ephemeral_range_and_free():
     assert len(set(chosen)) > 150, "drawn at random, so two var/s choosing at once rarely meet"
 
 
+def test_a_port_already_handed_out_by_this_process_is_not_handed_out_again(monkeypatch):
+    """Several are often chosen before any server binds one; the kernel's sequence never repeated, a draw could."""
+    first = ports.free_port()
+    drawn = []
+    real_randrange = ports.random.randrange
+
+    def draw(start, stop):  # the first port again, then the real draw
+        drawn.append(first if not drawn else real_randrange(start, stop))
+        return drawn[-1]
+
+    monkeypatch.setattr(ports.random, "randrange", draw)
+    assert ports.free_port() != first
+    assert drawn[0] == first and len(drawn) >= 2
+
+
 def test_a_port_someone_holds_is_never_chosen(monkeypatch):
     held = _held(ports.free_port())
     taken = held.getsockname()[1]
+    monkeypatch.setattr(ports, "_handed_out", set())  # held by another process, as far as this one knows
     drawn = []
     real_randrange = ports.random.randrange
 

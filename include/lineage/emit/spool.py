@@ -24,8 +24,10 @@ compression; a backend that answers 404, 405 or 501 there gets them one by one f
 (``"replay_in_batches": false`` asks for that from the start). A batch refused with 400 (one of its events is bad)
 is sent again one by one, so the events before the bad one are delivered and the replay stops at it.
 ``lineage replay`` gives each send ``replay_timeout`` seconds (30), not ``timeout``: nobody waits on it, and a batch
-of large events can take the backend longer than an emit's bound to store (the inner transport's own ``timeout``
-still bounds each request).
+of large events can take the backend longer than an emit's bound to store. A batch's request waits as long (the
+inner transport's own ``timeout`` is an emit's bound: a loaded ``lineage serve`` once took more than its 5 s to
+store 48 Spark events, and the replay gave up with the batch stored); an event sent alone keeps the inner
+transport's ``timeout``.
 """
 
 from __future__ import annotations
@@ -197,15 +199,13 @@ class SpoolingTransport(Transport):
             return None
         return urljoin(self.inner.url, self.inner.endpoint.rstrip("/") + "/batch")
 
-    def _send_batch(self, payloads: list[str]) -> None:
+    def _send_batch(self, payloads: list[str], timeout: float) -> None:
         """POST the events as one JSON array through the inner transport's session, headers (its auth, so a
-        token provider's bearer token) and compression; a backend without the endpoint (404, 405, 501) is
-        remembered and the events go one by one."""
+        token provider's bearer token) and compression, waiting ``timeout`` seconds for the answer; a backend
+        without the endpoint (404, 405, 501) is remembered and the events go one by one."""
         url = self._batch_url()
         body, headers = self.inner._prepare_request("[" + ",".join(payloads) + "]")
-        response = self.inner.session.post(
-            url, data=body, headers=headers, timeout=self.inner.timeout, verify=self.inner.verify
-        )
+        response = self.inner.session.post(url, data=body, headers=headers, timeout=timeout, verify=self.inner.verify)
         response.close()
         if response.status_code in (404, 405, 501):
             self._batch_unsupported = True
@@ -245,7 +245,9 @@ class SpoolingTransport(Transport):
             if not paths:
                 continue
             if len(paths) > 1:
-                send = functools.partial(self._send_batch, payloads)
+                # an emit's replay keeps the inner transport's bound; `lineage replay` waits the replay's time
+                request_timeout = self.inner.timeout if deadline else remaining_time
+                send = functools.partial(self._send_batch, payloads, request_timeout)
             else:
                 send = functools.partial(self._send_raw, payloads[0])
             self._batch_refused = False

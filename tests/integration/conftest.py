@@ -6,6 +6,7 @@ spark-submit in local mode against the session's own Iceberg catalog; sources ar
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -93,6 +94,11 @@ def source_folder(paths, airflow_env):
     return folder
 
 
+# What `user_runs` keeps running (Airflow, the alert receivers), closed by the fixture's teardown or earlier, by
+# pytest_runtest_teardown below, once the last test of its group has run.
+_user_runs_servers = contextlib.ExitStack()
+
+
 @pytest.fixture(scope="session")
 def user_runs():
     """`make airflow SAMPLE_DATA=1` in a var/ of its own, and the runs a user starts there (see running_airflow).
@@ -102,14 +108,25 @@ def user_runs():
     from tests.alert_receivers import alert_connections_env, smtp_server, webhook_receiver
     from tests.integration.running_airflow import RunningAirflow, run_as_a_user
 
-    with webhook_receiver() as (url, hooks), smtp_server() as (port, mails):
+    with _user_runs_servers as servers:
+        url, hooks = servers.enter_context(webhook_receiver())
+        port, mails = servers.enter_context(smtp_server())
         airflow = RunningAirflow(
             settings.Paths.current().var / "airflow-ui", extra_env=alert_connections_env(url, port)
-        ).start()
-        try:
-            yield run_as_a_user(airflow, alerts=(hooks, mails))
-        finally:
-            airflow.stop()
+        )
+        servers.callback(airflow.stop)  # a start that fails half-way stops what it started too
+        airflow.start()
+        yield run_as_a_user(airflow, alerts=(hooks, mails))
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """Stop `user_runs`' Airflow as soon as its group's last test has run, not when the worker's session ends.
+
+    An idle `airflow standalone` is not idle: the DAG processor parses the DAG files again every 30 s and the
+    scheduler and triggerer loop; left up, it took CPU from every test its worker ran afterwards, for the rest of the
+    suite. Tests of the group are contiguous (tests/conftest.py sorts by group), so no later test asks for it."""
+    if "user_runs" in item.fixturenames and (nextitem is None or "user_runs" not in nextitem.fixturenames):
+        _user_runs_servers.close()
 
 
 @pytest.fixture(scope="module")

@@ -78,3 +78,30 @@ def test_a_shared_group_s_tests_get_a_timeout_for_the_whole_set_up_unless_they_s
     assert plain.get_closest_marker("timeout").args == (conftest.SHARED_WORK_TIMEOUT_SECONDS,)
     assert own.get_closest_marker("timeout").args == (120,)
     assert alone.get_closest_marker("timeout") is None
+
+
+@pytest.mark.parametrize(
+    "uses, next_uses, stopped",
+    [
+        (True, False, True),  # the group's last test, another group's next: stop now
+        (True, None, True),  # the worker's last test
+        (True, True, False),  # more of the group to come
+        (False, False, False),  # not the group's
+        (False, True, False),  # the group has not started yet
+    ],
+)
+def test_the_ui_runs_airflow_stops_once_the_last_test_of_its_group_has_run(monkeypatch, uses, next_uses, stopped):
+    """An idle Airflow parses DAG files and loops its scheduler: left up, it took CPU from every later test of its
+    worker (tests/integration/conftest.py closes `user_runs`' servers early)."""
+    import contextlib
+
+    from tests.integration import conftest as integration
+
+    closed: list[str] = []
+    servers = contextlib.ExitStack()
+    servers.callback(closed.append, "airflow stopped")
+    monkeypatch.setattr(integration, "_user_runs_servers", servers)
+    item = FakeItem("tests/integration/test_ui.py::test_it", ("paths", "user_runs") if uses else ("paths",))
+    nextitem = None if next_uses is None else FakeItem("tests/x.py::test_next", ("user_runs",) if next_uses else ())
+    integration.pytest_runtest_teardown(item, nextitem)
+    assert closed == (["airflow stopped"] if stopped else [])

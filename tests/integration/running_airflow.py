@@ -26,6 +26,13 @@ from tests.support import environment_of_var, free_port
 FINISHED = {"success", "failed"}
 
 
+def _session_of(pid: int) -> int | None:
+    try:
+        return os.getsid(pid)
+    except (ProcessLookupError, PermissionError):
+        return None
+
+
 class RunningAirflow:
     def __init__(
         self,
@@ -123,20 +130,33 @@ class RunningAirflow:
             self._sampling = None
 
     def _kill_leftovers(self) -> None:
+        """Every process of the session `pipeline ui` led, and every process of this var/ (by its environment).
+
+        What is left of the session after Ctrl-C and its wait is stuck: Airflow's LocalExecutor workers outlive the
+        scheduler, orphaned, and a SIGTERM only sets a flag they never read; their environment is overwritten by their
+        title, so only the session finds them (Trap 35). They get SIGKILL; the others a SIGTERM first."""
         import psutil
 
         marker = str(self.paths.var)
-        leftovers = []
+        session = self.process.pid if self.process else None
+        stuck, leftovers = [], []
         for process in psutil.process_iter():
             try:
-                if process.pid != os.getpid() and process.environ().get("PIPELINE_VAR_DIR") == marker:
+                if process.pid == os.getpid():
+                    continue
+                if session is not None and _session_of(process.pid) == session:
+                    stuck.append(process)
+                elif process.environ().get("PIPELINE_VAR_DIR") == marker:
                     leftovers.append(process)
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue
+        for process in stuck:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
         for process in leftovers:
             with contextlib.suppress(psutil.NoSuchProcess):
                 process.terminate()
-        _, alive = psutil.wait_procs(leftovers, timeout=20)
+        _, alive = psutil.wait_procs(stuck + leftovers, timeout=20)
         for process in alive:
             with contextlib.suppress(psutil.NoSuchProcess):
                 process.kill()

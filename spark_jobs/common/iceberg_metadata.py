@@ -6,12 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spark_jobs.common.tables import qualified
-
-
-def java_table(spark, table: str):
-    """The Iceberg table (``org.apache.iceberg.Table``) as the session's catalog loads it now."""
-    return spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, qualified(table))
+from spark_jobs.common.tables import java_table
 
 
 def _each(iterable):

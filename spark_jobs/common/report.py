@@ -23,8 +23,7 @@ def describe_tables(spark, report: JobReport) -> None:
     """Add each table's Iceberg schema and the summary of its reported (else current) snapshot, from the table
     object the job's session already has: the extractor then needs no catalog of its own."""
     from include.core import naming
-    from spark_jobs.common.iceberg_metadata import java_table
-    from spark_jobs.common.tables import table_exists
+    from spark_jobs.common.tables import java_table, table_exists
 
     for states in (report.inputs, report.outputs):
         for key, state in states.items():

@@ -1,4 +1,10 @@
-"""Iceberg table helpers shared by the jobs."""
+"""Iceberg table helpers shared by the jobs.
+
+What a job asks about a table's state (does it exist, its properties, the snapshot a branch points at) is read from
+the Iceberg table object of the job's own session (Iceberg's Java API), not with Spark SQL (``SHOW TBLPROPERTIES``,
+``SELECT ... FROM t.refs``): each SQL statement is planned, often run as a Spark job, and analysed by the OpenLineage
+listener, which builds an event for it (and names ``t.refs`` an input of the job). Those statements were a third of a
+taxi job's SQL executions and part of what lineage cost per Spark task (docs/performance.md)."""
 
 from __future__ import annotations
 
@@ -13,8 +19,21 @@ def table_exists(spark, table: str) -> bool:
     return spark.catalog.tableExists(qualified(table))
 
 
+def java_table(spark, table: str, refresh: bool = False):
+    """The Iceberg table (``org.apache.iceberg.Table``) as the session's catalog loads it; ``refresh``: reloaded from
+    the catalog first (one catalog request, no Spark job), so that it shows every commit, this session's or another
+    writer's, up to now."""
+    iceberg = spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, qualified(table))
+    if refresh:
+        iceberg.refresh()
+    return iceberg
+
+
 def ensure_table(spark, table: str, schema, partitioned_by: str | None = None, properties: dict | None = None) -> None:
-    """CREATE TABLE IF NOT EXISTS from a Spark schema (a StructType), with ``properties`` on a new table."""
+    """CREATE TABLE IF NOT EXISTS from a Spark schema (a StructType), with ``properties`` on a new table; no SQL at all
+    when the table exists (the statements would change nothing)."""
+    if table_exists(spark, table):
+        return
     columns = ", ".join(f"`{field.name}` {field.dataType.simpleString()}" for field in schema.fields)
     partitioning = f" PARTITIONED BY ({partitioned_by})" if partitioned_by else ""
     table_properties = {"format-version": "2", "write.merge.mode": "copy-on-write", **(properties or {})}
@@ -26,8 +45,8 @@ def ensure_table(spark, table: str, schema, partitioned_by: str | None = None, p
 
 
 def table_property(spark, table: str, key: str) -> str | None:
-    rows = spark.sql(f"SHOW TBLPROPERTIES {qualified(table)}").collect()
-    return next((row.value for row in rows if row.key == key), None)
+    value = java_table(spark, table, refresh=True).properties().get(key)
+    return None if value is None else str(value)
 
 
 def set_table_property(spark, table: str, key: str, value: str) -> None:
@@ -42,10 +61,17 @@ def write_one_partition_per_job(spark) -> None:
 
 
 def current_snapshot_id(spark, table: str) -> int | None:
+    """The snapshot ``main`` points at (None: no such table, or no snapshot on ``main``), whatever branch the
+    session writes to."""
+    return ref_snapshot_id(spark, table, "main")
+
+
+def ref_snapshot_id(spark, table: str, ref: str) -> int | None:
+    """The snapshot the branch or tag ``ref`` points at; None when the table or the ref does not exist."""
     if not table_exists(spark, table):
         return None
-    rows = spark.sql(f"SELECT snapshot_id FROM {qualified(table)}.refs WHERE name = 'main'").collect()
-    return rows[0].snapshot_id if rows else None
+    snapshot = java_table(spark, table, refresh=True).snapshot(ref)
+    return None if snapshot is None else int(snapshot.snapshotId())
 
 
 def merge_source(source, alias: str = "source"):

@@ -19,6 +19,7 @@ import re
 from datetime import UTC, datetime
 
 from include.core import settings
+from spark_jobs.common import tables
 from spark_jobs.common.tables import qualified, set_table_property, table_property
 
 WAP_PROPERTY = "write.wap.enabled"
@@ -66,8 +67,7 @@ def close_session_branch(spark) -> None:
 
 
 def ref_snapshot_id(spark, table: str, ref: str) -> int | None:
-    rows = spark.sql(f"SELECT snapshot_id FROM {qualified(table)}.refs WHERE name = '{check_ref(ref)}'").collect()
-    return rows[0].snapshot_id if rows else None
+    return tables.ref_snapshot_id(spark, table, check_ref(ref))
 
 
 def check_ref(ref: str) -> str:
@@ -76,8 +76,8 @@ def check_ref(ref: str) -> str:
 
 def branches(spark, table: str) -> dict[str, int]:
     """Audit branches of the table and their snapshots."""
-    rows = spark.sql(f"SELECT name, snapshot_id FROM {qualified(table)}.refs WHERE type = 'BRANCH'").collect()
-    return {row.name: row.snapshot_id for row in rows if row.name != "main"}
+    refs = tables.java_table(spark, table, refresh=True).refs()
+    return {str(name): int(ref.snapshotId()) for name, ref in refs.items() if ref.isBranch() and str(name) != "main"}
 
 
 def publish(spark, table: str, branch: str, drop: bool = True) -> int:

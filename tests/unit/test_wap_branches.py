@@ -144,3 +144,29 @@ def test_pipeline_publish_refuses_a_branch_main_moved_away_from_and_discard_drop
     assert "audit_t_6" not in wap.branches(spark, table) and _ids(spark, table) == [1, 3]
     with pytest.raises(NotFoundError, match="no audit branch 'audit_t_6'"):
         review.discard(table, "audit_t_6", catalog=settings.pyiceberg_catalog())
+
+
+def _sql_executions(spark) -> int:
+    """SQL executions the session has run so far: what the OpenLineage listener builds an event for, each."""
+    return spark._jsparkSession.sharedState().statusStore().executionsCount()
+
+
+def test_a_jobs_questions_about_a_table_run_no_sql_and_see_every_commit(spark, table):
+    """The snapshot of main or a branch, a property, and an existing table's creation are read from the Iceberg table
+    object, not by SQL statements the listener would turn into events (and a ``t.refs`` input of the job)."""
+    from spark_jobs.common.tables import current_snapshot_id, ref_snapshot_id, table_property
+
+    _append(spark, table, [1])
+    wap.open_branch(spark, table, "audit_t_q")
+    _append(spark, table, [2])  # through the session's branch
+    before = _sql_executions(spark)
+    main, branch = current_snapshot_id(spark, table), ref_snapshot_id(spark, table, "audit_t_q")
+    enabled = table_property(spark, table, wap.WAP_PROPERTY)
+    ensure_table(spark, table, SCHEMA)
+    assert wap.branches(spark, table) == {"audit_t_q": branch}
+    assert _sql_executions(spark) == before
+    assert enabled == "true" and table_property(spark, table, "no.such.property") is None
+    assert main != branch and ref_snapshot_id(spark, table, "no_such_branch") is None
+    assert current_snapshot_id(spark, "no_such_table") is None
+    assert main == spark.sql(f"SELECT snapshot_id FROM {qualified(table)}.refs WHERE name = 'main'").first()[0]
+    assert branch == spark.sql(f"SELECT snapshot_id FROM {qualified(table)}.refs WHERE name = 'audit_t_q'").first()[0]

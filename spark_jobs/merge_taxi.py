@@ -218,9 +218,7 @@ def main(argv: list[str] | None = None, write_audit_publish: bool = True) -> Non
         raw_month, ["PULocationID"]
     )
     rows, null_zones = metrics["rowCount"], metrics["columnMetrics"]["PULocationID"]["nullCount"]
-    # Published, main holds the very snapshot the audit measured: its pass over the month counted the ids already.
-    observed = audited.get("observations")
-    ids = observed["rows"] - observed["duplicate_row_ids"] if observed else rows_and_distinct_ids(raw_month)[1]
+    ids = rows_and_distinct_ids(raw_month)[1]
     negative_totals = negative_values(spark, naming.TAXI_RAW, "total_amount", in_month, raw_month)
     write_report(
         args.report,

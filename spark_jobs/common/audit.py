@@ -16,7 +16,7 @@ from include.core import contract, naming
 from include.quality import expectations
 from spark_jobs.common.iceberg_metadata import _each, partition_metrics
 from spark_jobs.common.tables import java_table, qualified, table_exists
-from spark_jobs.common.taxi import pickup_in_months, rows_and_distinct_ids
+from spark_jobs.common.taxi import pickup_in_months
 from spark_jobs.common.wap import refresh
 
 RAW_MONTH_PARTITION = "tpep_pickup_datetime_month"
@@ -50,10 +50,7 @@ def taxi_month(spark, month: str) -> tuple[dict, dict]:
     share = lambda condition: F.sum(F.when(condition, 1).otherwise(0))  # noqa: E731
     row = raw.agg(
         F.count(F.lit(1)).alias("rows"),
-        # The days with a pickup as bits of one long: the pass's one distinct aggregate is then the ids' (below).
-        F.expr("bit_or(shiftleft(1L, dayofmonth(tpep_pickup_datetime)))").alias("days"),
-        # The uniqueness of the ids, in the same pass (the merge's `unique` assertion, docs/performance.md).
-        F.countDistinct(F.xxhash64("unique_row_id")).alias("id_hashes"),
+        F.countDistinct(F.dayofmonth("tpep_pickup_datetime")).alias("days"),
         share(F.col("PULocationID").isNull()).alias("null_zone"),
         share(F.col("tpep_dropoff_datetime").isNull()).alias("null_dropoff"),
         share(F.col("total_amount").isNull()).alias("null_total"),
@@ -63,8 +60,6 @@ def taxi_month(spark, month: str) -> tuple[dict, dict]:
     ).first()
     rows = row["rows"] or 0
     rate = lambda count: (count or 0) / rows if rows else 0.0  # noqa: E731
-    # As many distinct hashes as rows proves as many distinct ids; only when some repeat are the ids counted.
-    ids = rows if row["id_hashes"] == rows else rows_and_distinct_ids(raw)[1]
 
     staged = spark.table(qualified(naming.TAXI_STAGING)).where(F.col("source_month") == month)
     staged_row = staged.agg(
@@ -97,8 +92,7 @@ def taxi_month(spark, month: str) -> tuple[dict, dict]:
         "rows": rows,
         "daily_rows_ratio": ratio,
         "quarantine_rate": quarantined / file_rows if file_rows else 0.0,
-        "days_missing": days - bin(row["days"] or 0).count("1"),
-        "duplicate_row_ids": rows - ids,
+        "days_missing": days - (row["days"] or 0),
         "null_rate_PULocationID": rate(row["null_zone"]),
         "null_rate_tpep_dropoff_datetime": rate(row["null_dropoff"]),
         "null_rate_total_amount": rate(row["null_total"]),

@@ -112,29 +112,3 @@ def test_counts_from_file_metrics_equal_counts_from_the_data(spark, raw_table, t
         "columnMetrics": {"pulocationid": {"nullCount": 2}, "Airport_fee": {"nullCount": 3}},
     }
     assert parquet_column_metrics(path, ["no_such_column"]) is None
-
-
-@pytest.fixture
-def staging_table(spark, monkeypatch, request):
-    name = f"staging_{request.node.name[:36]}"
-    monkeypatch.setattr(naming, "TAXI_STAGING", name)
-    spark.sql(f"DROP TABLE IF EXISTS {qualified(name)}")
-    yield name
-    spark.sql(f"DROP TABLE IF EXISTS {qualified(name)}")
-
-
-def test_the_audit_pass_counts_repeated_row_ids_and_the_days_with_pickups(spark, raw_table, staging_table):
-    """The merge's `unique` assertion comes from the audit's one pass over the month (no second scan of the ids):
-    the pass must count a repeated id, through the exact count its hashes fall back to, and still count the days."""
-    from spark_jobs.common import audit
-
-    january = _staged(spark, "2025-01", ["2025-01-03 10:00:00", "2025-01-04 11:00:00", "2025-01-31 23:59:59"])
-    ensure_table(spark, staging_table, january.schema, partitioned_by="source_month")
-    january.writeTo(qualified(staging_table)).overwritePartitions()
-    assert merge_taxi.load(spark, january, "2025-01") == "append"
-    observed, _ = audit.taxi_month(spark, "2025-01")
-    assert (observed["rows"], observed["duplicate_row_ids"], observed["days_missing"]) == (3, 0, 31 - 3)
-
-    january.where(F.dayofmonth("tpep_pickup_datetime") == 4).writeTo(qualified(raw_table)).append()  # one id twice
-    observed, _ = audit.taxi_month(spark, "2025-01")
-    assert (observed["rows"], observed["duplicate_row_ids"], observed["days_missing"]) == (4, 1, 31 - 3)

@@ -153,7 +153,7 @@ def _sql_executions(spark) -> int:
 
 def test_a_jobs_questions_about_a_table_run_no_sql_and_see_every_commit(spark, table):
     """The snapshot of main or a branch, a property, and an existing table's creation are read from the Iceberg table
-    object, not by SQL statements the listener would turn into events (and a ``t.refs`` input of the job)."""
+    object, not by SQL statements, each of which the OpenLineage listener would analyse for an event."""
     from spark_jobs.common.tables import current_snapshot_id, ref_snapshot_id, table_property
 
     _append(spark, table, [1])

@@ -15,7 +15,7 @@ import pytest
 
 from include.airflow import runs
 from include.core import settings
-from include.services import kafka_broker
+from include.services import catalog_server, kafka_broker
 from include.sources import sample_server
 from tests.support import RawState, free_port, raw_state, start_lineage_serve
 
@@ -83,6 +83,19 @@ def pipeline_run(paths, airflow_env, catalog) -> PipelineRun:
         _run(run, "forecast_weather", "forecast_yellow_rides", "2025-02-01T02:00:00+00:00", {"model": "weather"}, env)
     run.finished_at = _now()
     return run
+
+
+@pytest.fixture(scope="session")
+def demo_run(paths):
+    """One `make demo` per session, in a var/ of its own (tests/integration/demo_run.py): the demo's tests read it, and
+    so do the cluster tests, as the local-mode run of the month they run on a cluster."""
+    from tests.integration.demo_run import Demo
+
+    ran = Demo(paths.var / "demo").run()
+    try:
+        yield ran
+    finally:
+        catalog_server.stop(ran.paths)
 
 
 @pytest.fixture(scope="session")

@@ -62,7 +62,7 @@ def test_the_shared_run_comes_first_and_whole_then_the_longest_groups():
     assert conftest._group_cost("tests/integration/test_unknown.py") == conftest.DEFAULT_INTEGRATION_COST
 
 
-@pytest.mark.parametrize("shared", ["pipeline_run", "user_runs"])
+@pytest.mark.parametrize("shared", ["pipeline_run", "user_runs", "demo_run"])
 def test_a_test_of_shared_session_work_is_in_that_work_s_group(shared):
     item = FakeItem("tests/integration/test_any.py::test_it", ("paths", shared))
     conftest.pytest_collection_modifyitems(None, [item])

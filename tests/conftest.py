@@ -101,9 +101,9 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 # Work shared through a session fixture stays in one worker: the DAG runs of `pipeline_run` (tests/integration), of
-# `user_runs` and of `demo_run` cost minutes, and a second worker asking for them would run them again. Every other module is a group
-# of its own, so its module-scoped fixtures run once. `--dist loadgroup` reads these groups; without xdist they are
-# inert. tryfirst: xdist reads the marks in its own hook of the same name.
+# `user_runs` and of `demo_run` cost minutes, and a second worker asking for them would run them again. Every other
+# module is a group of its own, so its module-scoped fixtures run once. `--dist loadgroup` reads these groups; without
+# xdist they are inert. tryfirst: xdist reads the marks in its own hook of the same name.
 _SHARED_SESSION_WORK = ("pipeline_run", "user_runs", "demo_run")
 # Whichever test of a shared group runs first pays, inside its own timeout, for the group's DAG runs (490 s on an idle
 # machine, over 900 s when the machine was loaded by a demo run beside the suite): a budget for the whole set-up.
@@ -117,7 +117,7 @@ SHARED_WORK_TIMEOUT_SECONDS = 3600
 # DEFAULT_INTEGRATION_COST (an integration module) or nothing (a unit module).
 GROUP_COST = {
     "pipeline_run": 1350,
-    "demo_run": 800,  # the demo, then the cluster's runs, compared with the demo's local ones
+    "demo_run": 800,  # the demo, then the cluster's runs, compared with the demo's (526 worker-s on 25 November)
     "user_runs": 750,  # the UI modules' runs, then the scheduler's part of write-audit-publish goes on from them
     "tests/integration/test_bad_input.py": 650,
     "tests/integration/test_tlc_backfill.py": 580,

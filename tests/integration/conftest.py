@@ -15,7 +15,7 @@ import pytest
 
 from include.airflow import runs
 from include.core import settings
-from include.services import catalog_server, kafka_broker
+from include.services import kafka_broker
 from include.sources import sample_server
 from tests.support import RawState, free_port, raw_state, start_lineage_serve
 
@@ -95,7 +95,7 @@ def demo_run(paths):
     try:
         yield ran
     finally:
-        catalog_server.stop(ran.paths)
+        ran.var.stop()
 
 
 @pytest.fixture(scope="session")

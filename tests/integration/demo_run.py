@@ -16,16 +16,17 @@ from pathlib import Path
 import pyarrow as pa
 
 from include.core import settings
-from include.demo import DEMO_MONTH, FORECAST_DATE, INGEST_DATE
+from include.demo import DEMO_MONTH, dag_runs
 from tests.integration import listening
 from tests.integration.isolated_var import IsolatedVar
 from tests.support import free_port
 
 ROWS = 3_000
 MONTH = DEMO_MONTH
-# The first demo of a var/ runs its DAGs at these logical dates (include/demo.py dag_runs, number 0).
-FIRST_INGEST_DATE = INGEST_DATE.isoformat()
-FIRST_FORECAST_DATE = FORECAST_DATE.isoformat()
+# The logical dates of the first demo of a var/ (the session's demo is its var/'s first), as include/demo.py sets them.
+_FIRST_DEMO = {(dag_id, conf.get("model")): date for dag_id, date, conf in dag_runs(0)}
+FIRST_INGEST_DATE = _FIRST_DEMO[("ingest_yellow_taxi_data", None)]
+FIRST_FORECAST_DATE = _FIRST_DEMO[("forecast_yellow_rides", "seasonal_naive")]
 
 
 class Demo:

@@ -47,6 +47,8 @@ from include.spark import codeship, submit
 
 # The code before the ingest rework of issue 16, measured beside this checkout's (BENCH_BASELINE_REF; "" for none).
 DEFAULT_BASELINE_REF = "e361407"
+# The write-once design (no staging copy, one application), measured beside the jobs: docs/performance.md.
+WRITE_ONCE_JOB = Path(__file__).resolve().parent / "jobs" / "write_once_ingest.py"
 EXTRACTED = re.compile(r"lineage: extracted (\w+) in ([0-9.]+)s")
 
 
@@ -145,6 +147,7 @@ def ingest_efficiency(paths: settings.Paths, rows: int, repeats: int, baseline: 
     first: dict[str, list[float]] = {v.label: [] for v in versions}
     reload: dict[str, list[float]] = {v.label: [] for v in versions}
     bare: list[float] = []
+    write_once: list[float] = []
     for i in range(repeats):
         _reset_tables(paths)
         _progress(f"ingest {i + 1}/{repeats}: bare read + parquet write")
@@ -155,6 +158,9 @@ def ingest_efficiency(paths: settings.Paths, rows: int, repeats: int, baseline: 
             first[version.label].append(version.ingest_month(month))
             _progress(f"ingest {i + 1}/{repeats}: {version.label}: stage + MERGE, idempotent re-load")
             reload[version.label].append(version.ingest_month(month))
+        _reset_tables(paths)
+        _progress(f"ingest {i + 1}/{repeats}: one application, rows written once (a design, not the jobs)")
+        write_once.append(_spark_submit(WRITE_ONCE_JOB, [str(landed), month]))
 
     def figures(label: str) -> dict:
         return {
@@ -171,6 +177,8 @@ def ingest_efficiency(paths: settings.Paths, rows: int, repeats: int, baseline: 
         "bare_seconds": _summary(bare),
         "bare_rows_per_second": rows / statistics.median(bare),
         **figures(CURRENT.label),
+        "write_once_seconds": _summary(write_once),
+        "write_once_ratio": _summary([w / b for w, b in zip(write_once, bare, strict=True)]),
     }
     if baseline:
         results["baseline"] = {"version": baseline.label, **figures(baseline.label)}
@@ -375,6 +383,12 @@ def to_markdown(results: dict) -> str:
         f"| `ingest.reload_ratio`: re-load ÷ bare | {fmt(ing['reload_ratio'])} |",
         f"| rows/s, first load (bare) | {ing['first_load_rows_per_second']:,.0f} ({ing['bare_rows_per_second']:,.0f}) |",
     ]
+    if "write_once_ratio" in ing:
+        lines += [
+            f"| one application, rows written once (a design: `bench/jobs/write_once_ingest.py`), first load (s) | "
+            f"{fmt(ing['write_once_seconds'])} |",
+            f"| `ingest.write_once_ratio`: that ÷ bare | {fmt(ing['write_once_ratio'])} |",
+        ]
     if "baseline" in ing:
         base = ing["baseline"]
         lines += [

@@ -77,26 +77,26 @@ def extract(spark, path: str):
 
 def transform(df, source: str, month: str, ingest_timestamp, nanosecond_columns: dict[str, bool] | None = None):
     """Every row normalised, with its row id and its ``quarantine_reason`` (null for a good row); not deduplicated
-    (``remove_repeated_rows`` does that after the write, when needed)."""
+    (``remove_repeated_rows`` does that to staging after the write, when needed; ``load_quarantine`` before)."""
     normalized = normalize_taxi_schema(df, source, nanosecond_columns)
     return with_quarantine_reason(add_row_metadata(normalized, source.rsplit("/", 1)[-1], month, ingest_timestamp))
 
 
-def remove_repeated_rows(spark, month: str) -> dict[str, tuple[int, int]]:
-    """Remove, in place, rows of the month in staging and quarantine that repeat another row (same id: every column
-    equal); returns (rows, distinct ids) per table as they are afterwards. Checking reads the written id column
-    only, so a file's rows are shuffled only when it repeats one (copies share their id and so their table)."""
-    counts = {}
-    for table in (naming.TAXI_STAGING, naming.TAXI_QUARANTINE):
-        rows = spark.table(qualified(table)).where(F.col("source_month") == month)
-        counts[table] = rows_and_distinct_ids(rows)
-        if counts[table][0] != counts[table][1]:
-            deduplicate(rows).writeTo(qualified(table)).overwritePartitions()
-            counts[table] = rows_and_distinct_ids(spark.table(qualified(table)).where(F.col("source_month") == month))
+def remove_repeated_rows(spark, month: str) -> tuple[int, int]:
+    """Remove, in place, rows of the month in staging that repeat another row (same id: every column equal); returns
+    (rows, distinct ids) as they are afterwards. Checking reads the written id column only, so a file's rows are
+    shuffled only when it repeats one."""
+    rows = spark.table(qualified(naming.TAXI_STAGING)).where(F.col("source_month") == month)
+    counts = rows_and_distinct_ids(rows)
+    if counts[0] != counts[1]:
+        deduplicate(rows).writeTo(qualified(naming.TAXI_STAGING)).overwritePartitions()
+        counts = rows_and_distinct_ids(
+            spark.table(qualified(naming.TAXI_STAGING)).where(F.col("source_month") == month)
+        )
     return counts
 
 
-def load(spark, staged, quarantined, month: str) -> None:
+def load_staging(spark, staged) -> None:
     write_one_partition_per_job(spark)
     ensure_table(
         spark,
@@ -105,10 +105,16 @@ def load(spark, staged, quarantined, month: str) -> None:
         partitioned_by="source_month",
         properties={ROW_ID_PROPERTY: ROW_ID_SCHEME},
     )
-    ensure_table(spark, naming.TAXI_QUARANTINE, quarantined.schema, partitioned_by="source_month")
     staged.writeTo(qualified(naming.TAXI_STAGING)).overwritePartitions()
-    # Replace this month's quarantine even when it is now empty, in one commit (loaded_source tags it).
-    quarantined.writeTo(qualified(naming.TAXI_QUARANTINE)).overwrite(F.col("source_month") == month)
+
+
+def load_quarantine(spark, quarantined, month: str) -> None:
+    """Replace this month's quarantine, even when it is now empty, in one commit: the stage's last (loaded_source
+    tags it with the staging snapshot it completes). Its few rows are deduplicated before the write, so no commit
+    follows it."""
+    write_one_partition_per_job(spark)
+    ensure_table(spark, naming.TAXI_QUARANTINE, quarantined.schema, partitioned_by="source_month")
+    deduplicate(quarantined).writeTo(qualified(naming.TAXI_QUARANTINE)).overwrite(F.col("source_month") == month)
 
 
 STAGED_TABLES = (naming.TAXI_STAGING, naming.TAXI_QUARANTINE)
@@ -121,7 +127,9 @@ def already_staged(month: str, landed, fingerprint: str, identity: str) -> dict 
 
     catalog = settings.pyiceberg_catalog()
     states = {table: loaded_source.month_state(catalog, table, month) for table in STAGED_TABLES}
-    if any(state.identity != identity for state in states.values()):
+    # Staging and quarantine both from this source is not enough: a stage stopped before its last commit leaves
+    # staging tagged but its repeated rows maybe not removed. The quarantine's commit must name staging's.
+    if not loaded_source.load_completed(states[naming.TAXI_STAGING], states[naming.TAXI_QUARANTINE], identity):
         return None
     return {
         "source_fingerprints": {str(landed): fingerprint},
@@ -154,8 +162,11 @@ def main(argv: list[str] | None = None) -> None:
     drift = schema_drift(source)
     staged, quarantined = split_flagged(transform(source, str(landed), args.month, datetime.now(UTC), nanos))
     with loaded_source.tagged_commits(spark, args.month, identity):
-        load(spark, staged, quarantined, args.month)
-        staged_rows, staged_ids = remove_repeated_rows(spark, args.month)[naming.TAXI_STAGING]
+        load_staging(spark, staged)
+        staged_rows, staged_ids = remove_repeated_rows(spark, args.month)
+    staging_snapshot = current_snapshot_id(spark, naming.TAXI_STAGING)
+    with loaded_source.tagged_commits(spark, args.month, identity, completes_snapshot=staging_snapshot):
+        load_quarantine(spark, quarantined, args.month)
     reasons = {
         row.quarantine_reason: row["count"]
         for row in spark.table(qualified(naming.TAXI_QUARANTINE))

@@ -39,16 +39,15 @@ def month_record_counts(spark, table: str, ref: str = "main") -> dict[str, int]:
     return counts
 
 
-def taxi_month(spark, month: str) -> tuple[dict, dict]:
-    """(observations, notes) of raw taxi's ``month`` as the session reads it, and of the month's staging and
-    quarantine partitions (what the run merged)."""
+def raw_month_counts(spark, month: str):
+    """The audit's one pass over raw taxi's ``month`` as the session reads it (the audit branch during
+    write-audit-publish): rows, days with a pickup, and the counts of each rule's offending rows."""
     refresh(spark, naming.TAXI_RAW)  # the branch as the job's write left it
     year, number = map(int, month.split("-"))
-    days = calendar.monthrange(year, number)[1]
     raw = spark.table(qualified(naming.TAXI_RAW)).where(pickup_in_months([(year, number)], "tpep_pickup_datetime"))
     duration = F.col("tpep_dropoff_datetime").cast("long") - F.col("tpep_pickup_datetime").cast("long")
     share = lambda condition: F.sum(F.when(condition, 1).otherwise(0))  # noqa: E731
-    row = raw.agg(
+    return raw.agg(
         F.count(F.lit(1)).alias("rows"),
         F.countDistinct(F.dayofmonth("tpep_pickup_datetime")).alias("days"),
         share(F.col("PULocationID").isNull()).alias("null_zone"),
@@ -58,6 +57,14 @@ def taxi_month(spark, month: str) -> tuple[dict, dict]:
         share((F.col("trip_distance") < 0) | (F.col("trip_distance") > 500)).alias("distance"),
         share((duration < 0) | (duration > 24 * 3600)).alias("duration"),
     ).first()
+
+
+def taxi_month(spark, month: str) -> tuple[dict, dict]:
+    """(observations, notes) of raw taxi's ``month`` as the session reads it, and of the month's staging and
+    quarantine partitions (what the run merged)."""
+    year, number = map(int, month.split("-"))
+    days = calendar.monthrange(year, number)[1]
+    row = raw_month_counts(spark, month)
     rows = row["rows"] or 0
     rate = lambda count: (count or 0) / rows if rows else 0.0  # noqa: E731
 

@@ -15,6 +15,12 @@ The rule (``month_identity``) walks a table's current history from its newest sn
 
 Because the walk starts at the table's current snapshot, a rolled-back table (``lineage rollback``) or a branch
 published later (write-audit-publish) is judged by the history it has now, never by a record kept elsewhere.
+
+A load that commits to two tables is recognised only once it has made its last commit (``load_completed``). The
+stage writes staging, removes its repeated rows, and only then writes the quarantine, whose commit names the staging
+snapshot it completes (``COMPLETES_SNAPSHOT``). A stage stopped in between (killed, out of memory, a lost node)
+leaves staging tagged with the month's identity but no quarantine commit naming it: its retry stages the month again
+instead of taking a half-done staging (repeated rows not yet removed) for a loaded month.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from dataclasses import dataclass
 
 SOURCE_MONTH = "lakehouse.source-month"
 SOURCE_IDENTITY = "lakehouse.source-identity"
+# On a load's last commit: the snapshot of the first table that this commit completes (load_completed).
+COMPLETES_SNAPSHOT = "lakehouse.completes-snapshot-id"
 # Iceberg copies session properties with this prefix into the summary of every commit the session makes
 # (SparkSQLProperties.SNAPSHOT_PROPERTY_PREFIX, Iceberg >= 1.11 on Spark 4.1), row-level commands included.
 SESSION_SNAPSHOT_PROPERTY = "spark.sql.iceberg.snapshot-property."
@@ -45,12 +53,21 @@ def source_identity(fingerprint: str, *modules) -> str:
 
 def month_identity(summaries_newest_first: Iterable[Mapping[str, str]], month: str) -> str | None:
     """The source identity the table's current state holds ``month`` from, or None when its history cannot say."""
-    for summary in summaries_newest_first:
+    deciding = month_commit(((None, summary) for summary in summaries_newest_first), month)
+    return None if deciding is None else deciding[1].get(SOURCE_IDENTITY)
+
+
+def month_commit(
+    snapshots_newest_first: Iterable[tuple[int | None, Mapping[str, str]]], month: str
+) -> tuple[int | None, Mapping[str, str]] | None:
+    """(snapshot id, summary) of the commit that decides ``month_identity``: the newest commit tagged with
+    ``month``, reached before any untagged one; None when there is none."""
+    for snapshot_id, summary in snapshots_newest_first:
         tagged = summary.get(SOURCE_MONTH)
         if tagged is None:
             return None
         if tagged == month:
-            return summary.get(SOURCE_IDENTITY)
+            return snapshot_id, summary
     return None
 
 
@@ -60,6 +77,16 @@ class MonthState:
 
     identity: str | None  # ``month_identity`` of its history; None: cannot tell, or no such table
     snapshot_id: int | None  # its current snapshot
+    month_snapshot_id: int | None = None  # the commit that decided ``identity``
+    month_summary: Mapping[str, str] | None = None  # that commit's summary
+
+
+def load_completed(first: MonthState, last: MonthState, identity: str) -> bool:
+    """Whether a load of two tables made every commit from ``identity``: both hold the month from it, and the second
+    table's deciding commit names the first's deciding commit as the one it completes (``COMPLETES_SNAPSHOT``)."""
+    if first.identity != identity or last.identity != identity or first.month_snapshot_id is None:
+        return False
+    return (last.month_summary or {}).get(COMPLETES_SNAPSHOT) == str(first.month_snapshot_id)
 
 
 def month_state(catalog, table_key: str, month: str) -> MonthState:
@@ -76,15 +103,21 @@ def month_state(catalog, table_key: str, month: str) -> MonthState:
     current = table.current_snapshot()
     if current is None:
         return MonthState(None, None)
-    history = (snapshot.summary or {} for snapshot in ancestors_of(current, table.metadata))
-    return MonthState(month_identity(history, month), current.snapshot_id)
+    history = ((snapshot.snapshot_id, snapshot.summary or {}) for snapshot in ancestors_of(current, table.metadata))
+    deciding = month_commit(history, month)
+    if deciding is None:
+        return MonthState(None, current.snapshot_id)
+    snapshot_id, summary = deciding
+    return MonthState(summary.get(SOURCE_IDENTITY), current.snapshot_id, snapshot_id, summary)
 
 
 @contextlib.contextmanager
-def tagged_commits(spark, month: str, identity: str) -> Iterator[None]:
-    """Every commit the session makes inside the block is tagged with ``month`` and ``identity``; only for writes
-    that change that month's rows alone."""
+def tagged_commits(spark, month: str, identity: str, completes_snapshot: int | None = None) -> Iterator[None]:
+    """Every commit the session makes inside the block is tagged with ``month`` and ``identity`` (and, for a load's
+    last commit, the snapshot it completes); only for writes that change that month's rows alone."""
     keys = {SOURCE_MONTH: month, SOURCE_IDENTITY: identity}
+    if completes_snapshot is not None:
+        keys[COMPLETES_SNAPSHOT] = str(completes_snapshot)
     for key, value in keys.items():
         spark.conf.set(SESSION_SNAPSHOT_PROPERTY + key, value)
     try:

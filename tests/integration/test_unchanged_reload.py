@@ -108,3 +108,40 @@ def test_an_unchanged_month_is_recognised_and_a_changed_or_rolled_back_one_is_lo
     raw = catalog.load_table(f"{settings.ICEBERG_NAMESPACE}.{naming.TAXI_RAW}")
     assert raw.current_snapshot().snapshot_id != first[naming.TAXI_RAW]
     assert int(raw.current_snapshot().summary["total-records"]) > rows_before
+
+
+def _staged_rows_and_ids(catalog) -> tuple[int, int]:
+    staging = catalog.load_table(f"{settings.ICEBERG_NAMESPACE}.{naming.TAXI_STAGING}")
+    ids = staging.scan(row_filter=f"source_month == '{MONTH}'", selected_fields=("unique_row_id",)).to_arrow()
+    return ids.num_rows, len(set(ids.column("unique_row_id").to_pylist()))
+
+
+def test_a_stage_stopped_before_its_last_commit_is_staged_again_not_taken_as_loaded(own_var):
+    """A stage writes staging, removes its repeated rows, then writes the quarantine. Stopped in between (killed,
+    out of memory, a lost node), it leaves staging tagged with the month's source but repeated rows maybe still in
+    it; its retry must stage again. The stopped stage is reproduced here by its effect (not by killing a JVM at the
+    right moment): rows of staging appended to it again, in a commit tagged as the stage tags its own."""
+    import os
+
+    os.environ.update(submit.spark_connection_outside_airflow())
+    catalog = settings.pyiceberg_catalog()
+    _land(own_var, 3000, seed=3)
+    stage = _job(own_var, "stage_taxi", "complete")
+    assert stage.unchanged is None
+    rows, ids = _staged_rows_and_ids(catalog)
+    assert rows == ids
+
+    staging = catalog.load_table(f"{settings.ICEBERG_NAMESPACE}.{naming.TAXI_STAGING}")
+    identity = loaded_source.month_state(catalog, naming.TAXI_STAGING, MONTH).identity
+    assert identity
+    repeated = staging.scan(row_filter=f"source_month == '{MONTH}'", limit=5).to_arrow()
+    staging.append(
+        repeated, snapshot_properties={loaded_source.SOURCE_MONTH: MONTH, loaded_source.SOURCE_IDENTITY: identity}
+    )
+    assert _staged_rows_and_ids(catalog) == (rows + 5, ids)
+
+    stage = _job(own_var, "stage_taxi", "retried")
+    assert stage.unchanged is None, "a staging the quarantine's commit does not complete was taken as loaded"
+    assert _staged_rows_and_ids(catalog) == (rows, ids)
+    # Completed again: the next run recognises the month.
+    assert _job(own_var, "stage_taxi", "recognised").unchanged

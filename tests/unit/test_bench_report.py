@@ -30,6 +30,8 @@ def test_markdown_table_carries_every_figure_with_its_spread():
                 "first_load_rows_per_second": 11.0,
             },
             "first_load_speedup": _summary([2.0, 1.8, 1.67]),
+            "write_once_seconds": _summary([2.0, 2.5, 3.0]),
+            "write_once_ratio": _summary([2.0, 1.25, 1.0]),
         },
         "lineage": {
             "dag_seconds_lineage_on": _summary([10.0, 11.0, 12.0]),
@@ -55,6 +57,7 @@ def test_markdown_table_carries_every_figure_with_its_spread():
     assert "| `ingest.reload_ratio`: re-load ÷ bare | 1.75 (1.33–3.00) |" in table
     assert "| baseline abc123: first load ÷ bare | 4.50 (3.33–8.00) |" in table
     assert "| first load, baseline abc123 ÷ this checkout | 1.80 (1.67–2.00) |" in table
+    assert "| `ingest.write_once_ratio`: that ÷ bare | 1.25 (1.00–2.00) |" in table
     # The mean and its standard error (stdev / sqrt(n)): whether the repeats resolve a 3 % difference.
     assert "| `lineage.overhead_ratio`: on ÷ off | 1.10 (1.09–1.11); mean 1.100 ± 0.006 |" in table
     assert "| taxi DAG's CPU, OpenLineage on (CPU-s) | 42.00 (40.00–44.00) |" in table

@@ -11,7 +11,7 @@ from include.sources import downloads
 from spark_jobs.common import audit, loaded_source, wap
 from spark_jobs.common.iceberg_metadata import partition_metrics, total_records
 from spark_jobs.common.report import assertion, column_metrics, table_column_metrics, write_report
-from spark_jobs.common.runner import PublishBlockedError, month_job_args, run
+from spark_jobs.common.runner import BadInputError, PublishBlockedError, month_job_args, run
 from spark_jobs.common.session import spark_session
 from spark_jobs.common.tables import (
     current_snapshot_id,
@@ -103,7 +103,8 @@ def load(spark, staged, month: str, source: str | None = None) -> str:
 
 def already_merged(month: str) -> tuple[str | None, dict | None]:
     """(the staged month's source identity, and the report of a merge with nothing to do: raw's main already holds
-    the month from that same source, read through pyiceberg before any Spark session starts; else None)."""
+    the month from that same source, read through pyiceberg before any Spark session starts; else None). Raises
+    BadInputError when staging holds the month from a stage that stopped before its last commit."""
     from include.core import settings
 
     catalog = settings.pyiceberg_catalog()
@@ -111,6 +112,13 @@ def already_merged(month: str) -> tuple[str | None, dict | None]:
     source = staging.identity
     if source is None:
         return None, None
+    quarantine = loaded_source.month_state(catalog, naming.TAXI_QUARANTINE, month)
+    if not loaded_source.load_completed(staging, quarantine, source):
+        # Its repeated rows may not be removed yet: merging them would put them in raw. Retrying cannot help.
+        raise BadInputError(
+            f"{naming.TAXI_STAGING} holds {month} from a stage that did not complete (no {naming.TAXI_QUARANTINE} "
+            f"commit names its snapshot {staging.month_snapshot_id}): run the stage of {month} again, then the merge"
+        )
     raw = loaded_source.month_state(catalog, naming.TAXI_RAW, month)
     if raw.identity != source:
         return source, None

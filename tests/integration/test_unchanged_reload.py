@@ -7,6 +7,7 @@ settings) in a var/ of their own, so the shared run's tables are untouched."""
 from __future__ import annotations
 
 import pytest
+from airflow.exceptions import AirflowException
 
 from include.core import naming, settings
 from include.core.contract import JobReport
@@ -140,8 +141,19 @@ def test_a_stage_stopped_before_its_last_commit_is_staged_again_not_taken_as_loa
     )
     assert _staged_rows_and_ids(catalog) == (rows + 5, ids)
 
+    # The merge refuses such a staging (its repeated rows would go to raw), saying what to do.
+    raw_before = loaded_source.month_state(catalog, naming.TAXI_RAW, MONTH).snapshot_id
+    report = own_var.paths.var / "reports" / "half-staged-merge_taxi.json"
+    with pytest.raises(AirflowException):
+        _job(own_var, "merge_taxi", "half-staged")
+    error = JobReport.read(report).error
+    assert error["kind"] == "bad_input", error
+    assert "did not complete" in error["message"] and "run the stage of 2025-01 again" in error["message"], error
+    assert loaded_source.month_state(catalog, naming.TAXI_RAW, MONTH).snapshot_id == raw_before
+
     stage = _job(own_var, "stage_taxi", "retried")
     assert stage.unchanged is None, "a staging the quarantine's commit does not complete was taken as loaded"
     assert _staged_rows_and_ids(catalog) == (rows, ids)
-    # Completed again: the next run recognises the month.
+    # Completed again: the next run recognises the month, and the merge takes it.
     assert _job(own_var, "stage_taxi", "recognised").unchanged
+    assert _job(own_var, "merge_taxi", "after-retry").error is None

@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> None:
     with loaded_source.tagged_commits(spark, args.month, identity):
         load_staging(spark, staged)
         staged_rows, staged_ids = remove_repeated_rows(spark, args.month)
-    staging_snapshot = current_snapshot_id(spark, naming.TAXI_STAGING)
+    staging_snapshot = loaded_source.session_month_snapshot_id(spark, naming.TAXI_STAGING, args.month)
     with loaded_source.tagged_commits(spark, args.month, identity, completes_snapshot=staging_snapshot):
         load_quarantine(spark, quarantined, args.month)
     reasons = {

@@ -181,16 +181,28 @@ def normalize_taxi_schema(df: DataFrame, source: str, nanosecond_columns: dict[s
     return df.select(*selected)
 
 
-def row_id(columns: list[str] = ROW_ID_COLUMNS):
-    """The 128-bit row id of ROW_ID_SCHEME as 32 hex digits: equal rows (nulls included) get equal ids."""
+def row_id_hashes(columns: list[str] = ROW_ID_COLUMNS):
+    """The two 64-bit halves of ROW_ID_SCHEME's id: xxhash64 chains over the null mask and the columns' values."""
     null_mask = reduce(
         lambda mask, bit: mask.bitwiseOR(bit),
         [F.when(F.col(c).isNull(), F.lit(1 << i)).otherwise(F.lit(0)).cast("long") for i, c in enumerate(columns)],
     )
     values = [null_mask, *[F.col(c) for c in columns]]
-    first = F.xxhash64(*values)
-    second = F.xxhash64(F.lit(_SECOND_CHAIN_SEED), *values)
-    return F.concat(F.lpad(F.hex(first), 16, "0"), F.lpad(F.hex(second), 16, "0"))
+    return F.xxhash64(*values), F.xxhash64(F.lit(_SECOND_CHAIN_SEED), *values)
+
+
+def hex_digits(value):
+    """A long's 64 bits as 16 upper-case hex digits (two's complement for a negative one). Spark's ``hex`` drops
+    leading zeros, so values below 2^60 (one non-negative value in 16) are padded; the others are not passed
+    through ``lpad`` at all, which copies every string it is given: about a second per 3,000,000 rows of the
+    stage's write (docs/performance.md)."""
+    return F.when((value >= 0) & (value < F.lit(1 << 60)), F.lpad(F.hex(value), 16, "0")).otherwise(F.hex(value))
+
+
+def row_id(columns: list[str] = ROW_ID_COLUMNS):
+    """The 128-bit row id of ROW_ID_SCHEME as 32 hex digits: equal rows (nulls included) get equal ids."""
+    first, second = row_id_hashes(columns)
+    return F.concat(hex_digits(first), hex_digits(second))
 
 
 def add_row_metadata(df: DataFrame, filename: str, source_month: str, ingest_timestamp) -> DataFrame:

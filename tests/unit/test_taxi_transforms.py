@@ -8,6 +8,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyspark.errors import AnalysisException
 from pyspark.sql import types as T
 from pyspark.testing import assertDataFrameEqual
@@ -20,8 +22,10 @@ from spark_jobs.common.taxi import (
     UnsupportedEraError,
     add_row_metadata,
     deduplicate,
+    hex_digits,
     hourly_actuals,
     normalize_taxi_schema,
+    row_id_hashes,
     rows_and_distinct_ids,
     schema_drift,
     split_quarantine,
@@ -175,6 +179,46 @@ def test_row_ids_of_many_distinct_rows_do_not_collide_in_either_half(spark):
     )
     counts = ids.agg(F.countDistinct("high"), F.countDistinct("low"), F.count(F.lit(1))).first()
     assert tuple(counts) == (50_000, 50_000, 50_000)
+
+
+LONG_EDGES = [0, 1, 15, 16, 2**32, 2**59, 2**60 - 1, 2**60, 2**60 + 1, 2**63 - 1, -1, -2, -(2**60), -(2**63)]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(min_value=-(2**63), max_value=2**63 - 1), min_size=1, max_size=200))
+def test_hex_digits_are_a_longs_64_bits_as_16_upper_case_hex_digits(spark, values):
+    from pyspark.sql import functions as F
+
+    frame = spark.createDataFrame([(v,) for v in LONG_EDGES + values], "v long")
+    got = [row.h for row in frame.select(hex_digits(F.col("v")).alias("h")).collect()]
+    assert got == [f"{v & (2**64 - 1):016X}" for v in LONG_EDGES + values]
+
+
+def test_a_row_id_is_its_two_hashes_as_32_hex_digits(spark):
+    """Pinned against Python's own formatting of Spark's two hashes, over rows whose hashes are random: about one
+    half in 32 needs padding, so 20,000 rows exercise it hundreds of times."""
+    from pyspark.sql import functions as F
+
+    frame = spark.range(20_000).select(
+        *[
+            (F.col("id") % 11).cast(dtype).alias(name)
+            if name == "PULocationID"
+            else F.lit(None).cast(dtype).alias(name)
+            for name, dtype in CANONICAL_COLUMNS
+            if name != "tpep_pickup_datetime"
+        ],
+        F.timestamp_seconds(F.lit(1735689600) + F.col("id")).alias("tpep_pickup_datetime"),
+    )
+    first, second = row_id_hashes()
+    rows = add_row_metadata(frame, "f.parquet", "2025-01", datetime(2025, 2, 1)).select(
+        "unique_row_id", first.alias("first"), second.alias("second")
+    )
+    mask = 2**64 - 1
+    padded = 0
+    for row in rows.collect():
+        assert row.unique_row_id == f"{row.first & mask:016X}{row.second & mask:016X}"
+        padded += (0 <= row.first < 2**60) + (0 <= row.second < 2**60)
+    assert padded > 100, "too few halves below 2^60 to exercise the padding"
 
 
 def test_hourly_actuals_counts_rides_per_zone_and_hour(spark):

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from pyspark.sql import functions as F
 
-from include.core import naming
+from include.core import naming, settings
 from include.sources import downloads
 from spark_jobs.common import loaded_source, taxi
 from spark_jobs.common.errors import root_cause
@@ -123,8 +123,6 @@ STAGED_TABLES = (naming.TAXI_STAGING, naming.TAXI_QUARANTINE)
 def already_staged(month: str, landed, fingerprint: str, identity: str) -> dict | None:
     """The report of a stage that has nothing to do: staging and quarantine already hold ``month`` from this very
     file and code (loaded_source), read through pyiceberg before any Spark session starts. None otherwise."""
-    from include.core import settings
-
     catalog = settings.pyiceberg_catalog()
     states = {table: loaded_source.month_state(catalog, table, month) for table in STAGED_TABLES}
     # Staging and quarantine both from this source is not enough: a stage stopped before its last commit leaves
@@ -164,7 +162,11 @@ def main(argv: list[str] | None = None) -> None:
     with loaded_source.tagged_commits(spark, args.month, identity):
         load_staging(spark, staged)
         staged_rows, staged_ids = remove_repeated_rows(spark, args.month)
-    staging_snapshot = loaded_source.session_month_snapshot_id(spark, naming.TAXI_STAGING, args.month)
+    # This month's own last staging commit, not staging's current snapshot: in a backfill, other months' stages
+    # commit in between. Read as already_staged reads it (pyiceberg), so both name the same commit.
+    staging_snapshot = loaded_source.month_state(
+        settings.pyiceberg_catalog(), naming.TAXI_STAGING, args.month
+    ).month_snapshot_id
     with loaded_source.tagged_commits(spark, args.month, identity, completes_snapshot=staging_snapshot):
         load_quarantine(spark, quarantined, args.month)
     reasons = {

@@ -31,8 +31,6 @@ import inspect
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
-from spark_jobs.common.tables import java_table
-
 SOURCE_MONTH = "lakehouse.source-month"
 SOURCE_IDENTITY = "lakehouse.source-identity"
 # On a load's last commit: the snapshot of the first table that this commit completes (load_completed).
@@ -111,23 +109,6 @@ def month_state(catalog, table_key: str, month: str) -> MonthState:
         return MonthState(None, current.snapshot_id)
     snapshot_id, summary = deciding
     return MonthState(summary.get(SOURCE_IDENTITY), current.snapshot_id, snapshot_id, summary)
-
-
-def session_month_snapshot_id(spark, table_key: str, month: str) -> int | None:
-    """The snapshot of the commit that decides ``month`` in the table as the job's session sees it now (Iceberg's
-    Java API): the job's own last commit of the month, even when stages of other months committed after it (a
-    backfill runs several at once), which the table's current snapshot would then be."""
-    iceberg = java_table(spark, table_key, refresh=True)
-
-    def history() -> Iterator[tuple[int, dict[str, str]]]:
-        snapshot = iceberg.currentSnapshot()
-        while snapshot is not None:
-            yield int(snapshot.snapshotId()), {str(k): str(v) for k, v in snapshot.summary().items()}
-            parent = snapshot.parentId()
-            snapshot = iceberg.snapshot(parent) if parent is not None else None
-
-    deciding = month_commit(history(), month)
-    return None if deciding is None else deciding[0]
 
 
 @contextlib.contextmanager

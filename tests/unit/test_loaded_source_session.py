@@ -1,7 +1,7 @@
-"""The snapshot a stage's last commit names (spark_jobs/common/loaded_source.py), read from a real Iceberg table in
-the job's own session: with stages of other months committing after this month's (a backfill runs several months at
-once), it must be this month's commit, not the table's current snapshot (the suite's backfill through a scheduler
-failed its merges when it was)."""
+"""The snapshot a stage's last commit names (spark_jobs/common/loaded_source.py), read through pyiceberg from a real
+Iceberg table that Spark writes: with stages of other months committing after this month's (a backfill runs several
+months at once), it must be this month's commit, not the table's current snapshot (the suite's backfill through a
+scheduler failed its merges when it was)."""
 
 from __future__ import annotations
 
@@ -33,26 +33,26 @@ def _commit(spark, table: str, month: str, tagged: bool = True) -> int:
     return current_snapshot_id(spark, table)
 
 
-def test_the_months_own_commit_is_named_when_other_months_committed_after_it(spark, table):
-    assert loaded_source.session_month_snapshot_id(spark, table, "2025-01") is None
-    january = _commit(spark, table, "2025-01")
-    assert loaded_source.session_month_snapshot_id(spark, table, "2025-01") == january
-    february = _commit(spark, table, "2025-02")  # another month's stage, after January's
-    assert current_snapshot_id(spark, table) == february
-    assert loaded_source.session_month_snapshot_id(spark, table, "2025-01") == january
-    assert loaded_source.session_month_snapshot_id(spark, table, "2025-02") == february
-    again = _commit(spark, table, "2025-01")
-    assert loaded_source.session_month_snapshot_id(spark, table, "2025-01") == again != january
-    _commit(spark, table, "2025-03", tagged=False)  # a commit the jobs did not make: nothing can be told
-    assert loaded_source.session_month_snapshot_id(spark, table, "2025-01") is None
-
-
-def test_the_pyiceberg_reading_and_the_sessions_agree(spark, table):
+def _month_snapshot_id(table: str, month: str) -> int | None:
     from include.core import settings
 
-    _commit(spark, table, "2025-01")
-    _commit(spark, table, "2025-02")
+    return loaded_source.month_state(settings.pyiceberg_catalog(), table, month).month_snapshot_id
+
+
+def test_the_months_own_commit_is_named_when_other_months_committed_after_it(spark, table):
+    from include.core import settings
+
+    assert _month_snapshot_id(table, "2025-01") is None
+    january = _commit(spark, table, "2025-01")
+    assert _month_snapshot_id(table, "2025-01") == january
+    february = _commit(spark, table, "2025-02")  # another month's stage, after January's
+    assert current_snapshot_id(spark, table) == february
     state = loaded_source.month_state(settings.pyiceberg_catalog(), table, "2025-01")
     assert state.identity == "source of 2025-01"
-    assert state.month_snapshot_id == loaded_source.session_month_snapshot_id(spark, table, "2025-01")
+    assert state.month_snapshot_id == january
     assert state.snapshot_id == current_snapshot_id(spark, table) != state.month_snapshot_id
+    assert _month_snapshot_id(table, "2025-02") == february
+    again = _commit(spark, table, "2025-01")
+    assert _month_snapshot_id(table, "2025-01") == again != january
+    _commit(spark, table, "2025-03", tagged=False)  # a commit the jobs did not make: nothing can be told
+    assert _month_snapshot_id(table, "2025-01") is None

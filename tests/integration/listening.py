@@ -124,3 +124,35 @@ def sampled(var_dir: Path, every: float = 0.5, roots: Callable[[], Iterable[int]
         stop.set()
         thread.join()
         seen.update(listeners_of(var_dir, roots()))
+
+
+def pid_listening_on(port: int) -> int | None:
+    """The process that listens on ``port`` (any address), read from the kernel, not from a state file."""
+    inodes = {inode for inode, (_, listening_port) in listening_inodes().items() if listening_port == port}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            descriptors = list((entry / "fd").iterdir())
+        except OSError:
+            continue
+        for descriptor in descriptors:
+            try:
+                target = os.readlink(descriptor)
+            except OSError:
+                continue
+            if target.startswith("socket:[") and int(target[len("socket:[") : -1]) in inodes:
+                return int(entry.name)
+    return None
+
+
+def all_threads_stopped(pid: int) -> bool:
+    """Every thread of ``pid`` is in the stopped state (``T``, or ``t`` when traced): a SIGSTOP took effect."""
+    states = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            # the state is the field after the command's closing parenthesis (a command may hold spaces)
+            states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+        except (OSError, IndexError):
+            continue
+    return bool(states) and all(state in ("T", "t") for state in states)

@@ -27,6 +27,7 @@ from include.lineage.store.schema import events_table
 from include.services import kafka_broker
 from include.sources import downloads, sample_server
 from tests.integration.isolated_var import IsolatedVar
+from tests.integration.listening import all_threads_stopped, pid_listening_on
 from tests.support import free_port, read_topic
 
 pytestmark = pytest.mark.integration
@@ -361,9 +362,17 @@ def test_a_late_acknowledgement_after_spooling_leaves_one_copy_on_the_topic_and_
     transport = get_default_factory().create(params)
     warm, first, second = (run_event(name) for name in ("warm", "first", "second"))
     transport.emit(json.dumps(warm))  # connected, metadata known
-    pid = kafka_broker.running(paths).pid  # the taxi run's test restarted the broker: not the fixture's pid
+    # The process that serves the port, asked of the kernel: the taxi run's test restarted the broker (not the
+    # fixture's pid), and a state file naming another process would leave the broker answering (a failed run saw one
+    # event acknowledged while "frozen"). Sending starts only once every thread of it is stopped.
+    pid = pid_listening_on(broker.port)
+    assert pid is not None and pid == kafka_broker.running(paths).pid, f"broker port {broker.port} served by {pid}"
     os.kill(pid, signal.SIGSTOP)
     try:
+        deadline = time.monotonic() + 10
+        while not all_threads_stopped(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert all_threads_stopped(pid), f"the broker (pid {pid}) did not stop within 10 s of SIGSTOP"
         for event in (first, second):
             started = time.monotonic()
             transport.emit(json.dumps(event))

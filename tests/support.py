@@ -186,6 +186,13 @@ def start_lineage_serve(args: list[str], env: dict | None = None, timeout: float
         time.sleep(0.2)
 
 
+def tap_node(page_or_frame, node_id: str) -> None:
+    """Select a node of the lineage page's graph as a tap does. The script returns nothing on purpose: Cytoscape's
+    ``emit`` returns the element, and playwright serialises an evaluated script's result, which for an element is
+    the whole graph through its references (a renderer ran out of memory in ``innerSerialize``: "Target crashed")."""
+    page_or_frame.evaluate("id => { window.lineageGraph.getElementById(id).emit('tap'); }", node_id)
+
+
 # Debian's headless Chromium, for the tests that drive the lineage page and the Airflow UI (None: those are skipped)
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from include.lineage.api import report
-from tests.support import CHROMIUM
+from tests.support import CHROMIUM, tap_node
 
 pytestmark = pytest.mark.integration
 
@@ -52,7 +52,7 @@ def test_exported_page_opens_from_disk_offline_and_shows_every_node(pipeline_run
             raw = page.evaluate(
                 "window.lineageGraph.nodes().filter(n => n.data('label') === 'nyc_taxi.yellow_taxi_raw').map(n => n.id())"
             )
-            page.evaluate("id => window.lineageGraph.getElementById(id).emit('tap')", raw[0])
+            tap_node(page, raw[0])
             page.wait_for_selector("#detail-title")
             page.click("#impact-button")
             page.wait_for_function("window.lineageGraph.nodes('.impacted').length > 0")

@@ -29,6 +29,7 @@ from include.core import naming, settings
 from include.lineage.events import load_events
 from include.sources import sample_data, sample_server
 from tests.alert_receivers import SMTP_PASSWORD, alert_connections_env, smtp_server, webhook_receiver
+from tests.support import tap_node
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(3600)]
 
@@ -429,7 +430,7 @@ def _the_lineage_page_marks_raw_blocked(airflow, branch: str) -> None:
             frame.wait_for_function("document.body && document.body.dataset.ready === 'true'", timeout=60_000)
             drawn = frame.evaluate("window.lineageGraph.nodes('.blocked').map(n => [n.id(), n.data('fullName')])")
             assert drawn and {name for _, name in drawn} == {RAW}, drawn
-            frame.evaluate("id => window.lineageGraph.getElementById(id).emit('tap')", drawn[0][0])
+            tap_node(frame, drawn[0][0])
             frame.wait_for_selector("#blocked", timeout=30_000)
             assert frame.inner_text("#blocked-branch") == branch
             failed = frame.evaluate(

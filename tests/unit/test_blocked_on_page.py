@@ -17,6 +17,7 @@ from include.lineage.api.app import create_ui_app
 from include.lineage.queries import LineageQueries
 from include.lineage.store import LineageStore
 from include.quality import review
+from tests.support import tap_node
 
 MERGE = "ingest_yellow_taxi_data.merge_yellow_taxi_raw"
 ACTUALS = "forecast_yellow_rides.compute_hourly_actuals"
@@ -244,7 +245,7 @@ def _check_panel(page) -> None:
     node_id = page.evaluate(
         f"window.lineageGraph.nodes('.blocked').filter(n => n.data('fullName') === '{RAW_LABEL}')[0].id()"
     )
-    page.evaluate("id => window.lineageGraph.getElementById(id).emit('tap')", node_id)
+    tap_node(page, node_id)
     page.wait_for_selector("#blocked")
     assert page.inner_text("#blocked-branch") == "audit_taxi_202502_b"
     rows = page.evaluate(
@@ -270,7 +271,7 @@ def test_the_served_page_draws_raw_blocked_and_its_panel_lists_the_failed_expect
     actuals = page.evaluate(
         "window.lineageGraph.nodes().filter(n => n.data('fullName') === 'nyc_taxi.yellow_rides_hourly_actuals')[0].id()"
     )
-    page.evaluate("id => window.lineageGraph.getElementById(id).emit('tap')", actuals)
+    tap_node(page, actuals)
     page.wait_for_function("!document.querySelector('#blocked')")
     page.close()
 
@@ -307,7 +308,7 @@ def test_markup_in_an_audit_facet_is_shown_as_text_in_the_panel(browser, tmp_pat
     page = context.new_page()
     _open(page, path.as_uri())
     node_id = page.evaluate("window.lineageGraph.nodes('.blocked')[0].id()")
-    page.evaluate("id => window.lineageGraph.getElementById(id).emit('tap')", node_id)
+    tap_node(page, node_id)
     page.wait_for_selector("#blocked")
     assert page.inner_text("#blocked-branch") == HOSTILE
     assert page.evaluate("document.querySelectorAll('#blocked img').length") == 0

@@ -18,6 +18,7 @@ from include.lineage.api.page import render_served, render_standalone
 from include.lineage.queries import LineageQueries
 from include.lineage.store import LineageStore
 from include.lineage.store.follower import StoreFollower
+from tests.support import tap_node
 
 NS = "nyc_taxi_pipeline"
 
@@ -294,7 +295,7 @@ def test_the_served_page_redraws_the_graph_as_of_a_time_or_a_run_and_shows_a_run
     page.click("#as-of-now")
     page.wait_for_function("document.body.dataset.asOf === ''")
     assert _drawn(page) == now
-    page.evaluate("id => window.lineageGraph.getElementById(id).emit('tap')", _job("forecast"))
+    tap_node(page, _job("forecast"))
     page.wait_for_selector(f"button.provenance-button[data-run='{ids['forecast2']}']")
     page.click(f"button.provenance-button[data-run='{ids['forecast2']}']")
     page.wait_for_function("want => document.body.dataset.provenance === want", arg=ids["forecast2"])

@@ -84,23 +84,26 @@ def processes_of(var_dir: Path, roots: Iterable[int] = ()) -> Iterator[tuple[int
         yield int(entry.name), " ".join(command.split()[:3])[:160]
 
 
+def socket_inodes_of(pid: int) -> Iterator[int]:
+    """The inode of every socket process ``pid`` holds open (none when it is gone or not ours to read)."""
+    try:
+        descriptors = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return
+    for descriptor in descriptors:
+        try:
+            target = os.readlink(descriptor)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            yield int(target[len("socket:[") : -1])
+
+
 def listeners_of(var_dir: Path, roots: Iterable[int] = ()) -> set[Listener]:
     sockets = listening_inodes()
     found: set[Listener] = set()
     for pid, command in processes_of(var_dir, roots):
-        try:
-            descriptors = list(Path(f"/proc/{pid}/fd").iterdir())
-        except OSError:
-            continue
-        for descriptor in descriptors:
-            try:
-                target = os.readlink(descriptor)
-            except OSError:
-                continue
-            if target.startswith("socket:["):
-                inode = int(target[len("socket:[") : -1])
-                if inode in sockets:
-                    found.add(Listener(command, *sockets[inode]))
+        found.update(Listener(command, *sockets[inode]) for inode in socket_inodes_of(pid) if inode in sockets)
     return found
 
 
@@ -130,19 +133,8 @@ def pid_listening_on(port: int) -> int | None:
     """The process that listens on ``port`` (any address), read from the kernel, not from a state file."""
     inodes = {inode for inode, (_, listening_port) in listening_inodes().items() if listening_port == port}
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            descriptors = list((entry / "fd").iterdir())
-        except OSError:
-            continue
-        for descriptor in descriptors:
-            try:
-                target = os.readlink(descriptor)
-            except OSError:
-                continue
-            if target.startswith("socket:[") and int(target[len("socket:[") : -1]) in inodes:
-                return int(entry.name)
+        if entry.name.isdigit() and any(inode in inodes for inode in socket_inodes_of(int(entry.name))):
+            return int(entry.name)
     return None
 
 

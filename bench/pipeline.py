@@ -9,7 +9,9 @@ Every figure is the median of ``BENCH_REPEATS`` (default 3) alternating runs, wi
    run alternately in the same run, with their own code zip.
 2. Lineage overhead: the taxi DAG via ``airflow dags test`` with OpenLineage on ÷ with ``[openlineage] disabled``,
    in wall clock and in the CPU time of every process the run started, and the extractor's own time per task (from
-   its log line).
+   its log line). Pairs are added after ``BENCH_REPEATS`` until the mean ratio's standard error is at most
+   ``BENCH_LINEAGE_TARGET_ERROR`` (default 0.01: a 3 % overhead three errors from none) or
+   ``BENCH_LINEAGE_MAX_PAIRS`` (default 20) ran; the table says how many ran and whether the target was reached.
 3. Scale: each of ``BENCH_SCALE_MONTHS`` (default 12) generated months of ``BENCH_SCALE_ROWS`` (default 500,000) rows
    ingested in turn; month N into a raw table holding months 1..N-1 ÷ month 1 into an empty one.
 4. Explorer: the lineage store on a generated 10^5-node lineage graph: ingest rate, upstream/downstream latency from
@@ -188,19 +190,36 @@ def ingest_efficiency(paths: settings.Paths, rows: int, repeats: int, baseline: 
     return results
 
 
-def lineage_overhead(paths: settings.Paths, rows: int, repeats: int) -> dict:
+def resolved(ratios: list[float], target_error: float, min_pairs: int) -> bool:
+    """Whether the pairs so far pin the mean ratio down: at least ``min_pairs`` (and two, for an error at all) and a
+    standard error of the mean no larger than ``target_error``. A pair's ratio varies by ±0.02 on an idle machine and
+    by ±0.1 on a busy one, so a fixed count either wastes an idle machine's time or cannot tell 1.03 from 1.00."""
+    if len(ratios) < max(min_pairs, 2):
+        return False
+    return statistics.stdev(ratios) / len(ratios) ** 0.5 <= target_error
+
+
+def lineage_overhead(
+    paths: settings.Paths, rows: int, repeats: int, target_error: float = 0.0, max_pairs: int | None = None
+) -> dict:
+    """The taxi DAG with OpenLineage on and off, in alternating pairs: ``repeats`` of them, then more until the mean
+    on ÷ off ratio's standard error is at most ``target_error`` or ``max_pairs`` ran (a ratio's 3 % takes about 10
+    pairs on an idle machine, 45 on a busy one)."""
+    max_pairs = max(max_pairs or repeats, repeats)
     source = paths.var / "bench-source"
     sample_server.publish_months(source, [(2025, 1)], rows)
     on, off, extractor = [], [], {}
     cpu: dict[str, list[float]] = {"on": [], "off": []}
     variants = [("on", {}), ("off", {"AIRFLOW__OPENLINEAGE__DISABLED": "True"})]
+    ratios = lambda: [a / b for a, b in zip(on, off, strict=True)]  # noqa: E731
     with sample_server.serve(source) as env:
-        for i in range(repeats):
+        i = 0
+        while i < max_pairs and not resolved(ratios(), target_error, repeats):
             # Alternating which goes first cancels a drift of the machine; empty tables make every run load the
             # month (a forced run of a month already loaded is recognised and writes nothing: loaded_source).
             for label, extra in variants if i % 2 == 0 else reversed(variants):
                 _reset_tables(paths)
-                _progress(f"lineage {i + 1}/{repeats}: taxi DAG with OpenLineage {label}")
+                _progress(f"lineage pair {i + 1} (at most {max_pairs}): taxi DAG with OpenLineage {label}")
                 cpu_before = _descendants_cpu_seconds()
                 result = runs.dags_test("ingest_yellow_taxi_data", "2025-02-01", {"force": True}, env={**env, **extra})
                 cpu[label].append(_descendants_cpu_seconds() - cpu_before)
@@ -209,10 +228,14 @@ def lineage_overhead(paths: settings.Paths, rows: int, repeats: int) -> dict:
                 (on if label == "on" else off).append(result.seconds)
                 for task, seconds in EXTRACTED.findall(result.log):
                     extractor.setdefault(task, []).append(float(seconds))
+            i += 1
     return {
+        "pairs": len(on),
+        "target_standard_error": target_error,
+        "resolved": resolved(ratios(), target_error, repeats),
         "dag_seconds_lineage_on": _summary(on),
         "dag_seconds_lineage_off": _summary(off),
-        "overhead_ratio": _summary([a / b for a, b in zip(on, off, strict=True)]),
+        "overhead_ratio": _summary(ratios()),
         "dag_cpu_seconds_lineage_on": _summary(cpu["on"]),
         "dag_cpu_seconds_lineage_off": _summary(cpu["off"]),
         "cpu_overhead_ratio": _summary([a / b for a, b in zip(cpu["on"], cpu["off"], strict=True)]),
@@ -369,6 +392,12 @@ def to_markdown(results: dict) -> str:
         error = summary.get("standard_error")
         return f"; mean {summary['mean']:.3f} ± {error:.3f}" if error is not None else ""
 
+    def pairs_note(lineage: dict) -> str:
+        if "pairs" not in lineage:
+            return ""
+        reached = "reached" if lineage["resolved"] else "not reached"
+        return f"; {lineage['pairs']} pairs, target ± {lineage['target_standard_error']:.3f} {reached}"
+
     lines = [
         f"Machine: {results['machine']}. Ingest: {ing['rows']:,} rows ({ing['file_bytes'] / 2**20:.1f} MiB); "
         f"DAG runs: {results['lineage_rows']:,} rows; scale: {sc['months']} months of {results['scale_rows']:,} rows. "
@@ -401,7 +430,8 @@ def to_markdown(results: dict) -> str:
     lines += [
         f"| taxi DAG, OpenLineage on (s) | {fmt(lin['dag_seconds_lineage_on'])} |",
         f"| taxi DAG, OpenLineage disabled (s) | {fmt(lin['dag_seconds_lineage_off'])} |",
-        f"| `lineage.overhead_ratio`: on ÷ off | {fmt(lin['overhead_ratio'])}{mean_error(lin['overhead_ratio'])} |",
+        f"| `lineage.overhead_ratio`: on ÷ off | {fmt(lin['overhead_ratio'])}{mean_error(lin['overhead_ratio'])}"
+        f"{pairs_note(lin)} |",
         *(
             [
                 f"| taxi DAG's CPU, OpenLineage on (CPU-s) | {fmt(lin['dag_cpu_seconds_lineage_on'])} |",
@@ -458,7 +488,13 @@ def main() -> int:
             "ingest": ingest_efficiency(
                 paths, rows, repeats, baseline_version(paths, baseline_ref) if baseline_ref else None
             ),
-            "lineage": lineage_overhead(paths, lineage_rows, repeats),
+            "lineage": lineage_overhead(
+                paths,
+                lineage_rows,
+                repeats,
+                settings.BENCH_LINEAGE_TARGET_ERROR.number(),
+                settings.BENCH_LINEAGE_MAX_PAIRS.integer(),
+            ),
             "scale": scale(paths, scale_rows, scale_months, repeats),
             "explorer": explorer.explorer(paths.var / "explorer"),
             "first_hour": first_hour(paths, repeats),

@@ -284,6 +284,16 @@ BENCH_BASELINE_REF = _define(
     "BENCH_BASELINE_REF", None, "git ref the bench compares against; unset: the bench's own", "bench"
 )
 BENCH_REPEATS = _define("BENCH_REPEATS", "3", "alternating repeats of each figure", "bench")
+BENCH_LINEAGE_TARGET_ERROR = _define(
+    "BENCH_LINEAGE_TARGET_ERROR",
+    "0.01",
+    "standard error of the mean on ÷ off ratio at which the lineage section stops adding pairs (0.01 resolves 3 % "
+    "at three standard errors)",
+    "bench",
+)
+BENCH_LINEAGE_MAX_PAIRS = _define(
+    "BENCH_LINEAGE_MAX_PAIRS", "20", "most on/off pairs of the lineage section (at least BENCH_REPEATS)", "bench"
+)
 BENCH_EXPLORER_NODES = _define("BENCH_EXPLORER_NODES", "100000", "nodes of the explorer's generated graph", "bench")
 BENCH_EXPLORER_QUERIES = _define("BENCH_EXPLORER_QUERIES", "300", "queries timed per explorer figure", "bench")
 BENCH_INGEST_EVENTS = _define(

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from bench.pipeline import _summary, to_markdown
+import statistics
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bench import pipeline
+from bench.pipeline import _summary, resolved, to_markdown
 
 
 def test_markdown_table_carries_every_figure_with_its_spread():
@@ -34,6 +42,9 @@ def test_markdown_table_carries_every_figure_with_its_spread():
             "write_once_ratio": _summary([2.0, 1.25, 1.0]),
         },
         "lineage": {
+            "pairs": 3,
+            "target_standard_error": 0.01,
+            "resolved": True,
             "dag_seconds_lineage_on": _summary([10.0, 11.0, 12.0]),
             "dag_seconds_lineage_off": _summary([9.0, 10.0, 11.0]),
             "overhead_ratio": _summary([1.11, 1.1, 1.09]),
@@ -59,7 +70,10 @@ def test_markdown_table_carries_every_figure_with_its_spread():
     assert "| first load, baseline abc123 ÷ this checkout | 1.80 (1.67–2.00) |" in table
     assert "| `ingest.write_once_ratio`: that ÷ bare | 1.25 (1.00–2.00) |" in table
     # The mean and its standard error (stdev / sqrt(n)): whether the repeats resolve a 3 % difference.
-    assert "| `lineage.overhead_ratio`: on ÷ off | 1.10 (1.09–1.11); mean 1.100 ± 0.006 |" in table
+    assert (
+        "| `lineage.overhead_ratio`: on ÷ off | 1.10 (1.09–1.11); mean 1.100 ± 0.006; 3 pairs, target ± 0.010 reached |"
+        in table
+    )
     assert "| taxi DAG's CPU, OpenLineage on (CPU-s) | 42.00 (40.00–44.00) |" in table
     assert "| `lineage.cpu_overhead_ratio`: on ÷ off | 1.03 (1.02–1.04); mean 1.030 ± 0.006 |" in table
     assert "| extractor time, stage_yellow_taxi (s) | 0.80 (0.70–0.90) |" in table
@@ -107,3 +121,74 @@ def test_descendants_cpu_counts_a_finished_grandchild_and_not_sleep():
     before = _descendants_cpu_seconds()
     subprocess.run([sys.executable, "-c", "import time; time.sleep(0.5)"], check=True)
     assert _descendants_cpu_seconds() - before < busy
+
+
+@pytest.mark.parametrize(
+    "ratios, target, min_pairs, expected",
+    [
+        ([], 0.01, 3, False),
+        ([1.03], 0.01, 1, False),  # one pair has no error at all
+        ([1.03, 1.03], 0.01, 3, False),  # exact, but fewer pairs than asked for
+        ([1.03, 1.03, 1.03], 0.01, 3, True),
+        ([1.00, 1.10, 0.95, 1.08], 0.01, 3, False),  # a busy machine's spread
+        ([1.02, 1.04, 1.03, 1.035], 0.01, 3, True),  # an idle machine's
+        ([1.0, 1.019], 0.01, 2, True),  # stdev 0.01344 / sqrt(2) = 0.0095
+        ([1.0, 1.021], 0.01, 2, False),  # 0.0105
+    ],
+)
+def test_the_lineage_pairs_are_resolved_at_the_target_error_and_not_before_the_minimum(
+    ratios, target, min_pairs, expected
+):
+    assert resolved(ratios, target, min_pairs) is expected
+
+
+@given(st.lists(st.floats(min_value=0.5, max_value=2.0), min_size=2, max_size=30), st.integers(1, 10))
+def test_more_of_the_same_pairs_never_unresolve_the_mean(ratios, min_pairs):
+    """Each pair measured twice over (the same spread, twice the pairs) has a smaller standard error: what was
+    resolved stays resolved, and with a target of that error it always is."""
+    target = statistics.stdev(ratios) / len(ratios) ** 0.5
+    if resolved(ratios, target, min_pairs):
+        assert resolved(ratios + ratios, target, min_pairs)
+    assert resolved(ratios + ratios, target, min_pairs) or len(ratios) * 2 < max(min_pairs, 2)
+
+
+def _fake_dag_runs(monkeypatch, seconds_by_label):
+    """The DAG runs replaced by fixed timings (a unit test of the stopping rule: the real runs are the bench's own,
+    and `make bench` runs them); the sample server and the table reset do nothing, and each run counts one CPU-second."""
+    import contextlib
+
+    calls = []
+
+    def dags_test(dag_id, logical_date, conf, env):
+        label = "off" if env.get("AIRFLOW__OPENLINEAGE__DISABLED") else "on"
+        values = seconds_by_label[label]
+        calls.append(label)
+        return SimpleNamespace(succeeded=True, seconds=values[len([c for c in calls if c == label]) - 1], log="")
+
+    monkeypatch.setattr(pipeline.runs, "dags_test", dags_test)
+    monkeypatch.setattr(pipeline, "_reset_tables", lambda paths: None)
+    monkeypatch.setattr(pipeline.sample_server, "publish_months", lambda *args: None)
+    monkeypatch.setattr(pipeline.sample_server, "serve", lambda source: contextlib.nullcontext({}))
+    clock = iter(range(1_000))
+    monkeypatch.setattr(pipeline, "_descendants_cpu_seconds", lambda: float(next(clock)))  # one CPU-second a run
+    return calls
+
+
+def test_the_lineage_section_stops_at_the_repeats_when_they_resolve_the_ratio(monkeypatch, tmp_path):
+    calls = _fake_dag_runs(monkeypatch, {"on": [10.3] * 20, "off": [10.0] * 20})
+    result = pipeline.lineage_overhead(SimpleNamespace(var=tmp_path), 10, 3, target_error=0.01, max_pairs=20)
+    assert result["pairs"] == 3 and result["resolved"] is True
+    assert calls == ["on", "off", "off", "on", "on", "off"], "pairs alternate which variant goes first"
+
+
+def test_the_lineage_section_adds_pairs_until_the_target_error_or_the_most_pairs(monkeypatch, tmp_path):
+    noisy_on = [11.0, 9.5, 10.8, 9.6, 10.9, 9.4] + [10.3] * 14
+    _fake_dag_runs(monkeypatch, {"on": noisy_on, "off": [10.0] * 20})
+    result = pipeline.lineage_overhead(SimpleNamespace(var=tmp_path), 10, 3, target_error=0.01, max_pairs=20)
+    ratios = result["overhead_ratio"]["runs"]
+    assert 3 < result["pairs"] < 20 and result["resolved"] is True
+    assert resolved(ratios, 0.01, 3) and not resolved(ratios[:-1], 0.01, 3), "it stops at the first resolving pair"
+
+    _fake_dag_runs(monkeypatch, {"on": [11.0, 9.0] * 10, "off": [10.0] * 20})
+    result = pipeline.lineage_overhead(SimpleNamespace(var=tmp_path), 10, 3, target_error=0.001, max_pairs=7)
+    assert result["pairs"] == 7 and result["resolved"] is False

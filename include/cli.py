@@ -122,8 +122,12 @@ def cmd_ui(options: argparse.Namespace) -> int:
     try:
         return child.wait()
     except KeyboardInterrupt:
-        child.send_signal(signal.SIGINT)
-        return child.wait()
+        from include.airflow import standalone
+
+        # Ctrl-C is how `make airflow` is stopped: once nothing of Airflow runs, that is a success, whatever status
+        # standalone's own interrupted shutdown ended with
+        standalone.stop(child, say=lambda line: print(line, flush=True))
+        return 0
     finally:
         if server:
             server.stop()

@@ -127,6 +127,7 @@ def user_runs():
         airflow = RunningAirflow(
             settings.Paths.current().var / "airflow-ui", extra_env=alert_connections_env(url, port)
         )
+        servers.callback(airflow.assert_stopped_like_ctrl_c_should)  # runs after the stop below (last in, first out)
         servers.callback(airflow.stop)  # a start that fails half-way stops what it started too
         airflow.start()
         yield run_as_a_user(airflow, alerts=(hooks, mails))

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import requests
 
+from include.airflow import standalone
 from include.core import settings
 from include.services import postgres
 from tests.integration import listening
@@ -31,6 +32,24 @@ def _session_of(pid: int) -> int | None:
         return os.getsid(pid)
     except (ProcessLookupError, PermissionError):
         return None
+
+
+def _described(pid: int) -> str:
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        command = "?"
+    return f"{pid} {command[:100]}"
+
+
+# include/airflow/standalone.py's bound (its grace, then its wait once the idle workers are ended) and a margin
+CTRL_C_TIMEOUT = standalone.GRACE_SECONDS + standalone.AFTER_WORKERS_SECONDS + 20
+
+
+@dataclass(frozen=True)
+class StopOutcome:
+    exited_in: float | None  # seconds from Ctrl-C to `pipeline ui`'s exit; None: it had not exited
+    left: list[str]  # the processes of its session still running then
 
 
 class RunningAirflow:
@@ -56,6 +75,7 @@ class RunningAirflow:
             **(extra_env or {}),
         )
         self.log_path = self.paths.var / "logs" / "airflow-standalone.log"
+        self.stopped: StopOutcome | None = None
         self.process: subprocess.Popen | None = None
         self._token: str | None = None
         self._sampling = None
@@ -110,13 +130,21 @@ class RunningAirflow:
         return all(health.get(part, {}).get("status") == "healthy" for part in ("metadatabase", "scheduler"))
 
     def stop(self) -> None:
-        """Ctrl-C as a user would, then make sure nothing of this var/ is left (workers, spark-submit, servers)."""
+        """Ctrl-C as a user would, then make sure nothing of this var/ is left (workers, spark-submit, servers).
+
+        ``stopped`` records how long `pipeline ui` took to exit after Ctrl-C (None: not within ``CTRL_C_TIMEOUT``)
+        and the processes of its session still running when it had: what a user's Ctrl-C would have left."""
         if self.process and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGINT)
+            started = time.monotonic()
+            exited_in = None
             try:
-                self.process.wait(timeout=60)
+                self.process.wait(timeout=CTRL_C_TIMEOUT)
+                exited_in = round(time.monotonic() - started, 1)
             except subprocess.TimeoutExpired:
                 pass
+            left = [_described(pid) for pid in self._session_processes()]
+            self.stopped = StopOutcome(exited_in, left)
         subprocess.run(
             [str(Path(sys.executable).parent / "pipeline"), "catalog", "stop"],
             env=self.env,
@@ -128,6 +156,33 @@ class RunningAirflow:
         if self._sampling is not None:
             self._sampling.__exit__(None, None, None)
             self._sampling = None
+
+    def assert_stopped_like_ctrl_c_should(self) -> None:
+        """After ``stop``: `pipeline ui` exited within the bound of include/airflow/standalone.py and left no process
+        of its session running (before the fix, LocalExecutor's workers kept standalone, the scheduler and the
+        triggerer running after Ctrl-C, Trap 35)."""
+        if self.stopped is None:
+            return  # never started, or had already exited: the run's own failure says why
+        assert self.stopped.exited_in is not None, (
+            f"`pipeline ui` still ran {CTRL_C_TIMEOUT:.0f} s after Ctrl-C; left: {self.stopped.left}; log {self.log_path}"
+        )
+        assert not self.stopped.left, f"Ctrl-C left processes running: {self.stopped.left}"
+
+    def _session_processes(self) -> list[int]:
+        """The processes of the session `pipeline ui` led (its own pid excluded once it has exited)."""
+        if self.process is None:
+            return []
+        session = self.process.pid
+        found = []
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit() and int(entry.name) != os.getpid() and _session_of(int(entry.name)) == session:
+                try:
+                    state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                except (OSError, IndexError):
+                    continue
+                if state != "Z":
+                    found.append(int(entry.name))
+        return found
 
     def _kill_leftovers(self) -> None:
         """Every process of the session `pipeline ui` led, and every process of this var/ (by its environment).

@@ -112,6 +112,7 @@ def backfilled(tmp_path_factory):
         yield backfill_runs, counts, refused
     finally:
         airflow.stop()
+    airflow.assert_stopped_like_ctrl_c_should()
 
 
 def test_backfill_over_every_era_ingests_each_file_exactly(backfilled):

@@ -140,11 +140,23 @@ def _write_server_properties(paths: settings.Paths, client_port: int) -> int:
     return controller_port
 
 
+def new_cluster_id() -> str:
+    """A random KRaft cluster id: 16 random bytes, URL-safe base64 without padding, as Kafka's own ``Uuid``.
+
+    Drawn again when it would start with ``-``. One id in 64 does, and ``kafka-storage format -t -Xy...`` then
+    reads the id as an option: "argument --cluster-id/-t: expected one argument" (a suite run failed on it on
+    25 November 2026). Kafka's ``Uuid.randomUuid`` skips such ids for the same reason."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 def _format_storage(paths: settings.Paths, log) -> None:
     """Format the log directory once (a KRaft node refuses to start on an unformatted one)."""
     if (kafka_dir(paths) / "data" / "meta.properties").exists():
         return
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    cluster_id = new_cluster_id()
     result = subprocess.run(
         [_java(), "-cp", _classpath(), *_log4j(paths), "kafka.tools.StorageTool", "format", "-t", cluster_id]
         + ["-c", str(_properties_file(paths))],

@@ -8,7 +8,8 @@ left ``make airflow`` hanging with the scheduler, the triggerer and the workers 
 2026: still running 90 s after Ctrl-C, after one DAG run.
 
 ``stop`` gives Airflow its own graceful shutdown first (``GRACE_SECONDS``). It then ends the stuck LocalExecutor
-workers, which lets the scheduler's shutdown finish. Only what is still running after that is killed.
+workers, which lets the scheduler's shutdown finish. Only what is still running after that is killed. A second
+Ctrl-C skips the waiting.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import subprocess
+import time
 from collections.abc import Callable
 
 GRACE_SECONDS = 15.0  # components that can stop do so within seconds
@@ -68,6 +70,8 @@ def _wait(child: subprocess.Popen, seconds: float) -> int | None:
         return child.wait(timeout=seconds)
     except subprocess.TimeoutExpired:
         return None
+    except KeyboardInterrupt:
+        return None  # Ctrl-C again: the user will not wait; what is left is ended now
 
 
 def stop(
@@ -81,13 +85,14 @@ def stop(
     components behind) is ended too."""
     tree = _tree(child.pid)
     child.send_signal(signal.SIGINT)  # a Ctrl-C sent to `pipeline ui` alone (kill -INT) reaches standalone too
+    started = time.monotonic()
     status = _wait(child, grace)
     if status is None:
         workers = [p for p in _alive(tree) if LOCAL_EXECUTOR_WORKER in _command(p)]
         if workers:
             say(
-                f"pipeline: Airflow did not stop within {grace:.0f} s of Ctrl-C; ending {len(workers)} idle "
-                "LocalExecutor worker(s), which ignore it (Trap 35)"
+                f"pipeline: Airflow did not stop within {time.monotonic() - started:.0f} s of Ctrl-C; ending "
+                f"{len(workers)} idle LocalExecutor worker(s), which ignore it (Trap 35)"
             )
             _kill(workers)
         status = _wait(child, after_workers)

@@ -143,3 +143,20 @@ def test_components_that_outlive_standalone_are_ended_too(tmp_path, cleanup):
     assert time.monotonic() - began < 8, "standalone had exited: nothing to wait for"
     assert not _running(tree)
     assert said == ["pipeline: ending 2 of Airflow's processes still running after Ctrl-C"]
+
+
+def test_a_second_ctrl_c_ends_the_wait_at_once(tmp_path, cleanup):
+    """The user presses Ctrl-C again during the grace: nothing more is waited for, and nothing is left."""
+    import _thread
+    import threading
+
+    child, tree = _start(tmp_path)
+    cleanup.extend(tree)
+    said = []
+    threading.Timer(0.5, _thread.interrupt_main).start()  # the grace below is 60 times longer: it lands inside it
+    began = time.monotonic()
+    standalone.stop(child, say=said.append, grace=30.0, after_workers=30.0)
+    assert time.monotonic() - began < 10
+    assert not _running(tree) and child.poll() is not None
+    assert said and "ending 1 idle LocalExecutor worker(s)" in said[0], said
+    assert int(said[0].split("within ")[1].split(" s")[0]) < 5, "the message gives the time waited, not the grace"

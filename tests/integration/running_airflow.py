@@ -34,12 +34,14 @@ def _session_of(pid: int) -> int | None:
         return None
 
 
-def _described(pid: int) -> str:
+def _described(process) -> str:
+    import psutil
+
     try:
-        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
+        command = " ".join(process.cmdline())
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
         command = "?"
-    return f"{pid} {command[:100]}"
+    return f"{process.pid} {command[:100]}"
 
 
 # include/airflow/standalone.py's bound (its grace, then its wait once the idle workers are ended) and a margin
@@ -143,7 +145,7 @@ class RunningAirflow:
                 exited_in = round(time.monotonic() - started, 1)
             except subprocess.TimeoutExpired:
                 pass
-            left = [_described(pid) for pid in self._session_processes()]
+            left = [_described(process) for process in self._session_processes()]
             self.stopped = StopOutcome(exited_in, left)
         subprocess.run(
             [str(Path(sys.executable).parent / "pipeline"), "catalog", "stop"],
@@ -168,20 +170,21 @@ class RunningAirflow:
         )
         assert not self.stopped.left, f"Ctrl-C left processes running: {self.stopped.left}"
 
-    def _session_processes(self) -> list[int]:
-        """The processes of the session `pipeline ui` led (its own pid excluded once it has exited)."""
+    def _session_processes(self) -> list:
+        """The live processes of the session `pipeline ui` led (zombies are already over)."""
+        import psutil
+
         if self.process is None:
             return []
-        session = self.process.pid
         found = []
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit() and int(entry.name) != os.getpid() and _session_of(int(entry.name)) == session:
-                try:
-                    state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-                except (OSError, IndexError):
-                    continue
-                if state != "Z":
-                    found.append(int(entry.name))
+        for process in psutil.process_iter():
+            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                if (
+                    process.pid != os.getpid()
+                    and _session_of(process.pid) == self.process.pid
+                    and process.status() != psutil.STATUS_ZOMBIE
+                ):
+                    found.append(process)
         return found
 
     def _kill_leftovers(self) -> None:
@@ -193,18 +196,17 @@ class RunningAirflow:
         import psutil
 
         marker = str(self.paths.var)
-        session = self.process.pid if self.process else None
-        stuck, leftovers = [], []
+        stuck = self._session_processes()
+        in_session = {process.pid for process in stuck}
+        leftovers = []
         for process in psutil.process_iter():
-            try:
-                if process.pid == os.getpid():
-                    continue
-                if session is not None and _session_of(process.pid) == session:
-                    stuck.append(process)
-                elif process.environ().get("PIPELINE_VAR_DIR") == marker:
+            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                if (
+                    process.pid != os.getpid()
+                    and process.pid not in in_session
+                    and process.environ().get("PIPELINE_VAR_DIR") == marker
+                ):
                     leftovers.append(process)
-            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-                continue
         for process in stuck:
             with contextlib.suppress(psutil.NoSuchProcess):
                 process.kill()

@@ -3,7 +3,7 @@
 Every figure is the median of ``BENCH_REPEATS`` (default 3) alternating runs, with its spread (min..max), written to
 ``var/bench/results.json`` and ``var/bench/results.md``. Nothing here asserts a timing.
 
-1. Ingest efficiency: taxi stage + MERGE of one generated month (``BENCH_ROWS``, default 3,000,000 rows, about a
+1. Ingest efficiency: the taxi load of one generated month (``BENCH_ROWS``, default 3,000,000 rows, about a
    real month) ÷ a bare Spark job doing the same read and a plain parquet write; first load and idempotent re-load;
    the same for the jobs of a git ref (``BENCH_BASELINE_REF``, default the code before the ingest rework; empty: none)
    run alternately in the same run, with their own code zip.
@@ -47,10 +47,9 @@ from include.services import catalog_server
 from include.sources import sample_data, sample_server
 from include.spark import codeship, submit
 
-# The code before the ingest rework of issue 16, measured beside this checkout's (BENCH_BASELINE_REF; "" for none).
-DEFAULT_BASELINE_REF = "e361407"
-# The write-once design (no staging copy, one application), measured beside the jobs: docs/performance.md.
-WRITE_ONCE_JOB = Path(__file__).resolve().parent / "jobs" / "write_once_ingest.py"
+# The last code with a staging table (a stage job, then a MERGE job: the month written twice), measured beside this
+# checkout's (BENCH_BASELINE_REF; "" for none).
+DEFAULT_BASELINE_REF = "b03d0b2"
 EXTRACTED = re.compile(r"lineage: extracted (\w+) in ([0-9.]+)s")
 
 
@@ -80,9 +79,12 @@ class JobsVersion:
 
     def ingest_month(self, month: str) -> float:
         return sum(
-            _spark_submit(self.jobs_dir / f"{job}.py", ["--month", month], self.code_zip)
-            for job in ("stage_taxi", "merge_taxi")
+            _spark_submit(self.jobs_dir / f"{job}.py", ["--month", month], self.code_zip) for job in self.taxi_jobs()
         )
+
+    def taxi_jobs(self) -> tuple[str, ...]:
+        """The jobs one month's ingest runs: one load since the rows are written once, a stage and a MERGE before."""
+        return ("load_taxi",) if (self.jobs_dir / "load_taxi.py").exists() else ("stage_taxi", "merge_taxi")
 
 
 CURRENT = JobsVersion("this checkout", settings.SPARK_JOBS_DIR)
@@ -149,20 +151,17 @@ def ingest_efficiency(paths: settings.Paths, rows: int, repeats: int, baseline: 
     first: dict[str, list[float]] = {v.label: [] for v in versions}
     reload: dict[str, list[float]] = {v.label: [] for v in versions}
     bare: list[float] = []
-    write_once: list[float] = []
     for i in range(repeats):
         _reset_tables(paths)
         _progress(f"ingest {i + 1}/{repeats}: bare read + parquet write")
         bare.append(_spark_submit(bare_script, [str(landed), str(paths.bench / "bare_copy")]))
         for version in versions:
             _reset_tables(paths)
-            _progress(f"ingest {i + 1}/{repeats}: {version.label}: stage + MERGE, first load")
+            jobs = " + ".join(version.taxi_jobs())
+            _progress(f"ingest {i + 1}/{repeats}: {version.label}: {jobs}, first load")
             first[version.label].append(version.ingest_month(month))
-            _progress(f"ingest {i + 1}/{repeats}: {version.label}: stage + MERGE, idempotent re-load")
+            _progress(f"ingest {i + 1}/{repeats}: {version.label}: {jobs}, idempotent re-load")
             reload[version.label].append(version.ingest_month(month))
-        _reset_tables(paths)
-        _progress(f"ingest {i + 1}/{repeats}: one application, rows written once (a design, not the jobs)")
-        write_once.append(_spark_submit(WRITE_ONCE_JOB, [str(landed), month]))
 
     def figures(label: str) -> dict:
         return {
@@ -179,8 +178,6 @@ def ingest_efficiency(paths: settings.Paths, rows: int, repeats: int, baseline: 
         "bare_seconds": _summary(bare),
         "bare_rows_per_second": rows / statistics.median(bare),
         **figures(CURRENT.label),
-        "write_once_seconds": _summary(write_once),
-        "write_once_ratio": _summary([w / b for w, b in zip(write_once, bare, strict=True)]),
     }
     if baseline:
         results["baseline"] = {"version": baseline.label, **figures(baseline.label)}
@@ -406,18 +403,12 @@ def to_markdown(results: dict) -> str:
         "| figure | value |",
         "|---|---|",
         f"| bare Spark read + parquet write (s) | {fmt(ing['bare_seconds'])} |",
-        f"| stage + MERGE, first load (s) | {fmt(ing['first_load_seconds'])} |",
-        f"| stage + MERGE, idempotent re-load (s) | {fmt(ing['reload_seconds'])} |",
+        f"| load, first load (s) | {fmt(ing['first_load_seconds'])} |",
+        f"| load, idempotent re-load (s) | {fmt(ing['reload_seconds'])} |",
         f"| `ingest.first_load_ratio`: first load ÷ bare | {fmt(ing['first_load_ratio'])} |",
         f"| `ingest.reload_ratio`: re-load ÷ bare | {fmt(ing['reload_ratio'])} |",
         f"| rows/s, first load (bare) | {ing['first_load_rows_per_second']:,.0f} ({ing['bare_rows_per_second']:,.0f}) |",
     ]
-    if "write_once_ratio" in ing:
-        lines += [
-            f"| one application, rows written once (a design: `bench/jobs/write_once_ingest.py`), first load (s) | "
-            f"{fmt(ing['write_once_seconds'])} |",
-            f"| `ingest.write_once_ratio`: that ÷ bare | {fmt(ing['write_once_ratio'])} |",
-        ]
     if "baseline" in ing:
         base = ing["baseline"]
         lines += [

@@ -1,4 +1,4 @@
-"""``ingest.wap_overhead_ratio``: the taxi MERGE published through an audit branch ÷ the same MERGE straight into
+"""``ingest.wap_overhead_ratio``: the taxi load published through an audit branch ÷ the same load straight into
 main, measured side by side (alternating, ``BENCH_REPEATS`` times each), each a new month of ``BENCH_SCALE_ROWS``
 rows into a raw table that already holds a month. Each figure is a whole spark-submit of the job (what a task costs). Nothing here
 asserts a timing; the target of issue 25 is ≤ 1.1.
@@ -19,11 +19,11 @@ from include.core import ports, settings
 from include.services import catalog_server
 from include.sources import sample_data
 
-DIRECT = Path(__file__).resolve().parent / "jobs" / "merge_taxi_direct.py"
+DIRECT = Path(__file__).resolve().parent / "jobs" / "load_taxi_direct.py"
 
 
 def wap_overhead(paths: settings.Paths, rows: int, repeats: int) -> dict:
-    """Raw starts with one month (untimed); then each repeat merges a new month straight into main and the next one
+    """Raw starts with one month (untimed); then each repeat loads a new month straight into main and the next one
     through its audit branch (alternating which goes first): each an append into an empty month of a table with
     history, as a monthly run is. (The bench once dropped and re-created raw before each merge, and a run through the
     branch audited an empty snapshot; not reproducible since: docs/pipeline.md#write-audit-publish, "What it costs".)"""
@@ -31,18 +31,17 @@ def wap_overhead(paths: settings.Paths, rows: int, repeats: int) -> dict:
     for year, number in months:
         landed = paths.landing / "tlc" / sample_data.taxi_file_name(year, number)
         sample_data.write_taxi_month(landed.parent, year, number, rows)
-        _spark_submit(settings.SPARK_JOBS_DIR / "stage_taxi.py", ["--month", f"{year:04d}-{number:02d}"])
     _spark_submit(DIRECT, ["--month", "2024-01"])
     through_branch: list[float] = []
     direct: list[float] = []
     pending = [f"{year:04d}-{number:02d}" for year, number in months[1:]]
     for repeat in range(repeats):
-        order = [("direct", DIRECT), ("branch", settings.SPARK_JOBS_DIR / "merge_taxi.py")]
+        order = [("direct", DIRECT), ("branch", settings.SPARK_JOBS_DIR / "load_taxi.py")]
         for label, script in order if repeat % 2 == 0 else reversed(order):
             month = pending.pop(0)
             seconds = _spark_submit(script, ["--month", month])
             (direct if label == "direct" else through_branch).append(seconds)
-            _progress(f"wap: {label} merge of {rows:,} rows ({month}) in {seconds:.1f}s")
+            _progress(f"wap: {label} load of {rows:,} rows ({month}) in {seconds:.1f}s")
     result = {
         "rows": rows,
         "direct_seconds": _summary(direct),

@@ -2,11 +2,11 @@
 ### Ingest NYC yellow-taxi trips
 
 One run per month (its data interval): download the TLC parquet file of that month into `var/landing/tlc/`
-(skipped when not yet published, or already ingested with the same xxhash64 fingerprint unless `force`), stage it
-into `nyc_taxi.yellow_taxi_staging` (schema drift across years normalised explicitly; rows with a null pickup zone, a
-negative total, a pickup outside the file's month or a dropoff before pickup go to `nyc_taxi.yellow_taxi_quarantine`
-with their reason), then MERGE it into
-`nyc_taxi.yellow_taxi_raw` on `unique_row_id`, so re-running a month changes nothing.
+(skipped when not yet published, or already ingested with the same xxhash64 fingerprint unless `force`), then load
+it into `nyc_taxi.yellow_taxi_raw` in one Spark task, its rows written once: schema drift across years normalised
+explicitly, rows with a null pickup zone, a negative total, a pickup outside the file's month or a dropoff before
+pickup to `nyc_taxi.yellow_taxi_quarantine` with their reason, the good ones to an audit branch of raw (on
+`unique_row_id`, so re-running a month changes nothing), published to `main` only when the audit passes.
 
 Months from 2011-01 are ingested; a run of an earlier month fails at once saying why (TLC's 2009-2010 files have no
 pickup zone). Pickup and dropoff times are New York wall-clock times, as TLC publishes them (docs/pipeline.md "Time zone").
@@ -43,7 +43,7 @@ with DAG(
         "reprocess": Param(
             False,
             type="boolean",
-            description="With force: stage and merge again even when the tables already hold this very file",
+            description="With force: load again even when the tables already hold this very file",
         ),
     },
     tags=["ingest", "taxi", "iceberg", "openlineage"],
@@ -56,18 +56,11 @@ with DAG(
         force="{{ params.force }}",
         pre_execute=refuse_unsupported_month("tlc"),
     )
-    stage = LakehouseSparkSubmitOperator(
-        task_id="stage_yellow_taxi",
-        script="stage_taxi",
+    load = LakehouseSparkSubmitOperator(
+        task_id="load_yellow_taxi_raw",
+        script="load_taxi",
         job_args=["--month", MONTH, "--reprocess={{ params.reprocess }}"],
         inputs=["{{ ti.xcom_pull(task_ids='download_tlc_month')[0]['path'] }}"],
-        outputs=[naming.TAXI_STAGING, naming.TAXI_QUARANTINE],
+        outputs=[naming.TAXI_RAW, naming.TAXI_QUARANTINE],
     )
-    merge = LakehouseSparkSubmitOperator(
-        task_id="merge_yellow_taxi_raw",
-        script="merge_taxi",
-        job_args=["--month", MONTH, "--reprocess={{ params.reprocess }}"],
-        inputs=[naming.TAXI_STAGING],
-        outputs=[naming.TAXI_RAW],
-    )
-    download >> stage >> merge
+    download >> load

@@ -13,7 +13,6 @@ from urllib.parse import urlparse
 
 from include.core import settings
 
-TAXI_STAGING = "yellow_taxi_staging"
 TAXI_RAW = "yellow_taxi_raw"
 TAXI_QUARANTINE = "yellow_taxi_quarantine"
 WEATHER_STAGING = "weather_staging"

@@ -59,32 +59,29 @@ def raw_month_counts(spark, month: str):
     ).first()
 
 
-def taxi_month(spark, month: str) -> tuple[dict, dict]:
-    """(observations, notes) of raw taxi's ``month`` as the session reads it, and of the month's staging and
-    quarantine partitions (what the run merged)."""
+def taxi_month(spark, month: str, file_rows: int, added_rows: int) -> tuple[dict, dict]:
+    """(observations, notes) of raw taxi's ``month`` as the session reads it (the audit branch), of the month's
+    quarantine partition, and of what the load wrote: ``file_rows`` the landed file's rows, ``added_rows`` the rows
+    the load's commits added to raw in all (total records of the branch's snapshot less main's)."""
     year, number = map(int, month.split("-"))
     days = calendar.monthrange(year, number)[1]
     row = raw_month_counts(spark, month)
     rows = row["rows"] or 0
     rate = lambda count: (count or 0) / rows if rows else 0.0  # noqa: E731
 
-    staged = spark.table(qualified(naming.TAXI_STAGING)).where(F.col("source_month") == month)
-    staged_row = staged.agg(
-        F.count(F.lit(1)).alias("rows"),
-        F.sum(F.when(~F.expr(pickup_in_months([(year, number)], "tpep_pickup_datetime")), 1).otherwise(0)).alias(
-            "outside"
-        ),
-    ).first()
-    # From Iceberg's file list (the month's partition is replaced whole by each stage), not a Spark query: the
-    # OpenLineage listener would name the quarantine table an input of the merge, which does not declare it.
+    # From Iceberg's file list (the month's partition is replaced whole by each load), not a Spark query: the
+    # OpenLineage listener would name the quarantine table an input of the load, which does not declare it.
     quarantined = (
         partition_metrics(spark, naming.TAXI_QUARANTINE, f"source_month={month}", []).rows
         if table_exists(spark, naming.TAXI_QUARANTINE)
         else 0
     )
-    file_rows = (staged_row["rows"] or 0) + quarantined
 
     history = month_record_counts(spark, naming.TAXI_RAW)
+    # Rows the load added outside the month's partition: raw is partitioned by the pickup's month, so a row whose
+    # pickup is outside the file's month would land in another month, unseen by every check of this one. From
+    # metadata: what the branch added in all, less what the month gained.
+    month_gain = rows - history.get(f"{RAW_MONTH_PARTITION}={month}", 0)
     trailing = []
     for previous in expectations.trailing_months(month):
         previous_rows = history.get(f"{RAW_MONTH_PARTITION}={previous}")
@@ -106,7 +103,7 @@ def taxi_month(spark, month: str) -> tuple[dict, dict]:
         "fare_out_of_range_rate": rate(row["fare"]),
         "distance_out_of_range_rate": rate(row["distance"]),
         "duration_out_of_range_rate": rate(row["duration"]),
-        "pickups_outside_month": staged_row["outside"] or 0,
+        "pickups_outside_month": max(added_rows - month_gain, 0),
     }
     return observations, notes
 

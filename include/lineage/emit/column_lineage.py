@@ -5,7 +5,7 @@ from __future__ import annotations
 from openlineage.client.facet_v2 import column_lineage_dataset as cl
 
 from include.core import naming
-from include.core.contract import TAXI_COLUMN_NAMES, TAXI_ROW_METADATA_COLUMNS, WEATHER_COLUMNS
+from include.core.contract import TAXI_COLUMN_NAMES, WEATHER_COLUMNS
 
 IDENTITY = ("DIRECT", "IDENTITY")
 TRANSFORMATION = ("DIRECT", "TRANSFORMATION")
@@ -14,15 +14,10 @@ GROUP_BY = ("INDIRECT", "GROUP_BY")
 
 # script -> output table -> output column -> [(input table or "*file*", input column, (type, subtype))]
 MAPPINGS: dict[str, dict[str, dict[str, list[tuple[str, str, tuple[str, str]]]]]] = {
-    "stage_taxi": {
-        naming.TAXI_STAGING: {
+    "load_taxi": {
+        naming.TAXI_RAW: {
             **{c: [("*file*", c, IDENTITY)] for c in TAXI_COLUMN_NAMES},
             "unique_row_id": [("*file*", c, TRANSFORMATION) for c in TAXI_COLUMN_NAMES],
-        }
-    },
-    "merge_taxi": {
-        naming.TAXI_RAW: {
-            c: [(naming.TAXI_STAGING, c, IDENTITY)] for c in [*TAXI_COLUMN_NAMES, *TAXI_ROW_METADATA_COLUMNS]
         }
     },
     "merge_weather": {naming.WEATHER_RAW: {c: [(naming.WEATHER_STAGING, c, IDENTITY)] for c in WEATHER_COLUMNS}},

@@ -5,7 +5,8 @@ Every figure is the median of ``BENCH_REPEATS`` (default 3) alternating runs, wi
 
 1. Ingest efficiency: the taxi load of one generated month (``BENCH_ROWS``, default 3,000,000 rows, about a
    real month) ÷ a bare Spark job doing the same read and a plain parquet write; first load and idempotent re-load;
-   the same for the jobs of a git ref (``BENCH_BASELINE_REF``, default the code before the ingest rework; empty: none)
+   the same for the jobs of a git ref (``BENCH_BASELINE_REF``, default the last code with a staging table: a stage
+   job, then a MERGE job; empty: none)
    run alternately in the same run, with their own code zip.
 2. Lineage overhead: the taxi DAG via ``airflow dags test`` with OpenLineage on ÷ with ``[openlineage] disabled``,
    in wall clock and in the CPU time of every process the run started, and the extractor's own time per task (from

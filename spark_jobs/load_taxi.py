@@ -223,11 +223,11 @@ def negative_values(spark, table: str, column: str, partition_path: str, rows) -
 def load_quarantine(spark, quarantined, month: str) -> None:
     """Replace this month's quarantine, even when it is now empty, in one commit: the load's last before the audit
     (loaded_source tags it with raw's commit it completes). Its few rows are deduplicated before the write. The
-    quarantine is not audited: it is written to its ``main`` whatever branch the session writes raw to."""
+    quarantine is not audited: without ``write.wap.enabled`` Iceberg writes it to its ``main`` whatever audit branch
+    the session writes raw to (pinned by tests/unit/test_wap_branches.py)."""
     write_one_partition_per_job(spark)
     ensure_table(spark, naming.TAXI_QUARANTINE, quarantined.schema, partitioned_by="source_month")
-    with wap.writes_to_main(spark):
-        deduplicate(quarantined).writeTo(qualified(naming.TAXI_QUARANTINE)).overwrite(F.col("source_month") == month)
+    deduplicate(quarantined).writeTo(qualified(naming.TAXI_QUARANTINE)).overwrite(F.col("source_month") == month)
 
 
 def quarantine_reasons(spark, month: str) -> dict[str, int]:

@@ -127,7 +127,7 @@ GROUP_COST = {
     "tests/integration/test_spark_events_never_lost.py": 220,
     "tests/integration/test_shared_catalog.py": 210,
     "tests/integration/test_kafka.py": 190,
-    "tests/integration/test_merge_kill.py": 180,
+    "tests/integration/test_load_kill.py": 180,
     "tests/integration/test_spark_start_up.py": 110,
     "tests/unit/test_blocked_on_page.py": 20,  # a browser, 11-12 s since its taps return nothing (Trap 39)
     "tests/integration/test_reliability.py": 100,

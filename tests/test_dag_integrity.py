@@ -83,8 +83,7 @@ def test_every_dag_is_documented_tagged_and_retried(dagbag_and_parse_activity, d
 
 
 SPARK_TASKS = {
-    ("ingest_yellow_taxi_data", "stage_yellow_taxi"): "stage_taxi.py",
-    ("ingest_yellow_taxi_data", "merge_yellow_taxi_raw"): "merge_taxi.py",
+    ("ingest_yellow_taxi_data", "load_yellow_taxi_raw"): "load_taxi.py",
     ("ingest_weather_data", "stage_weather"): "stage_weather.py",
     ("ingest_weather_data", "merge_weather_raw"): "merge_weather.py",
     ("forecast_yellow_rides", "compute_hourly_actuals"): "compute_actuals.py",
@@ -135,5 +134,8 @@ def test_forecast_dag_is_scheduled_by_the_raw_tables_assets(dagbag_and_parse_act
     assert type(condition).__name__ == "AssetAll", "the forecast waits for both raw tables"
     uris = {asset.uri for asset in condition.objects}
     assert uris == {naming.table_asset(naming.TAXI_RAW).uri, naming.table_asset(naming.WEATHER_RAW).uri}
-    merge = dagbag_and_parse_activity[0].dags["ingest_yellow_taxi_data"].get_task("merge_yellow_taxi_raw")
-    assert [outlet.uri for outlet in merge.outlets] == [naming.table_asset(naming.TAXI_RAW).uri]
+    load = dagbag_and_parse_activity[0].dags["ingest_yellow_taxi_data"].get_task("load_yellow_taxi_raw")
+    assert [outlet.uri for outlet in load.outlets] == [
+        naming.table_asset(naming.TAXI_RAW).uri,
+        naming.table_asset(naming.TAXI_QUARANTINE).uri,
+    ]

@@ -1,4 +1,4 @@
-"""Benchmark baseline: the same read as stage_taxi, then a plain parquet write (no Iceberg, no MERGE, no row ids)."""
+"""Benchmark baseline: the same read as load_taxi, then a plain parquet write (no Iceberg, no MERGE, no row ids)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 """Recognise a month that is already loaded from the very same file, before any Spark session starts.
 
 Every commit a taxi job makes for one month carries, in its Iceberg snapshot summary, the month and the identity of
-what it was made from (``source_identity``: the landed file's xxhash64, the staging code's digest, Spark's version).
+what it was made from (``source_identity``: the landed file's xxhash64, the loading code's digest, Spark's version).
 A forced re-ingest of an unchanged file then reads the tables' histories through pyiceberg (a few catalog calls,
 no JVM session) and, when every table it would write already holds exactly that month from that source, writes
-nothing: a re-load costs about what launching the job does, not a second staging of the file.
+nothing: a re-load costs about what launching the job does, not a second load of the file.
 
 The rule (``month_identity``) walks a table's current history from its newest snapshot back:
 
@@ -17,10 +17,12 @@ Because the walk starts at the table's current snapshot, a rolled-back table (``
 published later (write-audit-publish) is judged by the history it has now, never by a record kept elsewhere.
 
 A load that commits to two tables is recognised only once it has made its last commit (``load_completed``). The
-stage writes staging, removes its repeated rows, and only then writes the quarantine, whose commit names the staging
-snapshot it completes (``COMPLETES_SNAPSHOT``). A stage stopped in between (killed, out of memory, a lost node)
-leaves staging tagged with the month's identity but no quarantine commit naming it: its retry stages the month again
-instead of taking a half-done staging (repeated rows not yet removed) for a loaded month.
+taxi load writes raw (on its audit branch), removes the month's repeated rows, and only then writes the quarantine,
+whose commit names raw's commit it completes (``COMPLETES_SNAPSHOT``); the audit's publish then moves raw's main to
+that commit. A load stopped before publishing leaves raw's main as it was; one that wrote straight into main and was
+stopped in between (killed, out of memory, a lost node) leaves raw tagged with the month's identity but no
+quarantine commit naming it. Either way its retry loads the month again instead of taking a half-done one (repeated
+rows not yet removed) for a loaded month.
 """
 
 from __future__ import annotations

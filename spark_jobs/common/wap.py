@@ -15,9 +15,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import re
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 from include.core import settings
@@ -66,19 +64,6 @@ def refresh(spark, table: str) -> None:
 def close_session_branch(spark) -> None:
     """Reads and writes of the session go to ``main`` again."""
     spark.conf.unset(WAP_BRANCH_CONF)
-
-
-@contextlib.contextmanager
-def writes_to_main(spark) -> Iterator[None]:
-    """Inside the block the session writes to ``main`` (a table that is not audited, beside one that is); its audit
-    branch, if any, is the session's again after it."""
-    branch = spark.conf.get(WAP_BRANCH_CONF, None)
-    close_session_branch(spark)
-    try:
-        yield
-    finally:
-        if branch:
-            spark.conf.set(WAP_BRANCH_CONF, branch)
 
 
 def ref_snapshot_id(spark, table: str, ref: str) -> int | None:

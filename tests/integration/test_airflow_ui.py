@@ -115,7 +115,7 @@ def _events(path) -> list[dict]:
 
 
 EXPECTED_TASKS = {
-    "ingest_yellow_taxi_data": {"download_tlc_month", "stage_yellow_taxi", "merge_yellow_taxi_raw"},
+    "ingest_yellow_taxi_data": {"download_tlc_month", "load_yellow_taxi_raw"},
     "ingest_weather_data": {"download_noaa_month", "stage_weather", "merge_weather_raw"},
     FORECAST_DAG: {"compute_hourly_actuals", "train_model", "write_forecast"},
 }

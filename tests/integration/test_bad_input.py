@@ -185,15 +185,15 @@ def _fail_event(paths, dag_id: str, task: str, month: str) -> dict:
 @pytest.mark.parametrize(
     "name, task, expected",
     [
-        ("corrupt", "stage_yellow_taxi", "not a readable parquet file (RuntimeException: file:"),
+        ("corrupt", "load_yellow_taxi_raw", "not a readable parquet file (RuntimeException: file:"),
         (
             "unreadable_type",
-            "stage_yellow_taxi",
+            "load_yellow_taxi_raw",
             "not a readable parquet file (AnalysisException: Illegal Parquet type: INT32 (TIME(MILLIS,true)).)",
         ),
-        ("missing_column", "stage_yellow_taxi", "missing required column(s) PULocationID"),
-        ("changed_type", "stage_yellow_taxi", "column total_amount has type string, expected double"),
-        ("empty", "stage_yellow_taxi", "is not a Parquet file (length is too low: 0)"),
+        ("missing_column", "load_yellow_taxi_raw", "missing required column(s) PULocationID"),
+        ("changed_type", "load_yellow_taxi_raw", "column total_amount has type string, expected double"),
+        ("empty", "load_yellow_taxi_raw", "is not a Parquet file (length is too low: 0)"),
         ("truncated_csv", "stage_weather", "rows with a wrong number of fields"),
         ("wrong_field_count", "stage_weather", "rows with a wrong number of fields"),
     ],
@@ -212,14 +212,14 @@ def test_bad_file_fails_with_a_clear_error_a_fail_event_and_raw_untouched(bad_in
 def test_unexpected_extra_column_is_accepted_and_recorded_as_schema_drift(bad_input_runs, paths):
     case = bad_input_runs["extra_column"]
     assert case.result.succeeded
-    stage = [
+    load = [
         e
         for e in load_events(paths.lineage_events)
         if e["eventType"] == "COMPLETE"
-        and e["job"]["name"] == "ingest_yellow_taxi_data.stage_yellow_taxi"
+        and e["job"]["name"] == "ingest_yellow_taxi_data.load_yellow_taxi_raw"
         and e["inputs"][0]["name"].endswith("yellow_tripdata_2025-07.parquet")
     ]
-    assert stage[0]["run"]["facets"]["schemaDrift"]["unexpected"] == ["surprise_fee"]
+    assert load[0]["run"]["facets"]["schemaDrift"]["unexpected"] == ["surprise_fee"]
 
 
 def test_bad_rows_are_quarantined_with_reasons_counted_and_good_rows_ingested(bad_input_runs, paths, spark):
@@ -236,16 +236,16 @@ def test_bad_rows_are_quarantined_with_reasons_counted_and_good_rows_ingested(ba
     ]
     raw = spark.table(settings.CatalogSettings.current().table(naming.TAXI_RAW)).where("source_month = '2025-08'")
     assert raw.count() == ROWS - 4
-    stage = [
+    load = [
         e
         for e in load_events(paths.lineage_events)
         if e["eventType"] == "COMPLETE"
-        and e["job"]["name"] == "ingest_yellow_taxi_data.stage_yellow_taxi"
+        and e["job"]["name"] == "ingest_yellow_taxi_data.load_yellow_taxi_raw"
         and e["inputs"][0]["name"].endswith("yellow_tripdata_2025-08.parquet")
     ][0]
     assertions = {
         a["assertion"]: (a["success"], a["actual"])
-        for a in stage["inputs"][0]["facets"]["dataQualityAssertions"]["assertions"]
+        for a in load["inputs"][0]["facets"]["dataQualityAssertions"]["assertions"]
     }
     assert assertions == {
         "null_pickup_zone": (False, "1"),
@@ -253,5 +253,5 @@ def test_bad_rows_are_quarantined_with_reasons_counted_and_good_rows_ingested(ba
         "pickup_outside_file_month": (False, "1"),
         "dropoff_before_pickup": (False, "1"),
     }
-    outputs = {o["name"].rsplit("/", 1)[-1] for o in stage["outputs"]}
-    assert outputs == {naming.TAXI_STAGING, naming.TAXI_QUARANTINE}
+    outputs = {o["name"].rsplit("/", 1)[-1] for o in load["outputs"]}
+    assert outputs == {naming.TAXI_RAW, naming.TAXI_QUARANTINE}

@@ -35,7 +35,7 @@ from tests.support import free_port
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(3600)]  # module fixtures run several DAGs
 
 SPARK_HOME = Path(pyspark.__file__).parent
-SPARK_TASKS = {"stage_yellow_taxi", "merge_yellow_taxi_raw", "compute_hourly_actuals", "train_model", "write_forecast"}
+SPARK_TASKS = {"load_yellow_taxi_raw", "compute_hourly_actuals", "train_model", "write_forecast"}
 WORKER_MEMORY = "1536m"
 PROBE = settings.PROJECT_ROOT / "tests" / "jobs" / "where_is_the_code.py"
 

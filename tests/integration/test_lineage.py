@@ -66,7 +66,7 @@ def test_every_event_validates_against_the_official_schemas(events, spark_events
     ):
         assert facet in result.facets_checked, f"no {facet} facet was emitted"
         assert facet not in result.facets_without_schema
-    broken = json.loads(json.dumps(_task_events(events, "merge_yellow_taxi_raw")[0]))
+    broken = json.loads(json.dumps(_task_events(events, "load_yellow_taxi_raw")[0]))
     broken["outputs"][0]["facets"]["symlinks"]["identifiers"] = [{"namespace": 1}]
     assert validator.validate([broken]).errors, "the validator must reject an invalid facet"
 
@@ -78,7 +78,6 @@ def test_graph_has_the_path_from_tlc_source_to_forecast(events, pipeline_run, mo
     chain = [
         dataset_node(naming.source_url_id(downloads.tlc_url(month)).__dict__),
         _node(str(downloads.tlc_landed_path(month))),
-        _node(naming.TAXI_STAGING),
         _node(naming.TAXI_RAW),
         _node(naming.HOURLY_ACTUALS),
         _node(naming.model_key("seasonal_naive")),
@@ -134,8 +133,7 @@ def test_task_runs_are_children_of_their_dag_run_and_spark_runs_children_of_thei
         and e["run"]["facets"].get("parent", {}).get("job", {}).get("name") in task_names
     ]
     assert {app["run"]["facets"]["parent"]["job"]["name"].rsplit(".", 1)[-1] for app in spark_apps} == {
-        "stage_yellow_taxi",
-        "merge_yellow_taxi_raw",
+        "load_yellow_taxi_raw",
         "stage_weather",
         "merge_weather_raw",
         "compute_hourly_actuals",
@@ -178,8 +176,8 @@ def test_model_metrics_facets_carry_what_training_measured(events, pipeline_run)
 
 
 def test_complete_events_carry_iceberg_facets_that_match_the_catalog(events, catalog):
-    merge = _task_events(events, "merge_yellow_taxi_raw")[0]
-    raw = merge["outputs"][0]
+    load = _task_events(events, "load_yellow_taxi_raw")[0]
+    raw = load["outputs"][0]
     table = catalog.load_table(f"nyc_taxi.{naming.TAXI_RAW}")
     snapshot = table.snapshot_by_id(int(raw["facets"]["version"]["datasetVersion"]))
     assert snapshot is not None
@@ -199,8 +197,8 @@ def test_complete_events_carry_iceberg_facets_that_match_the_catalog(events, cat
     # write-audit-publish: each expectation of include/quality/expectations.py, with severity and threshold
     days = checks["days_missing"]
     assert (days["success"], days["severity"], days["expected"], days["actual"]) == (True, "error", "<= 0", "0")
-    staging_metrics = merge["inputs"][0]["inputFacets"]["dataQualityMetrics"]
-    assert staging_metrics["rowCount"] > 0 and staging_metrics["columnMetrics"]["PULocationID"]["nullCount"] == 0
+    file_metrics = load["inputs"][0]["inputFacets"]["dataQualityMetrics"]
+    assert file_metrics["rowCount"] > 0 and file_metrics["columnMetrics"]["PULocationID"]["nullCount"] == 0
     actuals = _task_events(events, "compute_hourly_actuals")[0]["outputs"][0]["facets"]["columnLineage"]["fields"]
     assert {(f["field"], f["transformations"][0]["type"]) for f in actuals["total_rides"]["inputFields"]} >= {
         ("tpep_pickup_datetime", "INDIRECT"),
@@ -208,30 +206,30 @@ def test_complete_events_carry_iceberg_facets_that_match_the_catalog(events, cat
     }
 
 
-def test_landed_file_carries_its_fingerprint_from_download_to_stage(events, pipeline_run):
+def test_landed_file_carries_its_fingerprint_from_download_to_load(events, pipeline_run):
     landed = downloads.tlc_landed_path("2025-01", pipeline_run.paths)
     fingerprint = downloads.fingerprint_file(landed)
     download = _task_events(events, "download_tlc_month")[0]["outputs"][0]
-    stage = _task_events(events, "stage_yellow_taxi")[0]["inputs"][0]
-    assert download["name"] == stage["name"] == str(landed)
+    load = _task_events(events, "load_yellow_taxi_raw")[0]["inputs"][0]
+    assert download["name"] == load["name"] == str(landed)
     assert (
         download["facets"]["fileFingerprint"]["fingerprint"]
-        == stage["facets"]["fileFingerprint"]["fingerprint"]
+        == load["facets"]["fileFingerprint"]["fingerprint"]
         == fingerprint
     )
 
 
 def test_spark_listener_and_extractor_name_datasets_identically(events, spark_events, spark, pipeline_run, catalog):
-    """The listener names the landed file the stage task reads exactly as the extractor does. For Iceberg tables of a
+    """The listener names the landed file the load task reads exactly as the extractor does. For Iceberg tables of a
     JDBC catalog openlineage-spark 1.53 names nothing (OpenLineage#4677), so the table's id is checked by reading
     the table from its metadata file, which the listener resolves without the catalog."""
-    stage_task = _task_events(events, "stage_yellow_taxi")[0]
-    extractor_input = (stage_task["inputs"][0]["namespace"], stage_task["inputs"][0]["name"])
+    load_task = _task_events(events, "load_yellow_taxi_raw")[0]
+    extractor_input = (load_task["inputs"][0]["namespace"], load_task["inputs"][0]["name"])
     parent_of = lambda e: e["run"]["facets"].get("parent", {})  # noqa: E731
     applications = {
         e["run"]["runId"]
         for e in spark_events
-        if parent_of(e).get("job", {}).get("name") == "ingest_yellow_taxi_data.stage_yellow_taxi"
+        if parent_of(e).get("job", {}).get("name") == "ingest_yellow_taxi_data.load_yellow_taxi_raw"
     }
     listener_inputs = {
         (d["namespace"], d["name"])
@@ -252,8 +250,8 @@ def test_spark_listener_and_extractor_name_datasets_identically(events, spark_ev
     assert listener[(raw_id.namespace, raw_id.name)]["version"]["datasetVersion"] == str(
         table.current_snapshot().snapshot_id
     )
-    merge = _task_events(events, "merge_yellow_taxi_raw")[-1]["outputs"][0]
-    assert (merge["namespace"], merge["name"]) == (raw_id.namespace, raw_id.name)
+    loaded = _task_events(events, "load_yellow_taxi_raw")[-1]["outputs"][0]
+    assert (loaded["namespace"], loaded["name"]) == (raw_id.namespace, raw_id.name)
 
 
 @pytest.fixture(scope="session")
@@ -272,13 +270,13 @@ def test_bad_input_fails_at_once_with_a_fail_event_carrying_the_error(failed_run
         e
         for e in events
         if e["eventType"] == "FAIL"
-        and e["job"]["name"] == "ingest_yellow_taxi_data.stage_yellow_taxi"
+        and e["job"]["name"] == "ingest_yellow_taxi_data.load_yellow_taxi_raw"
         and "yellow_tripdata_2025-03.parquet" in e["run"]["facets"]["errorMessage"]["message"]
     ]
     assert len(fails) == 1, "bad input must not be retried"
     message = fails[0]["run"]["facets"]["errorMessage"]["message"]
     assert "yellow_tripdata_2025-03.parquet" in message and "not a readable parquet file" in message
-    assert fails[0]["outputs"][0]["name"] == naming.table_id(naming.TAXI_STAGING).name
+    assert fails[0]["outputs"][0]["name"] == naming.table_id(naming.TAXI_RAW).name
 
 
 def test_task_events_are_emitted_from_a_thread_of_the_task_not_a_child_forked_per_event(pipeline_run):
@@ -287,6 +285,6 @@ def test_task_events_are_emitted_from_a_thread_of_the_task_not_a_child_forked_pe
     log = pipeline_run.results["taxi"].log
     emitted = log.count("Successfully emitted OpenLineage")
     clients = log.count("OpenLineageClient will use")
-    assert emitted >= 2 * 3, "a START and a COMPLETE for each of the taxi DAG's three tasks"
+    assert emitted >= 2 * 2, "a START and a COMPLETE for each of the taxi DAG's two tasks"
     # One client in the task process, one in the provider's pool for the DAG run's own events.
     assert 1 <= clients <= 2, (clients, emitted)

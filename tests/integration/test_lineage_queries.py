@@ -178,23 +178,23 @@ def test_spark_listener_runs_join_the_airflow_graph_and_run_hierarchy(ingested, 
     as_of = ("--as-of", pipeline_run.finished_at)
     graph = json.loads(_ok("downstream", landed, *as_of, "--json", "--store", ingested["store"]))["graph"]
     jobs = {node["data"]["name"] for node in graph if node["type"] == "JOB"}
-    assert "ingest_yellow_taxi_data.stage_yellow_taxi" in jobs
-    assert any(job.startswith("stage_taxi.") for job in jobs), f"no Spark listener job reads the landed file: {jobs}"
-    stage_runs = json.loads(
-        _ok("runs", "ingest_yellow_taxi_data.stage_yellow_taxi", "--json", "--store", ingested["store"])
+    assert "ingest_yellow_taxi_data.load_yellow_taxi_raw" in jobs
+    assert any(job.startswith("load_taxi.") for job in jobs), f"no Spark listener job reads the landed file: {jobs}"
+    load_runs = json.loads(
+        _ok("runs", "ingest_yellow_taxi_data.load_yellow_taxi_raw", "--json", "--store", ingested["store"])
     )["runs"]
-    applications = json.loads(_ok("runs", "stage_taxi", "--json", "--store", ingested["store"]))["runs"]
-    assert applications and {app["parentRunId"] for app in applications} <= {run["id"] for run in stage_runs}
-    # Other modules stage other months into the same var/: take the run that staged this one (the forced re-ingest
+    applications = json.loads(_ok("runs", "load_taxi", "--json", "--store", ingested["store"]))["runs"]
+    assert applications and {app["parentRunId"] for app in applications} <= {run["id"] for run in load_runs}
+    # Other modules load other months into the same var/: take the run that loaded this one (the forced re-ingest
     # of the unchanged file is recognised and starts no Spark application: not that one).
     parents = {app["parentRunId"] for app in applications}
-    stage_run = next(
-        run for run in stage_runs if landed in {item["name"] for item in run["inputs"]} and run["id"] in parents
+    load_run = next(
+        run for run in load_runs if landed in {item["name"] for item in run["inputs"]} and run["id"] in parents
     )
-    dag_run = stage_run["parentRunId"]  # DAG run -> task run -> Spark application
+    dag_run = load_run["parentRunId"]  # DAG run -> task run -> Spark application
     impact = json.loads(_ok("impact", "--run", dag_run, "--json", "--store", ingested["store"]))
     touched = {run["id"] for run in impact["runs"]}
-    assert stage_run["id"] in touched and {app["id"] for app in applications} & touched
+    assert load_run["id"] in touched and {app["id"] for app in applications} & touched
     assert "nyc_taxi.yellow_taxi_raw" in {v["label"] for v in impact["datasetVersions"]}
 
 

@@ -193,7 +193,7 @@ def test_impact_of_the_raw_table_highlights_actuals_models_and_forecast(airflow,
     assert any(name.endswith("/models/weather") or name.endswith("/models/seasonal_naive") for name in impacted), (
         impacted
     )
-    assert not {"nyc_taxi.weather_raw", "nyc_taxi.yellow_taxi_staging"} & impacted, "upstream tables are not impacted"
+    assert not {"nyc_taxi.weather_raw", "nyc_taxi.weather_staging"} & impacted, "upstream tables are not impacted"
 
 
 def test_dag_tab_shows_the_dags_tasks_and_their_datasets(airflow, browser_page):
@@ -205,7 +205,7 @@ def test_dag_tab_shows_the_dags_tasks_and_their_datasets(airflow, browser_page):
         for task in ("compute_hourly_actuals", "train_model", "write_forecast")
     }
     assert tasks <= visible
-    assert not any(".stage_" in node or ".download_" in node for node in visible), (
+    assert not any(".load_" in node or ".stage_" in node or ".download_" in node for node in visible), (
         "other DAGs' tasks are not in the tab"
     )
     browser_page.screenshot(path=str(airflow.paths.var / "screenshots" / "lineage-dag-tab.png"))

@@ -36,7 +36,7 @@ def test_reingesting_the_same_month_changes_nothing_in_raw(pipeline_run):
     assert again.snapshot_id == first.snapshot_id, "nothing committed"
     # Forced through the DAG, the unchanged file is recognised by both jobs before any Spark session starts
     log = pipeline_run.results["taxi_again"].log
-    assert "merge_yellow_taxi_raw" in log
+    assert "load_yellow_taxi_raw" in log
     assert "already hold 2025-01 from yellow_tripdata_2025-01.parquet" in log and "nothing staged" in log, log[-4000:]
     assert "main already holds 2025-01 from the staged source" in log and "nothing merged" in log
 

@@ -80,7 +80,7 @@ def test_rollback_returns_every_table_downstream_of_a_bad_ingest_to_its_earlier_
     corrupted = {table: _state(catalog, table) for table in TABLES}
     assert corrupted[naming.TAXI_RAW][1] > good[naming.TAXI_RAW][1], "the bad re-ingest must have added wrong rows"
     assert all(corrupted[t][0] != good[t][0] for t in TABLES)
-    bad_run = _newest_run_id(paths, "ingest_yellow_taxi_data.stage_yellow_taxi")  # the run that staged the bad file
+    bad_run = _newest_run_id(paths, "ingest_yellow_taxi_data.load_yellow_taxi_raw")  # the run that loaded the bad file
 
     planned = _lineage("rollback", "--run", bad_run, "--json")
     assert planned.returncode == 0, planned.stderr
@@ -88,8 +88,8 @@ def test_rollback_returns_every_table_downstream_of_a_bad_ingest_to_its_earlier_
     for table in TABLES:
         step = steps[f"{settings.ICEBERG_NAMESPACE}.{table}"]
         assert (step["current_snapshot_id"], step["target_snapshot_id"]) == (corrupted[table][0], good[table][0]), table
-    assert f"{settings.ICEBERG_NAMESPACE}.{naming.TAXI_STAGING}" in steps, (
-        "the bad run's own staging table is rolled back too"
+    assert f"{settings.ICEBERG_NAMESPACE}.{naming.TAXI_QUARANTINE}" in steps, (
+        "the bad run's own quarantine is rolled back too"
     )
     assert f"{settings.ICEBERG_NAMESPACE}.{naming.WEATHER_RAW}" not in steps, "weather was not touched by the bad data"
     assert any(item["name"].endswith("/models/weather") for item in json.loads(planned.stdout)["not_iceberg"])

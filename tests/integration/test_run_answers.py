@@ -3,8 +3,8 @@ forecast, January re-ingested with ``force``, the weather forecast), through the
 
 - ``lineage diff --upstream`` of the two forecast runs names the weather input the weather model added;
 - ``lineage upstream --run`` of the forecast made after the re-ingest reaches the raw snapshot it read and the run
-  that committed it (the re-ingest adds no row: if its MERGE committed no snapshot, that is still the first ingest's),
-  ``--run`` of the raw table's merge reaches the staging snapshot and the landed file the re-ingest wrote, and
+  that committed it (the re-ingest adds no row: it is recognised and commits no snapshot, so that is still the first
+  ingest's), ``--run`` of the raw table's load reaches the landed file the re-ingest's download wrote, and
   ``--as-of`` a time before the re-ingest reaches the first ingest's.
 
 The store is filled with the events of the shared run only (event time up to its end): later modules run more DAGs
@@ -86,7 +86,7 @@ def answers(pipeline_run, tmp_path_factory) -> dict:
         "weather": task_run("forecast_yellow_rides.write_forecast", model="weather"),
     }
     for key, date in (("first", INGEST_DATE), ("again", REINGEST_DATE)):
-        for task in ("download_tlc_month", "stage_yellow_taxi", "merge_yellow_taxi_raw"):
+        for task in ("download_tlc_month", "load_yellow_taxi_raw"):
             ids[f"{key}.{task}"] = task_run(f"{DAG_TAXI}.{task}", date)
     return {"store": store, "ids": ids, "ingest": ingested}
 
@@ -106,30 +106,21 @@ def _reads(result: dict) -> dict[tuple[str, str], tuple[str | None, str | None]]
 
 def test_the_two_taxi_ingests_are_two_runs_and_the_store_says_of_no_merged_run(answers):
     ids = answers["ids"]
-    assert ids["first.merge_yellow_taxi_raw"] != ids["again.merge_yellow_taxi_raw"]
+    assert ids["first.load_yellow_taxi_raw"] != ids["again.load_yellow_taxi_raw"]
     warned = answers["ingest"].stderr
     for key in ("first", "again"):
-        for task in ("download_tlc_month", "stage_yellow_taxi", "merge_yellow_taxi_raw"):
+        for task in ("download_tlc_month", "load_yellow_taxi_raw"):
             assert ids[f"{key}.{task}"] not in warned, warned
 
 
-def _merge_under(pipeline_run, ingest: str) -> str:
-    """Which ingest's raw snapshot a forecast after ``ingest`` reads: re-ingesting the same month adds no row, and a
-    MERGE that inserts nothing may commit no snapshot (test_pipeline: "re-ingesting changes nothing in raw"); then the
-    raw snapshot read is still the first ingest's, written by its merge run."""
+def _load_under(pipeline_run, ingest: str) -> str:
+    """Which ingest's raw snapshot a forecast after ``ingest`` reads: a forced re-ingest of the unchanged file is
+    recognised before loading (spark_jobs/common/loaded_source.py) and commits nothing (test_pipeline: "re-ingesting
+    changes nothing in raw"); then the raw snapshot read is still the first ingest's, written by its load run."""
     if (
         ingest == "again"
         and pipeline_run.raw_after_reingest.snapshot_id == pipeline_run.raw_after_first_ingest.snapshot_id
     ):
-        return "first"
-    return ingest
-
-
-def _stage_under(pipeline_run, ingest: str) -> str:
-    """Which ingest's staging snapshot the merge of ``ingest`` reads: a forced re-ingest of the unchanged file is
-    recognised before staging (spark_jobs/common/loaded_source.py) and writes nothing, so the re-ingest's merge reads
-    the staging snapshot the first ingest's stage wrote, from the file the first download landed."""
-    if ingest == "again" and "nothing staged" in pipeline_run.results["taxi_again"].log:
         return "first"
     return ingest
 
@@ -143,8 +134,8 @@ def test_diff_upstream_of_the_two_forecast_runs_names_the_added_weather_input(an
     assert "nyc_taxi.weather_raw" in train["jobVersion"]["inputsAdded"], train
     assert train["parameters"]["conf.model"] == ["seasonal_naive", "weather"]
     assert jobs["ingest_weather_data.merge_weather_raw"]["change"] == "only in B"  # weather reached through the model
-    merge = ids[f"{_merge_under(pipeline_run, 'again')}.merge_yellow_taxi_raw"]
-    assert jobs[f"{DAG_TAXI}.merge_yellow_taxi_raw"]["runs"] == [[ids["first.merge_yellow_taxi_raw"]], [merge]]
+    load = ids[f"{_load_under(pipeline_run, 'again')}.load_yellow_taxi_raw"]
+    assert jobs[f"{DAG_TAXI}.load_yellow_taxi_raw"]["runs"] == [[ids["first.load_yellow_taxi_raw"]], [load]]
     text = _ok("diff", ids["naive"], ids["weather"], "--upstream", "--store", answers["store"])
     assert "+ input nyc_taxi.weather_raw" in text, text
 
@@ -154,18 +145,17 @@ def test_upstream_run_after_the_reingest_reaches_what_it_wrote_and_as_of_before_
 ):
     ids = answers["ids"]
     raw = naming.table_id(naming.TAXI_RAW).name
-    staging = naming.table_id(naming.TAXI_STAGING).name
     landed = str(downloads.tlc_landed_path("2025-01", pipeline_run.paths))
-    merge, stage = f"{DAG_TAXI}.merge_yellow_taxi_raw", f"{DAG_TAXI}.stage_yellow_taxi"
-    under_weather = _merge_under(pipeline_run, "again")
+    load = f"{DAG_TAXI}.load_yellow_taxi_raw"
+    under_weather = _load_under(pipeline_run, "again")
     cases = (
         # the forecast run after the re-ingest; the forecast table's writer as of the end of that run, and before
         ((ids["weather"],), ids["weather"], pipeline_run.raw_after_reingest, under_weather),
         ((FORECAST, "--as-of", pipeline_run.times["forecast_weather"][1]), ids["weather"], None, under_weather),
         ((FORECAST, "--as-of", pipeline_run.times["taxi_again"][0]), ids["naive"], None, "first"),
-        # the raw table's merge as of then: the re-ingest's, which read the staging it wrote from the file it landed
-        ((merge, "--as-of", pipeline_run.times["taxi_again"][1]), ids["again.merge_yellow_taxi_raw"], None, "again"),
-        ((merge, "--as-of", pipeline_run.times["taxi_again"][0]), ids["first.merge_yellow_taxi_raw"], None, "first"),
+        # the raw table's load as of then: the re-ingest's, which read the file its own download landed
+        ((load, "--as-of", pipeline_run.times["taxi_again"][1]), ids["again.load_yellow_taxi_raw"], None, "again"),
+        ((load, "--as-of", pipeline_run.times["taxi_again"][0]), ids["first.load_yellow_taxi_raw"], None, "first"),
     )
     for args, root, raw_state, ingest in cases:
         result = _provenance(answers, *args)
@@ -173,13 +163,8 @@ def test_upstream_run_after_the_reingest_reaches_what_it_wrote_and_as_of_before_
         reads = _reads(result)
         if raw_state is not None:
             read_raw = reads[("forecast_yellow_rides.compute_hourly_actuals", raw)]
-            assert read_raw == (str(raw_state.snapshot_id), ids[f"{ingest}.merge_yellow_taxi_raw"]), args
-        staged = _stage_under(pipeline_run, ingest)
-        assert reads[(merge, staging)][1] == ids[f"{staged}.stage_yellow_taxi"], (args, reads[(merge, staging)])
-        assert reads[(stage, landed)][1] == ids[f"{staged}.download_tlc_month"], (args, reads[(stage, landed)])
-    staged = _stage_under(pipeline_run, "again")
-    other = "again" if staged == "first" else "first"
-    tree = _ok("upstream", "--run", ids["again.merge_yellow_taxi_raw"], "--store", answers["store"])
-    assert f"written by run {ids[f'{staged}.stage_yellow_taxi']}" in tree, tree
-    assert f"written by run {ids[f'{staged}.download_tlc_month']}" in tree, tree
-    assert ids[f"{other}.download_tlc_month"] not in tree
+            assert read_raw == (str(raw_state.snapshot_id), ids[f"{ingest}.load_yellow_taxi_raw"]), args
+        assert reads[(load, landed)][1] == ids[f"{ingest}.download_tlc_month"], (args, reads[(load, landed)])
+    tree = _ok("upstream", "--run", ids["again.load_yellow_taxi_raw"], "--store", answers["store"])
+    assert f"written by run {ids['again.download_tlc_month']}" in tree, tree
+    assert ids["first.download_tlc_month"] not in tree

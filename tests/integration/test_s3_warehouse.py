@@ -34,10 +34,9 @@ ACCESS_KEY = "AKIASCALEOUTTEST0001"
 SECRET_KEY = "s3-secret-Zq7wK2pX9vN4mR8tL1yB"  # planted: must never reach lineage
 MONTH = (2025, 1)
 ROWS = 5_000
-TABLES = (naming.TAXI_STAGING, naming.TAXI_QUARANTINE, naming.TAXI_RAW, naming.HOURLY_ACTUALS, naming.HOURLY_FORECAST)
+TABLES = (naming.TAXI_QUARANTINE, naming.TAXI_RAW, naming.HOURLY_ACTUALS, naming.HOURLY_FORECAST)
 SPARK_TASKS = {
-    "ingest_yellow_taxi_data.stage_yellow_taxi",
-    "ingest_yellow_taxi_data.merge_yellow_taxi_raw",
+    "ingest_yellow_taxi_data.load_yellow_taxi_raw",
     "forecast_yellow_rides.compute_hourly_actuals",
     "forecast_yellow_rides.train_model",
     "forecast_yellow_rides.write_forecast",

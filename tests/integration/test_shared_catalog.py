@@ -35,7 +35,7 @@ USER = "iceberg"
 PASSWORD = "iceberg-test-password"
 ROWS = 5_000
 MONTH = (2025, 1)
-TAXI_TABLES = {naming.TAXI_STAGING, naming.TAXI_QUARANTINE, naming.TAXI_RAW}
+TAXI_TABLES = {naming.TAXI_QUARANTINE, naming.TAXI_RAW}
 
 
 class ThrowawayPostgres(postgres_service.Cluster):

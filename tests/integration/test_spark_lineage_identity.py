@@ -14,8 +14,7 @@ from include.core import naming
 pytestmark = pytest.mark.integration
 
 SPARK_TASKS = {
-    "ingest_yellow_taxi_data.stage_yellow_taxi",
-    "ingest_yellow_taxi_data.merge_yellow_taxi_raw",
+    "ingest_yellow_taxi_data.load_yellow_taxi_raw",
     "ingest_weather_data.stage_weather",
     "ingest_weather_data.merge_weather_raw",
     "forecast_yellow_rides.compute_hourly_actuals",
@@ -23,7 +22,6 @@ SPARK_TASKS = {
     "forecast_yellow_rides.write_forecast",
 }
 TABLES = (
-    naming.TAXI_STAGING,
     naming.TAXI_QUARANTINE,
     naming.TAXI_RAW,
     naming.WEATHER_STAGING,

@@ -126,5 +126,5 @@ def test_backfill_of_a_2010_month_fails_with_its_reason(backfilled):
     backfill_runs, counts, task_instances = backfilled
     assert backfill_runs["2010-12"]["state"] == "failed"
     states = {ti["task_id"]: ti["state"] for ti in task_instances}
-    assert states["download_tlc_month"] == "failed" and states["stage_yellow_taxi"] in ("upstream_failed", None)
+    assert states["download_tlc_month"] == "failed" and states["load_yellow_taxi_raw"] in ("upstream_failed", None)
     assert "2010-12" not in counts

@@ -1,7 +1,7 @@
 """Every TLC yellow-taxi era, as a user backfilling history meets it.
 
-- The stage job (spark-submit, as the DAG runs it) on one generated file of each era, and on files with nanosecond
-  and zoned timestamps: every good row staged, pickup times equal to the file's New York wall-clock times; the
+- The load job (spark-submit, as the DAG runs it) on one generated file of each era, and on files with nanosecond
+  and zoned timestamps: every good row in raw, pickup times equal to the file's New York wall-clock times; the
   2009-2010 layouts refused with a message naming the era and the first supported month.
 - A run of a month before 2011-01 through `airflow dags test` fails at once, saying why (not a green no-op).
 
@@ -69,14 +69,14 @@ def staged_eras(paths, catalog, airflow_env):  # airflow_env: the spark_default 
     for month, layout in {**STAGED_FILES, **{m: {} for m in REFUSED_FILES}}.items():
         year, mm = map(int, month.split("-"))
         path = sample_data.write_taxi_month(landing, year, mm, ROWS, **layout)
-        report = paths.var / "test-reports" / f"stage-{month}.json"
-        completed = _submit("stage_taxi.py", ["--month", month, "--report", str(report)])
+        report = paths.var / "test-reports" / f"load-{month}.json"
+        completed = _submit("load_taxi.py", ["--month", month, "--report", str(report)])
         results[month] = (path, completed, json.loads(report.read_text()) if report.exists() else {})
     return results
 
 
 def _staged(catalog, month: str) -> pa.Table:
-    table = catalog.load_table(f"{settings.ICEBERG_NAMESPACE}.{naming.TAXI_STAGING}")
+    table = catalog.load_table(f"{settings.ICEBERG_NAMESPACE}.{naming.TAXI_RAW}")
     return table.scan(row_filter=f"source_month == '{month}'").to_arrow()
 
 

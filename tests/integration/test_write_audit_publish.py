@@ -35,7 +35,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(3600)]
 
 ROWS = 20_000  # as January in the shared run (tests/integration/conftest.py)
 BIN = Path(sys.executable).parent
-MERGE_JOB = "ingest_yellow_taxi_data.merge_yellow_taxi_raw"
+LOAD_JOB = "ingest_yellow_taxi_data.load_yellow_taxi_raw"
 RAW = f"{settings.ICEBERG_NAMESPACE}.{naming.TAXI_RAW}"
 
 
@@ -168,7 +168,7 @@ def test_the_blocked_task_failed_once_and_its_lineage_shows_the_branch_snapshot_
 ):
     fails = [
         e
-        for e in _events(pipeline_run, MERGE_JOB, "FAIL")
+        for e in _events(pipeline_run, LOAD_JOB, "FAIL")
         if "publish blocked" in e["run"]["facets"].get("errorMessage", {}).get("message", "")
     ]
     assert len(fails) == 1, "one FAIL event: one try, no retry"
@@ -190,7 +190,7 @@ def test_one_alert_names_the_run_the_failure_and_everything_downstream_with_owne
     text = blocked.hooks[0]["text"]
     for expected in (
         f"BLOCKED: {RAW} was not published",
-        "ingest_yellow_taxi_data / merge_yellow_taxi_raw",
+        "ingest_yellow_taxi_data / load_yellow_taxi_raw",
         "daily_rows_vs_trailing_months: FAILED (block)",
         f"dataset {settings.ICEBERG_NAMESPACE}.{naming.HOURLY_ACTUALS}",
         f"dataset {settings.ICEBERG_NAMESPACE}.{naming.HOURLY_FORECAST}",
@@ -206,7 +206,7 @@ def test_one_alert_names_the_run_the_failure_and_everything_downstream_with_owne
 
 
 def test_lineage_runs_and_checks_show_the_blocked_publish(wap_runs, pipeline_run):
-    ran = _cli("lineage", "runs", MERGE_JOB)
+    ran = _cli("lineage", "runs", LOAD_JOB)
     assert ran.returncode == 0, ran.stderr
     assert "FAIL" in ran.stdout and "publish blocked" in ran.stdout
     checked = _cli("lineage", "checks", naming.TAXI_RAW, "--json")
@@ -221,11 +221,11 @@ def test_lineage_runs_and_checks_show_the_blocked_publish(wap_runs, pipeline_run
     assert "BLOCKED" in text and "PUBLISHED" in text and "FAIL daily_rows_vs_trailing_months: observed 0.66" in text
 
 
-def test_lineage_diff_of_a_published_and_the_blocked_merge_shows_state_error_and_the_branch_version(
+def test_lineage_diff_of_a_published_and_the_blocked_load_shows_state_error_and_the_branch_version(
     wap_runs, pipeline_run
 ):
-    completes = _events(pipeline_run, MERGE_JOB, "COMPLETE")
-    fail = next(e for e in _events(pipeline_run, MERGE_JOB, "FAIL") if "writeAuditPublish" in e["run"]["facets"])
+    completes = _events(pipeline_run, LOAD_JOB, "COMPLETE")
+    fail = next(e for e in _events(pipeline_run, LOAD_JOB, "FAIL") if "writeAuditPublish" in e["run"]["facets"])
     good = completes[0]["run"]["runId"]
     diffed = _cli("lineage", "diff", good, fail["run"]["runId"], "--json")
     assert diffed.returncode == 0, diffed.stderr
@@ -241,7 +241,7 @@ def test_pipeline_publish_of_the_reviewed_branch_moves_main_to_it_and_records_th
     assert "Asset event registered" in wap_runs.published.stdout
     blocked = wap_runs.steps["blocked"]
     assert wap_runs.main_after_publish != blocked.main_before
-    fail = next(e for e in _events(pipeline_run, MERGE_JOB, "FAIL") if "writeAuditPublish" in e["run"]["facets"])
+    fail = next(e for e in _events(pipeline_run, LOAD_JOB, "FAIL") if "writeAuditPublish" in e["run"]["facets"])
     assert wap_runs.main_after_publish == fail["run"]["facets"]["writeAuditPublish"]["branchSnapshotId"]
     recorded = _events(pipeline_run, "pipeline.publish", "COMPLETE")
     assert recorded and recorded[-1]["run"]["facets"]["writeAuditPublish"]["reason"].startswith("reviewed:")
@@ -338,12 +338,12 @@ def test_a_blocked_month_never_schedules_the_forecast_and_pipeline_publish_does(
     taxi = february["ingest_yellow_taxi_data"]
     assert taxi["state"] == "failed", f"log {airflow.log_path}"
     assert february["ingest_weather_data"]["state"] == "success", f"log {airflow.log_path}"
-    merge = next(
+    load = next(
         ti
         for ti in airflow.task_instances("ingest_yellow_taxi_data", taxi["dag_run_id"])
-        if ti["task_id"] == "merge_yellow_taxi_raw"
+        if ti["task_id"] == "load_yellow_taxi_raw"
     )
-    assert merge["state"] == "failed" and merge["try_number"] == 1, f"failed once, no retry: {merge}"
+    assert load["state"] == "failed" and load["try_number"] == 1, f"failed once, no retry: {load}"
 
     table = raw_table()
     assert table.metadata.current_snapshot_id == main_before, "raw main at the same snapshot"

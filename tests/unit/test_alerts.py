@@ -24,7 +24,7 @@ def _alert(**kwargs):
     return alerts.compose(
         kwargs.pop("kind", "blocked"),
         dag_id="ingest_yellow_taxi_data",
-        task_id="merge_yellow_taxi_raw",
+        task_id="load_yellow_taxi_raw",
         run_id="manual__2025-02-01",
         table="yellow_taxi_raw",
         failures=["yellow_taxi_raw daily_rows_vs_trailing_months: FAILED (block): observed 0.6, expected >= 0.7"],
@@ -47,7 +47,7 @@ def test_an_alert_reaches_the_webhook_and_the_mailbox_once_naming_run_failure_an
     text = hook.bodies[0]["text"]
     for expected in (
         "BLOCKED: nyc_taxi.yellow_taxi_raw was not published",
-        "ingest_yellow_taxi_data / merge_yellow_taxi_raw / manual__2025-02-01",
+        "ingest_yellow_taxi_data / load_yellow_taxi_raw / manual__2025-02-01",
         "observed 0.6, expected >= 0.7",
         "dataset nyc_taxi.yellow_rides_hourly_actuals",
         "job forecast_yellow_rides.compute_hourly_actuals (owners: data-platform)",

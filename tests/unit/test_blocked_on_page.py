@@ -19,7 +19,7 @@ from include.lineage.store import LineageStore
 from include.quality import review
 from tests.support import tap_node
 
-MERGE = "ingest_yellow_taxi_data.merge_yellow_taxi_raw"
+LOAD = "ingest_yellow_taxi_data.load_yellow_taxi_raw"
 ACTUALS = "forecast_yellow_rides.compute_hourly_actuals"
 RAW_LABEL = f"{settings.ICEBERG_NAMESPACE}.{naming.TAXI_RAW}"
 FAILURE = "yellow_taxi_raw daily_rows_vs_trailing_months: FAILED (block): observed 0.662, expected >= 0.7"
@@ -80,15 +80,15 @@ def _run(job: str, day: int, branch: str, published: bool, inputs=(), outputs=()
     ]
 
 
-def _merge(day, branch, published=True, blocked=False):
-    return _run(MERGE, day, branch, published, [naming.TAXI_STAGING], [naming.TAXI_RAW], blocked=blocked)
+def _load(day, branch, published=True, blocked=False):
+    return _run(LOAD, day, branch, published, [], [naming.TAXI_RAW, naming.TAXI_QUARANTINE], blocked=blocked)
 
 
 BASE = [
-    *_merge(1, "audit_taxi_202501_a"),  # January published through its branch
+    *_load(1, "audit_taxi_202501_a"),  # January published through its branch
     *_run(ACTUALS, 2, None, True, [naming.TAXI_RAW], [naming.HOURLY_ACTUALS]),
 ]
-BLOCKED = _merge(3, "audit_taxi_202502_b", published=False, blocked=True)
+BLOCKED = _load(3, "audit_taxi_202502_b", published=False, blocked=True)
 
 # (history after BASE, is raw blocked now, the branch the page names)
 HISTORIES = {
@@ -102,7 +102,7 @@ HISTORIES = {
         BLOCKED + _run(review.PUBLISH_JOB, 5, "audit_taxi_202412_z", True, outputs=[naming.TAXI_RAW]),
         True,
     ),
-    "blocked, then a newer month published": (BLOCKED + _merge(5, "audit_taxi_202503_c"), False),
+    "blocked, then a newer month published": (BLOCKED + _load(5, "audit_taxi_202503_c"), False),
     "published only": ([], False),
 }
 
@@ -147,7 +147,7 @@ def test_the_page_api_marks_raw_blocked_exactly_while_its_branch_waits_for_revie
 
 def test_blocked_spans_end_at_the_first_decision_or_newer_audit(tmp_path):
     """The rule the exported page applies in the browser: one span per blocked audit."""
-    store = _store(tmp_path, HISTORIES["blocked, then published by the operator"][0] + _merge(7, "audit_x"))
+    store = _store(tmp_path, HISTORIES["blocked, then published by the operator"][0] + _load(7, "audit_x"))
     spans = data.blocked_spans(store)
     assert [(s["branch"], s["since"][:10], s["until"][:10], s["decided"]) for s in spans] == [
         ("audit_taxi_202502_b", "2025-03-03", "2025-03-05", "published")
@@ -159,7 +159,7 @@ def test_blocked_spans_end_at_the_first_decision_or_newer_audit(tmp_path):
 
 
 def _with_facet(facet) -> list:
-    events = _merge(3, "audit_taxi_202502_b", published=False, blocked=True)
+    events = _load(3, "audit_taxi_202502_b", published=False, blocked=True)
     for event in events:
         event["run"]["facets"]["writeAuditPublish"] = facet
     return events

@@ -28,7 +28,7 @@ def test_zip_holds_every_module_of_both_packages_and_nothing_else(tmp_path):
         if "__pycache__" not in path.parts
     }
     assert names == expected
-    assert {"include/core/settings.py", "spark_jobs/common/session.py", "spark_jobs/stage_taxi.py"} <= names
+    assert {"include/core/settings.py", "spark_jobs/common/session.py", "spark_jobs/load_taxi.py"} <= names
 
 
 def test_same_code_gives_the_same_bytes_and_a_change_gives_a_new_zip(tmp_path):
@@ -36,9 +36,9 @@ def test_same_code_gives_the_same_bytes_and_a_change_gives_a_new_zip(tmp_path):
     first = codeship.ensure_built(settings.Paths(tmp_path / "a"), root)
     again = codeship.ensure_built(settings.Paths(tmp_path / "b"), root)
     assert first.name == again.name and first.read_bytes() == again.read_bytes()
-    (root / "spark_jobs" / "stage_taxi.py").write_text((root / "spark_jobs" / "stage_taxi.py").read_text() + "\n# x\n")
+    (root / "spark_jobs" / "load_taxi.py").write_text((root / "spark_jobs" / "load_taxi.py").read_text() + "\n# x\n")
     changed = codeship.ensure_built(settings.Paths(tmp_path / "a"), root)
-    assert changed != first and b"# x" in zipfile.ZipFile(changed).read("spark_jobs/stage_taxi.py")
+    assert changed != first and b"# x" in zipfile.ZipFile(changed).read("spark_jobs/load_taxi.py")
 
 
 def test_a_job_module_imports_from_the_zip_alone(tmp_path):

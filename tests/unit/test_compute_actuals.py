@@ -9,7 +9,7 @@ from pyspark.sql import types as T
 from pyspark.testing import assertDataFrameEqual
 
 from include.core import naming, settings
-from spark_jobs import compute_actuals, merge_taxi
+from spark_jobs import compute_actuals, load_taxi
 from spark_jobs.common.tables import current_snapshot_id, qualified
 from spark_jobs.common.taxi import CANONICAL_COLUMNS, add_row_metadata, hourly_actuals
 
@@ -47,16 +47,14 @@ def _expected(spark):
 
 
 def test_only_changed_months_are_recomputed_and_a_rollback_recomputes_all(spark, tables):
-    merge_taxi.load(
-        spark, _month(spark, "2025-01", [("2025-01-02 08:10:00", 5), ("2025-01-02 08:20:00", 5)]), "2025-01"
-    )
+    load_taxi.load(spark, _month(spark, "2025-01", [("2025-01-02 08:10:00", 5), ("2025-01-02 08:20:00", 5)]), "2025-01")
     january_only = current_snapshot_id(spark, naming.TAXI_RAW)
     _, months, _ = compute_actuals.update_actuals(spark)
     assert months is None, "first run: every month"
     assertDataFrameEqual(spark.table(qualified(naming.HOURLY_ACTUALS)), _expected(spark))
     january_files = _actuals_files(spark, 2025, 1)
 
-    merge_taxi.load(spark, _month(spark, "2025-02", [("2025-02-03 09:00:00", 7)]), "2025-02")
+    load_taxi.load(spark, _month(spark, "2025-02", [("2025-02-03 09:00:00", 7)]), "2025-02")
     _, months, _ = compute_actuals.update_actuals(spark)
     assert months == [(2025, 2)]
     assert _actuals_files(spark, 2025, 1) == january_files, "January was not rewritten"
@@ -70,7 +68,7 @@ def test_only_changed_months_are_recomputed_and_a_rollback_recomputes_all(spark,
     spark.sql(
         f"CALL {catalog}.system.rollback_to_snapshot('{settings.ICEBERG_NAMESPACE}.{naming.TAXI_RAW}', {january_only})"
     )
-    merge_taxi.load(spark, _month(spark, "2025-01", [("2025-01-05 10:00:00", 9)]), "2025-01")
+    load_taxi.load(spark, _month(spark, "2025-01", [("2025-01-05 10:00:00", 9)]), "2025-01")
     _, months, _ = compute_actuals.update_actuals(spark)
     assert months is None, "the recorded raw snapshot is no longer raw's ancestor: recompute everything"
     january = spark.table(qualified(naming.HOURLY_ACTUALS)).where("year = 2025 AND month = 1")

@@ -43,7 +43,7 @@ def test_a_spark_jobs_driver_does_not_import_the_openlineage_client():
     import sys
 
     jobs = sorted(path.stem for path in settings.SPARK_JOBS_DIR.glob("*.py") if not path.stem.startswith("_"))
-    assert "stage_taxi" in jobs and "merge_taxi" in jobs
+    assert "load_taxi" in jobs and "merge_weather" in jobs
     program = (
         "import importlib, sys\n"
         f"for job in {jobs!r}: importlib.import_module('spark_jobs.' + job)\n"
@@ -57,13 +57,13 @@ def test_a_spark_jobs_driver_does_not_import_the_openlineage_client():
 
 def test_the_import_walk_sees_imports_inside_functions(tmp_path):
     module = tmp_path / "m.py"
-    module.write_text("def f():\n    from spark_jobs.common import models\n    import spark_jobs.stage_taxi\n")
-    assert _imported_modules(module) == {"spark_jobs.common", "spark_jobs.stage_taxi"}
+    module.write_text("def f():\n    from spark_jobs.common import models\n    import spark_jobs.load_taxi\n")
+    assert _imported_modules(module) == {"spark_jobs.common", "spark_jobs.load_taxi"}
 
 
 def _full_report() -> contract.JobReport:
     return contract.JobReport(
-        inputs={"yellow_taxi_staging": {"snapshot_id": 11, "rows": 3}},
+        inputs={"weather_staging": {"snapshot_id": 11, "rows": 3}},
         outputs={"yellow_taxi_raw": {"previous_snapshot_id": 11, "snapshot_id": 12, "rows": 3}},
         input_metrics={"/landing/f.parquet": {"rowCount": 3, "columnMetrics": {"PULocationID": {"nullCount": 1}}}},
         assertions={
@@ -131,13 +131,16 @@ def test_the_operator_the_job_and_the_extractor_find_the_same_report_path(tmp_pa
 
     monkeypatch.setenv("PIPELINE_VAR_DIR", str(tmp_path / "var"))
     ti = SimpleNamespace(
-        dag_id="ingest_yellow_taxi_data", task_id="stage_yellow_taxi", run_id="manual__2025-02-01T00:00/x", try_number=2
+        dag_id="ingest_yellow_taxi_data",
+        task_id="load_yellow_taxi_raw",
+        run_id="manual__2025-02-01T00:00/x",
+        try_number=2,
     )
     path = contract.report_path_for(ti)
     assert (
         path
         == tmp_path
-        / "var/lineage/reports/ingest_yellow_taxi_data/stage_yellow_taxi/manual__2025-02-01T00:00_x/try-2.json"
+        / "var/lineage/reports/ingest_yellow_taxi_data/load_yellow_taxi_raw/manual__2025-02-01T00:00_x/try-2.json"
     )
     job_args = ["--month", "2025-01", contract.REPORT_ARGUMENT, str(path)]  # what the project's operator passes
 

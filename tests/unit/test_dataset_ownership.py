@@ -19,8 +19,8 @@ from include.lineage.validation import EventValidator
 from include.quality import alerts
 
 TABLES = (
-    naming.TAXI_STAGING,
     naming.TAXI_RAW,
+    naming.TAXI_QUARANTINE,
     naming.WEATHER_STAGING,
     naming.WEATHER_RAW,
     naming.HOURLY_ACTUALS,
@@ -80,7 +80,7 @@ def test_an_alert_names_the_owners_of_each_downstream_dataset_from_the_store(tmp
     events = [
         _event("ingest_yellow_taxi_data", [], [], dag_facets),
         _event("forecast_yellow_rides", [], [], dag_facets),
-        _event("ingest_yellow_taxi_data.merge_yellow_taxi_raw", [naming.TAXI_STAGING], [naming.TAXI_RAW]),
+        _event("ingest_yellow_taxi_data.load_yellow_taxi_raw", [], [naming.TAXI_RAW, naming.TAXI_QUARANTINE]),
         _event("forecast_yellow_rides.compute_hourly_actuals", [naming.TAXI_RAW], [naming.HOURLY_ACTUALS]),
         _event("forecast_yellow_rides.write_forecast", [naming.HOURLY_ACTUALS], [naming.HOURLY_FORECAST]),
     ]
@@ -95,7 +95,7 @@ def test_an_alert_names_the_owners_of_each_downstream_dataset_from_the_store(tmp
     text = alerts.compose(
         "blocked",
         dag_id="ingest_yellow_taxi_data",
-        task_id="merge_yellow_taxi_raw",
+        task_id="load_yellow_taxi_raw",
         run_id="manual__2025-03-01",
         table=naming.TAXI_RAW,
         failures=["daily_rows_vs_trailing_months: FAILED (block)"],

@@ -36,12 +36,17 @@ def notifier_module(monkeypatch, tmp_path):
 
 
 def _context(tmp_path, monkeypatch, report: contract.JobReport | None, error: Exception | None = None):
-    ti = SimpleNamespace(dag_id="ingest_yellow_taxi_data", task_id="merge_yellow_taxi_raw", run_id="r1", try_number=1)
+    ti = SimpleNamespace(dag_id="ingest_yellow_taxi_data", task_id="load_yellow_taxi_raw", run_id="r1", try_number=1)
     path = tmp_path / "report.json"
     if report is not None:
         report.write(path)
     monkeypatch.setattr(contract, "report_path_for", lambda task_instance: path)
-    task = SimpleNamespace(lineage_keys=lambda: (["yellow_taxi_staging"], ["yellow_taxi_raw"]))
+    task = SimpleNamespace(
+        lineage_keys=lambda: (
+            ["/landing/yellow_tripdata_2025-01.parquet"],
+            ["yellow_taxi_raw", "yellow_taxi_quarantine"],
+        )
+    )
     return {"ti": ti, "task": task, "exception": error}
 
 
@@ -49,7 +54,7 @@ def _context(tmp_path, monkeypatch, report: contract.JobReport | None, error: Ex
     "on, audit, error, headline",
     [
         ("failure", AUDIT, None, "BLOCKED: nyc_taxi.yellow_taxi_raw was not published"),
-        ("failure", None, RuntimeError("spark-submit exited 1"), "FAILED: task ingest_yellow_taxi_data.merge_yellow"),
+        ("failure", None, RuntimeError("spark-submit exited 1"), "FAILED: task ingest_yellow_taxi_data.load_yellow"),
         (
             "success",
             {**AUDIT, "published": True, "blocking": []},

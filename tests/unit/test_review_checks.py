@@ -10,7 +10,7 @@ from include.core import naming, settings
 from include.lineage.store import LineageStore
 from include.quality import review
 
-MERGE = "ingest_yellow_taxi_data.merge_yellow_taxi_raw"
+LOAD = "ingest_yellow_taxi_data.load_yellow_taxi_raw"
 
 
 def _run(job: str, state: str, time: str, facet: dict) -> list[dict]:
@@ -55,8 +55,8 @@ def store(tmp_path):
 
 def test_checks_list_each_audit_newest_first_and_a_blocked_branch_waits_for_review_until_published(store):
     failure = "yellow_taxi_raw days_missing: FAILED (block): observed 3, expected <= 0"
-    store.ingest(_run(MERGE, "COMPLETE", "2025-02-01T00:10:00Z", _facet("audit_taxi_202501_a", True)))
-    store.ingest(_run(MERGE, "FAIL", "2025-03-01T00:10:00Z", _facet("audit_taxi_202502_b", False, [failure])))
+    store.ingest(_run(LOAD, "COMPLETE", "2025-02-01T00:10:00Z", _facet("audit_taxi_202501_a", True)))
+    store.ingest(_run(LOAD, "FAIL", "2025-03-01T00:10:00Z", _facet("audit_taxi_202502_b", False, [failure])))
     found = review.checks(naming.TAXI_RAW, store)
     assert [(item["branch"], item["blocked"]) for item in found] == [
         ("audit_taxi_202502_b", True),
@@ -74,7 +74,7 @@ def test_checks_list_each_audit_newest_first_and_a_blocked_branch_waits_for_revi
     assert review.checks(naming.TAXI_RAW, store)[0]["reason"] == "ok"
 
 
-@pytest.mark.parametrize("table", ["", "nyc_taxi.no_such", "lakehouse.nyc_taxi.yellow_taxi_staging", "../x"])
+@pytest.mark.parametrize("table", ["", "nyc_taxi.no_such", "lakehouse.nyc_taxi.weather_staging", "../x"])
 def test_checks_of_a_table_that_is_not_audited_is_a_clear_bad_input(store, table):
     from include.core.errors import BadInputError
 

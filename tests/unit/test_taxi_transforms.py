@@ -264,7 +264,7 @@ def test_row_level_problems_go_to_quarantine_with_a_reason_and_good_rows_stay(sp
 
 def _staged_from_file(spark, path):
     """The file through the stage job's own read and normalisation."""
-    from spark_jobs.stage_taxi import extract
+    from spark_jobs.load_taxi import extract
 
     frame, nanos = extract(spark, str(path))
     return normalize_taxi_schema(frame, str(path), nanos)
@@ -344,7 +344,7 @@ def test_root_cause_drops_spark_4s_error_class_prefix_and_sql_state_suffix():
 
 def test_an_unreadable_file_is_bad_input_naming_the_file_and_the_innermost_cause(spark, tmp_path):
     from spark_jobs.common.runner import BadInputError
-    from spark_jobs.stage_taxi import extract
+    from spark_jobs.load_taxi import extract
 
     path = tmp_path / "yellow_tripdata_2025-09.parquet"
     path.write_bytes(b"PAR1 not parquet")

@@ -1,4 +1,4 @@
-"""merge_taxi's ways into raw, on a real Iceberg table (its own name, so the pipeline's tables are untouched)."""
+"""load_taxi's ways into raw, on a real Iceberg table (its own name, so the pipeline's tables are untouched)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from include.core import naming
-from spark_jobs import merge_taxi
+from spark_jobs import load_taxi
 from spark_jobs.common.tables import current_snapshot_id, ensure_table, qualified, table_property
 from spark_jobs.common.taxi import CANONICAL_COLUMNS, ROW_ID_PROPERTY, ROW_ID_SCHEME, add_row_metadata
 
@@ -41,16 +41,16 @@ def _rows(spark, table: str) -> int:
 
 def test_an_empty_month_is_appended_and_a_loaded_month_merged_without_duplicates(spark, raw_table):
     january = _staged(spark, "2025-01", ["2025-01-03 10:00:00", "2025-01-04 11:00:00"])
-    assert merge_taxi.load(spark, january, "2025-01") == "append"
-    assert merge_taxi.load(spark, january, "2025-01") == "unchanged"
+    assert load_taxi.load(spark, january, "2025-01") == "append"
+    assert load_taxi.load(spark, january, "2025-01") == "unchanged"
     assert _rows(spark, raw_table) == 2
     one_changed = _staged(spark, "2025-01", ["2025-01-03 10:00:00", "2025-01-04 11:00:01"])
-    assert merge_taxi.load(spark, one_changed, "2025-01") == "merge", "same count, other ids: merged"
+    assert load_taxi.load(spark, one_changed, "2025-01") == "merge", "same count, other ids: merged"
     assert _rows(spark, raw_table) == 3
     february = _staged(spark, "2025-02", ["2025-02-03 10:00:00"])
-    assert merge_taxi.load(spark, february, "2025-02") == "append"
+    assert load_taxi.load(spark, february, "2025-02") == "append"
     more_january = _staged(spark, "2025-01", ["2025-01-03 10:00:00", "2025-01-04 11:00:00", "2025-01-09 09:00:00"])
-    assert merge_taxi.load(spark, more_january, "2025-01") == "merge"
+    assert load_taxi.load(spark, more_january, "2025-01") == "merge"
     assert _rows(spark, raw_table) == 5
     assert table_property(spark, raw_table, ROW_ID_PROPERTY) == ROW_ID_SCHEME
 
@@ -58,11 +58,11 @@ def test_an_empty_month_is_appended_and_a_loaded_month_merged_without_duplicates
 def test_append_fails_when_another_writer_added_to_the_month_since_it_looked(spark, raw_table):
     january = _staged(spark, "2025-01", ["2025-01-03 10:00:00"])
     ensure_table(spark, raw_table, january.schema, partitioned_by="months(tpep_pickup_datetime)")
-    merge_taxi.append_to_empty_month(_staged(spark, "2025-02", ["2025-02-01 08:00:00"]), "2025-02", None)
+    load_taxi.append_to_empty_month(_staged(spark, "2025-02", ["2025-02-01 08:00:00"]), "2025-02", None)
     looked_at = current_snapshot_id(spark, raw_table)  # January empty here
     january.writeTo(qualified(raw_table)).append()  # another writer, after the look
     with pytest.raises(Exception, match="(?i)conflict"):
-        merge_taxi.append_to_empty_month(january, "2025-01", looked_at)
+        load_taxi.append_to_empty_month(january, "2025-01", looked_at)
     assert _rows(spark, raw_table) == 2
 
 
@@ -74,7 +74,7 @@ def test_raw_written_under_an_earlier_row_id_scheme_is_rewritten_before_a_merge(
     legacy.writeTo(qualified(raw_table)).append()
     assert table_property(spark, raw_table, ROW_ID_PROPERTY) is None
 
-    assert merge_taxi.load(spark, january, "2025-01") == "unchanged", "the rewritten ids are the staged ones"
+    assert load_taxi.load(spark, january, "2025-01") == "unchanged", "the rewritten ids are the staged ones"
     assert _rows(spark, raw_table) == 2, "none added twice"
     ids = {row.unique_row_id for row in spark.table(qualified(raw_table)).collect()}
     assert ids == {row.unique_row_id for row in january.collect()}
@@ -88,22 +88,22 @@ def test_counts_from_file_metrics_equal_counts_from_the_data(spark, raw_table, t
     january = january.withColumn(
         "PULocationID", F.when(F.col("tpep_pickup_datetime") > "2025-01-04", None).otherwise(F.col("PULocationID"))
     )
-    merge_taxi.load(spark, january.limit(1), "2025-01")
-    merge_taxi.load(spark, january, "2025-01")  # a second data file in the month: metrics are summed over files
-    merge_taxi.load(spark, _staged(spark, "2025-02", ["2025-02-03 10:00:00"]), "2025-02")
-    january_partition = f"{merge_taxi.RAW_MONTH_PARTITION}=2025-01"
-    raw_january = spark.table(qualified(raw_table)).where(merge_taxi.month_filter("2025-01"))
+    load_taxi.load(spark, january.limit(1), "2025-01")
+    load_taxi.load(spark, january, "2025-01")  # a second data file in the month: metrics are summed over files
+    load_taxi.load(spark, _staged(spark, "2025-02", ["2025-02-03 10:00:00"]), "2025-02")
+    january_partition = f"{load_taxi.RAW_MONTH_PARTITION}=2025-01"
+    raw_january = spark.table(qualified(raw_table)).where(load_taxi.month_filter("2025-01"))
     columns = ["PULocationID", "tpep_pickup_datetime", "Airport_fee", "unique_row_id"]
     from_files = table_column_metrics(spark, raw_table, columns, january_partition)
     assert from_files == column_metrics(raw_january, columns)
     assert from_files["rowCount"] == 3 and from_files["columnMetrics"]["PULocationID"]["nullCount"] == 2
 
-    assert merge_taxi.negative_values(spark, raw_table, "total_amount", january_partition, raw_january) == 0
+    assert load_taxi.negative_values(spark, raw_table, "total_amount", january_partition, raw_january) == 0
     negative = _staged(spark, "2025-03", ["2025-03-01 10:00:00"]).withColumn("total_amount", F.lit(-2.5))
-    merge_taxi.load(spark, negative, "2025-03")
-    march = f"{merge_taxi.RAW_MONTH_PARTITION}=2025-03"
-    raw_march = spark.table(qualified(raw_table)).where(merge_taxi.month_filter("2025-03"))
-    assert merge_taxi.negative_values(spark, raw_table, "total_amount", march, raw_march) == 1
+    load_taxi.load(spark, negative, "2025-03")
+    march = f"{load_taxi.RAW_MONTH_PARTITION}=2025-03"
+    raw_march = spark.table(qualified(raw_table)).where(load_taxi.month_filter("2025-03"))
+    assert load_taxi.negative_values(spark, raw_table, "total_amount", march, raw_march) == 1
 
     path = tmp_path / "month.parquet"
     january.drop("unique_row_id").toPandas().to_parquet(path)
@@ -112,3 +112,46 @@ def test_counts_from_file_metrics_equal_counts_from_the_data(spark, raw_table, t
         "columnMetrics": {"pulocationid": {"nullCount": 2}, "Airport_fee": {"nullCount": 3}},
     }
     assert parquet_column_metrics(path, ["no_such_column"]) is None
+
+
+def test_a_files_repeated_rows_are_appended_then_removed_and_never_merged_twice(spark, raw_table):
+    """The load appends a file's good rows as they come (no shuffle before the write) and removes repeats on the
+    written ids; into a month that already holds rows, the repeats are removed before the MERGE, which would insert
+    each unmatched source row."""
+    january = _staged(spark, "2025-01", ["2025-01-03 10:00:00", "2025-01-04 11:00:00"])
+    repeated = january.unionByName(january.limit(1))
+    assert load_taxi.load(spark, repeated, "2025-01") == "append"
+    assert _rows(spark, raw_table) == 3, "appended as they came"
+    assert load_taxi.remove_repeated_rows(spark, "2025-01") == (2, 2)
+    assert _rows(spark, raw_table) == 2
+    assert load_taxi.remove_repeated_rows(spark, "2025-01") == (2, 2), "nothing left to remove"
+
+    assert load_taxi.load(spark, repeated, "2025-01") == "unchanged", "the same rows, repeats aside"
+    new = _staged(spark, "2025-01", ["2025-01-09 09:00:00"])
+    assert load_taxi.load(spark, repeated.unionByName(new).unionByName(new), "2025-01") == "merge"
+    assert _rows(spark, raw_table) == 3, "the new row once, however often the file repeats it"
+
+
+def test_the_audit_counts_rows_a_load_added_outside_its_month(spark, raw_table):
+    """Raw is partitioned by the pickup's month: a row whose pickup is outside the file's month would land in another
+    month's partition, unseen by every check of the month. The audit tells it from metadata: the rows added in all,
+    less what the month gained."""
+    from spark_jobs.common import audit, wap
+    from spark_jobs.common.iceberg_metadata import total_records
+
+    december = _staged(spark, "2024-12", ["2024-12-30 10:00:00"])
+    load_taxi.load(spark, december, "2024-12")
+    before = current_snapshot_id(spark, raw_table)
+    wap.open_branch(spark, raw_table, "audit_taxi_202501_unit")
+    january = _staged(spark, "2025-01", ["2025-01-03 10:00:00", "2025-01-04 11:00:00"])
+    stray = _staged(spark, "2025-01", ["2024-12-31 23:00:00"])  # a pickup outside the month, let through
+    load_taxi.load(spark, january, "2025-01")
+    stray.writeTo(qualified(raw_table)).append()
+    wap.refresh(spark, raw_table)
+    branch = wap.ref_snapshot_id(spark, raw_table, "audit_taxi_202501_unit")
+    added = total_records(spark, raw_table, branch) - total_records(spark, raw_table, before)
+    observations, _ = audit.taxi_month(spark, "2025-01", file_rows=3, added_rows=added)
+    wap.close_session_branch(spark)
+    assert added == 3
+    assert observations["rows"] == 2
+    assert observations["pickups_outside_month"] == 1

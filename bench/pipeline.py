@@ -242,7 +242,7 @@ def lineage_overhead(
 
 
 def scale(paths: settings.Paths, rows: int, months: int, repeats: int) -> dict:
-    """Each month's stage + MERGE as history grows: month ``months`` into a raw table already holding the ones
+    """Each month's load as history grows: month ``months`` into a raw table already holding the ones
     before it, against month 1 into an empty table."""
     calendar = [(2024 + (m - 1) // 12, (m - 1) % 12 + 1) for m in range(1, months + 1)]
     for year, month in calendar:

@@ -268,13 +268,14 @@ def already_loaded(month: str, landed, fingerprint: str, identity: str) -> dict 
     }
 
 
-def month_commit_of_load(spark, how: str, month: str) -> int | None:
-    """Raw's commit that holds the month as this load leaves it: the head of the session's audit branch when the load
-    wrote, else the commit that wrote the month on ``main`` (an unchanged month: the load made no raw commit)."""
-    if how != "unchanged":
-        wap.refresh(spark, naming.TAXI_RAW)
-        branch = spark.conf.get(wap.WAP_BRANCH_CONF, None)
-        return ref_snapshot_id(spark, naming.TAXI_RAW, branch or "main")
+def month_commit_of_load(spark, month: str, before: int | None) -> int | None:
+    """Raw's commit that holds the month as this load leaves it: the head of the session's audit branch (or of main,
+    written straight) when the load committed since ``before``, else the commit that wrote the month on ``main`` (an
+    unchanged month: the load made no raw commit)."""
+    wap.refresh(spark, naming.TAXI_RAW)
+    head = ref_snapshot_id(spark, naming.TAXI_RAW, spark.conf.get(wap.WAP_BRANCH_CONF, None) or "main")
+    if head != before:
+        return head
     return loaded_source.month_state(settings.pyiceberg_catalog(), naming.TAXI_RAW, month).month_snapshot_id
 
 
@@ -315,12 +316,12 @@ def main(argv: list[str] | None = None, write_audit_publish: bool = True) -> Non
     if write_audit_publish:
         branch = wap.branch_name("taxi", args.month)
         wap.open_branch(spark, naming.TAXI_RAW, branch)
-    how = load(spark, good, args.month, identity)
+    load(spark, good, args.month, identity)
     with loaded_source.tagged_commits(spark, args.month, identity):
         rows, ids = remove_repeated_rows(spark, args.month)
     # The quarantine's commit names raw's commit of this month it completes: a load stopped before it, or whose
     # raw commit never reached main (blocked), is loaded again rather than taken as loaded (already_loaded).
-    completes = month_commit_of_load(spark, how, args.month)
+    completes = month_commit_of_load(spark, args.month, before)
     with loaded_source.tagged_commits(spark, args.month, identity, completes_snapshot=completes):
         load_quarantine(spark, quarantined, args.month)
     reasons = quarantine_reasons(spark, args.month)

@@ -132,7 +132,7 @@ def test_a_files_repeated_rows_are_appended_then_removed_and_never_merged_twice(
     assert _rows(spark, raw_table) == 3, "the new row once, however often the file repeats it"
 
 
-def test_the_audit_counts_rows_a_load_added_outside_its_month(spark, raw_table):
+def test_the_audit_counts_rows_a_load_added_outside_its_month_and_the_days_without_a_pickup(spark, raw_table):
     """Raw is partitioned by the pickup's month: a row whose pickup is outside the file's month would land in another
     month's partition, unseen by every check of the month. The audit tells it from metadata: the rows added in all,
     less what the month gained."""
@@ -143,15 +143,17 @@ def test_the_audit_counts_rows_a_load_added_outside_its_month(spark, raw_table):
     load_taxi.load(spark, december, "2024-12")
     before = current_snapshot_id(spark, raw_table)
     wap.open_branch(spark, raw_table, "audit_taxi_202501_unit")
-    january = _staged(spark, "2025-01", ["2025-01-03 10:00:00", "2025-01-04 11:00:00"])
+    # Day 31 too: its bit is the 32nd of the audit's days, past an int's.
+    january = _staged(spark, "2025-01", ["2025-01-03 10:00:00", "2025-01-04 11:00:00", "2025-01-31 23:00:00"])
     stray = _staged(spark, "2025-01", ["2024-12-31 23:00:00"])  # a pickup outside the month, let through
     load_taxi.load(spark, january, "2025-01")
     stray.writeTo(qualified(raw_table)).append()
     wap.refresh(spark, raw_table)
     branch = wap.ref_snapshot_id(spark, raw_table, "audit_taxi_202501_unit")
     added = total_records(spark, raw_table, branch) - total_records(spark, raw_table, before)
-    observations, _ = audit.taxi_month(spark, "2025-01", file_rows=3, added_rows=added)
+    observations, _ = audit.taxi_month(spark, "2025-01", file_rows=4, added_rows=added)
     wap.close_session_branch(spark)
-    assert added == 3
-    assert observations["rows"] == 2
+    assert added == 4
+    assert observations["rows"] == 3
     assert observations["pickups_outside_month"] == 1
+    assert observations["days_missing"] == 31 - 3, "days 3, 4 and 31 have a pickup"

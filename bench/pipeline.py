@@ -51,6 +51,8 @@ from include.spark import codeship, submit
 # The last code with a staging table (a stage job, then a MERGE job: the month written twice), measured beside this
 # checkout's (BENCH_BASELINE_REF; "" for none).
 DEFAULT_BASELINE_REF = "b03d0b2"
+# load_taxi straight into main, without write-audit-publish: what the audit branch costs a first load.
+DIRECT_LOAD_JOB = Path(__file__).resolve().parent / "jobs" / "load_taxi_direct.py"
 EXTRACTED = re.compile(r"lineage: extracted (\w+) in ([0-9.]+)s")
 
 
@@ -152,6 +154,7 @@ def ingest_efficiency(paths: settings.Paths, rows: int, repeats: int, baseline: 
     first: dict[str, list[float]] = {v.label: [] for v in versions}
     reload: dict[str, list[float]] = {v.label: [] for v in versions}
     bare: list[float] = []
+    direct: list[float] = []
     for i in range(repeats):
         _reset_tables(paths)
         _progress(f"ingest {i + 1}/{repeats}: bare read + parquet write")
@@ -163,6 +166,9 @@ def ingest_efficiency(paths: settings.Paths, rows: int, repeats: int, baseline: 
             first[version.label].append(version.ingest_month(month))
             _progress(f"ingest {i + 1}/{repeats}: {version.label}: {jobs}, idempotent re-load")
             reload[version.label].append(version.ingest_month(month))
+        _reset_tables(paths)
+        _progress(f"ingest {i + 1}/{repeats}: this checkout's load without write-audit-publish, first load")
+        direct.append(_spark_submit(DIRECT_LOAD_JOB, ["--month", month]))
 
     def figures(label: str) -> dict:
         return {
@@ -179,6 +185,8 @@ def ingest_efficiency(paths: settings.Paths, rows: int, repeats: int, baseline: 
         "bare_seconds": _summary(bare),
         "bare_rows_per_second": rows / statistics.median(bare),
         **figures(CURRENT.label),
+        "first_load_without_wap_seconds": _summary(direct),
+        "first_load_without_wap_ratio": _summary([d / b for d, b in zip(direct, bare, strict=True)]),
     }
     if baseline:
         results["baseline"] = {"version": baseline.label, **figures(baseline.label)}
@@ -408,6 +416,14 @@ def to_markdown(results: dict) -> str:
         f"| load, idempotent re-load (s) | {fmt(ing['reload_seconds'])} |",
         f"| `ingest.first_load_ratio`: first load ÷ bare | {fmt(ing['first_load_ratio'])} |",
         f"| `ingest.reload_ratio`: re-load ÷ bare | {fmt(ing['reload_ratio'])} |",
+        *(
+            [
+                f"| load without write-audit-publish, first load (s) | {fmt(ing['first_load_without_wap_seconds'])} |",
+                f"| `ingest.first_load_without_wap_ratio`: that ÷ bare | {fmt(ing['first_load_without_wap_ratio'])} |",
+            ]
+            if "first_load_without_wap_ratio" in ing
+            else []
+        ),
         f"| rows/s, first load (bare) | {ing['first_load_rows_per_second']:,.0f} ({ing['bare_rows_per_second']:,.0f}) |",
     ]
     if "baseline" in ing:

@@ -12,14 +12,11 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
 
-from bench.pipeline import _progress, _spark_submit, _summary
+from bench.pipeline import DIRECT_LOAD_JOB, _progress, _spark_submit, _summary
 from include.core import ports, settings
 from include.services import catalog_server
 from include.sources import sample_data
-
-DIRECT = Path(__file__).resolve().parent / "jobs" / "load_taxi_direct.py"
 
 
 def wap_overhead(paths: settings.Paths, rows: int, repeats: int) -> dict:
@@ -31,12 +28,12 @@ def wap_overhead(paths: settings.Paths, rows: int, repeats: int) -> dict:
     for year, number in months:
         landed = paths.landing / "tlc" / sample_data.taxi_file_name(year, number)
         sample_data.write_taxi_month(landed.parent, year, number, rows)
-    _spark_submit(DIRECT, ["--month", "2024-01"])
+    _spark_submit(DIRECT_LOAD_JOB, ["--month", "2024-01"])
     through_branch: list[float] = []
     direct: list[float] = []
     pending = [f"{year:04d}-{number:02d}" for year, number in months[1:]]
     for repeat in range(repeats):
-        order = [("direct", DIRECT), ("branch", settings.SPARK_JOBS_DIR / "load_taxi.py")]
+        order = [("direct", DIRECT_LOAD_JOB), ("branch", settings.SPARK_JOBS_DIR / "load_taxi.py")]
         for label, script in order if repeat % 2 == 0 else reversed(order):
             month = pending.pop(0)
             seconds = _spark_submit(script, ["--month", month])

@@ -38,6 +38,8 @@ def test_markdown_table_carries_every_figure_with_its_spread():
                 "first_load_rows_per_second": 11.0,
             },
             "first_load_speedup": _summary([2.0, 1.8, 1.67]),
+            "first_load_without_wap_seconds": _summary([3.0, 4.0, 5.0]),
+            "first_load_without_wap_ratio": _summary([3.0, 2.0, 1.67]),
         },
         "lineage": {
             "pairs": 3,
@@ -66,6 +68,7 @@ def test_markdown_table_carries_every_figure_with_its_spread():
     assert "| `ingest.reload_ratio`: re-load ÷ bare | 1.75 (1.33–3.00) |" in table
     assert "| baseline abc123: first load ÷ bare | 4.50 (3.33–8.00) |" in table
     assert "| first load, baseline abc123 ÷ this checkout | 1.80 (1.67–2.00) |" in table
+    assert "| `ingest.first_load_without_wap_ratio`: that ÷ bare | 2.00 (1.67–3.00) |" in table
     # The mean and its standard error (stdev / sqrt(n)): whether the repeats resolve a 3 % difference.
     assert (
         "| `lineage.overhead_ratio`: on ÷ off | 1.10 (1.09–1.11); mean 1.100 ± 0.006; 3 pairs, target ± 0.010 reached |"

@@ -138,7 +138,7 @@ def test_taxi_dag_succeeds_whatever_the_backend_does_and_replay_delivers_every_e
         (e["run"]["runId"], e["eventType"], e["eventTime"])
         for e in map(json.loads, reliability_run.reference.read_text().splitlines())
     }
-    assert len(emitted) >= 7, "START and COMPLETE of the three tasks and the DAG's COMPLETE"
+    assert len(emitted) >= 5, "START and COMPLETE of the two tasks and the DAG's COMPLETE"
     assert list(backend.spool_dir.glob("*.json")), f"with the backend {behaviour}, events must have been spooled"
 
     recorder = backend.recorder or RecordingBackend(backend.port)

@@ -199,7 +199,10 @@ def merge_new_rows(spark, rows, month: str) -> None:
 def remove_repeated_rows(spark, month: str) -> tuple[int, int]:
     """Remove, in place, rows of raw's month (as the session reads it: the audit branch) that repeat another row
     (same id: every column equal); returns (rows, distinct ids) as they are afterwards. The check reads the written
-    id column only, so a file's rows are shuffled only when it repeats one; it is also the month's uniqueness check."""
+    id column only, so a file's rows are shuffled only when it repeats one; it is also the month's uniqueness check.
+    The table is refreshed first: after the first write into a table that had no snapshot, the session's cached
+    metadata still points the branch at its empty snapshot (wap.refresh), and the count would be 0 of 0."""
+    wap.refresh(spark, naming.TAXI_RAW)
     counts = rows_and_distinct_ids(raw_month(spark, month))
     if counts[0] != counts[1]:
         wap.refresh(spark, naming.TAXI_RAW)

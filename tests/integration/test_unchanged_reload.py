@@ -71,6 +71,9 @@ def test_an_unchanged_month_is_recognised_and_a_changed_or_rolled_back_one_is_lo
 
     load = _load(own_var, "first")
     assert load.unchanged is None and load.audit["published"], load
+    rows, ids = _raw_rows_and_ids(catalog)
+    unique = next(a for a in load.assertions[naming.TAXI_RAW] if a["assertion"] == "unique")
+    assert load.staged_rows == rows == ids > 0 and unique["actual"] == str(rows), (load.staged_rows, rows, unique)
     first = _snapshots(catalog)
     assert all(first.values()), first
     raw = catalog.load_table(f"{settings.ICEBERG_NAMESPACE}.{naming.TAXI_RAW}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from pyspark.sql import functions as F
@@ -24,7 +25,7 @@ from spark_jobs.common.report import (
     write_report,
 )
 from spark_jobs.common.runner import BadInputError, PublishBlockedError, month_job_args, run
-from spark_jobs.common.session import spark_session
+from spark_jobs.common.session import running_beside, spark_session
 from spark_jobs.common.tables import (
     current_snapshot_id,
     ensure_table,
@@ -79,6 +80,18 @@ def nanosecond_timestamps(path: str) -> dict[str, bool]:
         for field in schema
         if pa.types.is_timestamp(field.type) and field.type.unit == "ns"
     }
+
+
+def footer_rows(path) -> int | None:
+    """The file's row count as its footer states it (every row group's, summed): what ``count()`` would scan the
+    file for. None when pyarrow cannot read the footer (Spark's read then says why, or counts)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.ParquetFile(path).metadata.num_rows
+    except (OSError, pa.ArrowException):
+        return None
 
 
 def extract(spark, path: str):
@@ -153,24 +166,28 @@ def id_fingerprint(rows) -> tuple[int, int, int]:
     return int(row[0]), int(row[1] or 0), int(row[2] or 0)
 
 
-def load(spark, rows, month: str, source: str | None = None) -> str:
+def month_is_empty(spark, month: str) -> bool:
+    """Whether raw's month (as the session reads it) holds no row: a first load appends."""
+    return not raw_month(spark, month).limit(1).collect()
+
+
+def load(spark, rows, month: str, tags: Mapping[str, str] | None = None) -> str:
     """Add the month's new rows to raw; returns how: ``append`` into an empty month (every row, repeats included:
     ``remove_repeated_rows`` finds them on the written ids), ``unchanged`` when raw's month already holds exactly the
     rows' distinct ids (a forced re-load: two one-column scans instead of a join), else ``merge``. The month's
-    commits carry ``source``, the rows' source identity (loaded_source)."""
+    commits carry ``tags`` (loaded_source.commit_tags)."""
     write_one_partition_per_job(spark)
     ensure_raw(spark, rows.schema)
     if table_property(spark, naming.TAXI_RAW, ROW_ID_PROPERTY) != ROW_ID_SCHEME:
         migrate_row_ids(spark)  # every month rewritten: a commit left untagged
     base = current_snapshot_id(spark, naming.TAXI_RAW)
-    existing = raw_month(spark, month)
-    tagged = loaded_source.tagged_commits(spark, month, source) if source else contextlib.nullcontext()
-    if not existing.limit(1).collect():
+    tagged = loaded_source.tagged_commits(spark, tags) if tags else contextlib.nullcontext()
+    if month_is_empty(spark, month):
         with tagged:
             append_to_empty_month(rows, month, base)
         return "append"
     distinct = deduplicate(rows)  # a MERGE inserts every unmatched source row: a repeated new row twice
-    if id_fingerprint(distinct) == id_fingerprint(existing):
+    if id_fingerprint(distinct) == id_fingerprint(raw_month(spark, month)):
         return "unchanged"
     with tagged:
         merge_new_rows(spark, distinct, month)
@@ -223,14 +240,15 @@ def negative_values(spark, table: str, column: str, partition_path: str, rows) -
 # --- The quarantine -----------------------------------------------------------------------------------------------
 
 
-def load_quarantine(spark, quarantined, month: str) -> None:
-    """Replace this month's quarantine, even when it is now empty, in one commit: the load's last before the audit
-    (loaded_source tags it with raw's commit it completes). Its few rows are deduplicated before the write. The
-    quarantine is not audited: without ``write.wap.enabled`` Iceberg writes it to its ``main`` whatever audit branch
-    the session writes raw to (pinned by tests/unit/test_wap_branches.py)."""
+def load_quarantine(spark, quarantined, month: str, tags: Mapping[str, str] | None = None) -> None:
+    """Replace this month's quarantine, even when it is now empty, in one commit carrying ``tags`` (as write
+    options: it may commit while raw's writes run in another thread). Its few rows are deduplicated before the write.
+    The quarantine is not audited: without ``write.wap.enabled`` Iceberg writes it to its ``main`` whatever audit
+    branch the session writes raw to (pinned by tests/unit/test_wap_branches.py)."""
     write_one_partition_per_job(spark)
     ensure_table(spark, naming.TAXI_QUARANTINE, quarantined.schema, partitioned_by="source_month")
-    deduplicate(quarantined).writeTo(qualified(naming.TAXI_QUARANTINE)).overwrite(F.col("source_month") == month)
+    writer = deduplicate(quarantined).writeTo(qualified(naming.TAXI_QUARANTINE))
+    loaded_source.tagged_write(writer, tags or {}).overwrite(F.col("source_month") == month)
 
 
 def quarantine_reasons(spark, month: str) -> dict[str, int]:
@@ -254,8 +272,8 @@ def already_loaded(month: str, landed, fingerprint: str, identity: str) -> dict 
     this very file and code (loaded_source), read through pyiceberg before any Spark session starts. None otherwise."""
     catalog = settings.pyiceberg_catalog()
     states = {table: loaded_source.month_state(catalog, table, month) for table in LOADED_TABLES}
-    # Both tagged with this source is not enough: a load stopped before its quarantine commit, or blocked at its
-    # audit (raw's main then holds an earlier load), did not complete. The quarantine's commit must name raw's.
+    # Both tagged with this source is not enough: a load stopped before its publish, or blocked at its audit (raw's
+    # main then holds an earlier load), did not complete. Raw's commit on main and the quarantine's must be one load's.
     if not loaded_source.load_completed(states[naming.TAXI_RAW], states[naming.TAXI_QUARANTINE], identity):
         return None
     return {
@@ -271,15 +289,10 @@ def already_loaded(month: str, landed, fingerprint: str, identity: str) -> dict 
     }
 
 
-def month_commit_of_load(spark, month: str, before: int | None) -> int | None:
-    """Raw's commit that holds the month as this load leaves it: the head of the session's audit branch (or of main,
-    written straight) when the load committed since ``before``, else the commit that wrote the month on ``main`` (an
-    unchanged month: the load made no raw commit)."""
-    wap.refresh(spark, naming.TAXI_RAW)
-    head = ref_snapshot_id(spark, naming.TAXI_RAW, spark.conf.get(wap.WAP_BRANCH_CONF, None) or "main")
-    if head != before:
-        return head
-    return loaded_source.month_state(settings.pyiceberg_catalog(), naming.TAXI_RAW, month).month_snapshot_id
+def raw_month_load_id(month: str) -> str | None:
+    """The load id of the commit that holds ``month`` on raw's ``main``: the load a re-load that changes no raw row
+    completes (its quarantine carries that id)."""
+    return loaded_source.month_load_id(loaded_source.month_state(settings.pyiceberg_catalog(), naming.TAXI_RAW, month))
 
 
 def record_landed_file(month: str) -> None:
@@ -310,7 +323,9 @@ def main(argv: list[str] | None = None, write_audit_publish: bool = True) -> Non
     spark = spark_session("load_taxi")
     source, nanos = extract(spark, str(landed))
     drift = schema_drift(source)
-    source_rows = source.count()
+    source_rows = footer_rows(landed)
+    if source_rows is None:
+        source_rows = source.count()
     good, quarantined = split_flagged(transform(source, str(landed), args.month, datetime.now(UTC), nanos))
     ensure_raw(spark, good.schema)
     before = current_snapshot_id(spark, naming.TAXI_RAW)
@@ -319,14 +334,25 @@ def main(argv: list[str] | None = None, write_audit_publish: bool = True) -> Non
     if write_audit_publish:
         branch = wap.branch_name("taxi", args.month)
         wap.open_branch(spark, naming.TAXI_RAW, branch)
-    load(spark, good, args.month, identity)
-    with loaded_source.tagged_commits(spark, args.month, identity):
-        rows, ids = remove_repeated_rows(spark, args.month)
-    # The quarantine's commit names raw's commit of this month it completes: a load stopped before it, or whose
-    # raw commit never reached main (blocked), is loaded again rather than taken as loaded (already_loaded).
-    completes = month_commit_of_load(spark, args.month, before)
-    with loaded_source.tagged_commits(spark, args.month, identity, completes_snapshot=completes):
-        load_quarantine(spark, quarantined, args.month)
+    # Every commit of this load carries its id; the month counts as loaded once raw's main and the quarantine hold
+    # one load's commits (already_loaded). A load stopped before its publish, or blocked, never moved raw's main.
+    load_id = loaded_source.new_load_id()
+    tags = loaded_source.commit_tags(args.month, identity, load_id)
+    if write_audit_publish and month_is_empty(spark, args.month):
+        # raw's main moves only at the publish, after both: the quarantine is written beside raw's first write,
+        # on the cores that write leaves idle (a file of fewer, or unevenly sized, row groups than cores).
+        quarantine = lambda: load_quarantine(spark, quarantined, args.month, tags)  # noqa: E731
+        with running_beside(quarantine, "load_quarantine"):
+            load(spark, good, args.month, tags)
+            with loaded_source.tagged_commits(spark, tags):
+                rows, ids = remove_repeated_rows(spark, args.month)
+    else:
+        # A MERGE or an unchanged month, or straight into main: the quarantine last, once raw's month is final.
+        how = load(spark, good, args.month, tags)
+        with loaded_source.tagged_commits(spark, tags):
+            rows, ids = remove_repeated_rows(spark, args.month)
+        completes = raw_month_load_id(args.month) if how == "unchanged" else load_id
+        load_quarantine(spark, quarantined, args.month, loaded_source.commit_tags(args.month, identity, completes))
     reasons = quarantine_reasons(spark, args.month)
     if write_audit_publish:
         wap.refresh(spark, naming.TAXI_RAW)

@@ -16,13 +16,15 @@ The rule (``month_identity``) walks a table's current history from its newest sn
 Because the walk starts at the table's current snapshot, a rolled-back table (``lineage rollback``) or a branch
 published later (write-audit-publish) is judged by the history it has now, never by a record kept elsewhere.
 
-A load that commits to two tables is recognised only once it has made its last commit (``load_completed``). The
-taxi load writes raw (on its audit branch), removes the month's repeated rows, and only then writes the quarantine,
-whose commit names raw's commit it completes (``COMPLETES_SNAPSHOT``); the audit's publish then moves raw's main to
-that commit. A load stopped before publishing leaves raw's main as it was; one that wrote straight into main and was
-stopped in between (killed, out of memory, a lost node) leaves raw tagged with the month's identity but no
-quarantine commit naming it. Either way its retry loads the month again instead of taking a half-done one (repeated
-rows not yet removed) for a loaded month.
+A load that commits to two tables is recognised only once it has made every commit (``load_completed``). Every
+commit of one taxi load carries the load's id (``LOAD_ID``), and the month counts as loaded only when raw's deciding
+commit on ``main`` and the quarantine's carry the same one. The load writes raw on its audit branch (append or MERGE,
+then the removal of the month's repeated rows) while it replaces the quarantine beside it; only the audit's publish,
+after both, moves raw's ``main`` to the branch. A load stopped before publishing, or blocked, leaves raw's ``main``
+holding an earlier load's id, so its retry loads the month again instead of taking a half-done one for a loaded
+month. (A load straight into ``main``, the bench's measure without write-audit-publish, writes the quarantine last
+for the same reason.) A re-load that finds raw's month already holding exactly its rows writes no raw commit: its
+quarantine carries the load id of raw's commit it completes.
 """
 
 from __future__ import annotations
@@ -30,16 +32,19 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import inspect
+import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 SOURCE_MONTH = "lakehouse.source-month"
 SOURCE_IDENTITY = "lakehouse.source-identity"
-# On a load's last commit: the snapshot of the first table that this commit completes (load_completed).
-COMPLETES_SNAPSHOT = "lakehouse.completes-snapshot-id"
+# The load that made the commit: the same on every commit of one load, whichever table (load_completed).
+LOAD_ID = "lakehouse.load-id"
 # Iceberg copies session properties with this prefix into the summary of every commit the session makes
 # (SparkSQLProperties.SNAPSHOT_PROPERTY_PREFIX, Iceberg >= 1.11 on Spark 4.1), row-level commands included.
 SESSION_SNAPSHOT_PROPERTY = "spark.sql.iceberg.snapshot-property."
+# The same for one DataFrame write's commit (SparkWriteOptions.SNAPSHOT_PROPERTY_PREFIX).
+WRITE_SNAPSHOT_PROPERTY = "snapshot-property."
 
 
 def source_identity(fingerprint: str, *modules) -> str:
@@ -84,11 +89,37 @@ class MonthState:
 
 
 def load_completed(first: MonthState, last: MonthState, identity: str) -> bool:
-    """Whether a load of two tables made every commit from ``identity``: both hold the month from it, and the second
-    table's deciding commit names the first's deciding commit as the one it completes (``COMPLETES_SNAPSHOT``)."""
-    if first.identity != identity or last.identity != identity or first.month_snapshot_id is None:
+    """Whether one load of two tables made every commit from ``identity``: both hold the month from it, and both
+    deciding commits carry the same ``LOAD_ID``."""
+    if first.identity != identity or last.identity != identity:
         return False
-    return (last.month_summary or {}).get(COMPLETES_SNAPSHOT) == str(first.month_snapshot_id)
+    load = month_load_id(first)
+    return load is not None and month_load_id(last) == load
+
+
+def month_load_id(state: MonthState) -> str | None:
+    """The ``LOAD_ID`` of the commit that decided ``state``'s month (None: untagged, or no such commit)."""
+    return (state.month_summary or {}).get(LOAD_ID)
+
+
+def new_load_id() -> str:
+    return uuid.uuid4().hex
+
+
+def commit_tags(month: str, identity: str, load_id: str | None) -> dict[str, str]:
+    """The snapshot-summary tags of a load's commits (``load_id`` None: a commit no load may be completed by)."""
+    tags = {SOURCE_MONTH: month, SOURCE_IDENTITY: identity}
+    if load_id is not None:
+        tags[LOAD_ID] = load_id
+    return tags
+
+
+def tagged_write(writer, tags: Mapping[str, str]):
+    """``writer`` (a ``DataFrameWriterV2``) whose commit carries ``tags``, as write options: unlike
+    ``tagged_commits``, safe while another thread of the session commits to another table."""
+    for key, value in tags.items():
+        writer = writer.option(f"{WRITE_SNAPSHOT_PROPERTY}{key}", value)
+    return writer
 
 
 def month_state(catalog, table_key: str, month: str) -> MonthState:
@@ -114,12 +145,11 @@ def month_state(catalog, table_key: str, month: str) -> MonthState:
 
 
 @contextlib.contextmanager
-def tagged_commits(spark, month: str, identity: str, completes_snapshot: int | None = None) -> Iterator[None]:
-    """Every commit the session makes inside the block is tagged with ``month`` and ``identity`` (and, for a load's
-    last commit, the snapshot it completes); only for writes that change that month's rows alone."""
-    keys = {SOURCE_MONTH: month, SOURCE_IDENTITY: identity}
-    if completes_snapshot is not None:
-        keys[COMPLETES_SNAPSHOT] = str(completes_snapshot)
+def tagged_commits(spark, tags: Mapping[str, str]) -> Iterator[None]:
+    """Every commit the session makes inside the block carries ``tags`` (``commit_tags``), row-level commands (MERGE)
+    included; only for writes that change that month's rows alone. Session-wide: a write committing in another
+    thread meanwhile is tagged too (``tagged_write`` is not)."""
+    keys = dict(tags)
     for key, value in keys.items():
         spark.conf.set(SESSION_SNAPSHOT_PROPERTY + key, value)
     try:

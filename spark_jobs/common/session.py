@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
+
 from include.core import settings
 from include.services import catalog_server
 from include.spark import submit
@@ -27,3 +30,30 @@ def spark_session(app_name: str, extra_conf: dict[str, str] | None = None):
     for key, value in spark_settings.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+@contextlib.contextmanager
+def running_beside(work: Callable[[], object], name: str) -> Iterator[None]:
+    """Run ``work`` (Spark jobs of this session) in a thread while the block runs; on leaving, wait for it and raise
+    its error, if any (the block's own error first). Spark schedules the two threads' jobs on the same executors,
+    first come first served: the thread's tasks fill cores the block's jobs leave idle (a write with fewer input
+    splits than cores, or unevenly sized ones). An ``InheritableThread``: in PySpark's pinned-thread mode it runs on a
+    JVM thread of its own that inherits the caller's local properties."""
+    from pyspark import InheritableThread
+
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as error:  # re-raised in the caller's thread below
+            failures.append(error)
+
+    thread = InheritableThread(target=run, name=name, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()
+    if failures:
+        raise failures[0]

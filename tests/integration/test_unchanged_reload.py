@@ -82,7 +82,8 @@ def test_an_unchanged_month_is_recognised_and_a_changed_or_rolled_back_one_is_lo
     identity = tags.get(loaded_source.SOURCE_IDENTITY)
     assert identity and identity.startswith("xxhash64:"), tags
     quarantine = loaded_source.month_state(catalog, naming.TAXI_QUARANTINE, MONTH)
-    assert quarantine.month_summary[loaded_source.COMPLETES_SNAPSHOT] == str(first[naming.TAXI_RAW])
+    load_id = loaded_source.month_load_id(loaded_source.month_state(catalog, naming.TAXI_RAW, MONTH))
+    assert load_id and loaded_source.month_load_id(quarantine) == load_id, "both tables hold one load's commits"
 
     # The same file again (what the DAG's `force` does): nothing loaded, every snapshot where it was.
     load = _load(own_var, "again")
@@ -122,12 +123,11 @@ def test_an_unchanged_month_is_recognised_and_a_changed_or_rolled_back_one_is_lo
 
 
 def test_a_load_stopped_before_its_last_commit_is_loaded_again_not_taken_as_loaded(own_var):
-    """A load writes raw (on its audit branch), removes the month's repeated rows, then writes the quarantine, whose
-    commit names raw's; only the audit's publish moves raw's main. A load whose raw commit reached main but whose
-    quarantine commit never followed (a load straight into main stopped in between: killed, out of memory, a lost
-    node) leaves raw tagged with the month's source and maybe repeated rows in it; its retry must load again. The
-    stopped load is reproduced by its effect (not by killing a JVM at the right moment): rows of raw's month
-    appended to it again, in a commit tagged as the load tags its own."""
+    """Every commit of a load carries its id; only the audit's publish moves raw's main. A load whose raw commit
+    reached main but whose quarantine commit never followed (a load straight into main stopped in between: killed,
+    out of memory, a lost node) leaves raw tagged with the month's source and maybe repeated rows in it; its retry
+    must load again. The stopped load is reproduced by its effect (not by killing a JVM at the right moment): rows of
+    raw's month appended to it again, in a commit tagged as a new load tags its own."""
     import os
 
     os.environ.update(submit.spark_connection_outside_airflow())
@@ -145,6 +145,6 @@ def test_a_load_stopped_before_its_last_commit_is_loaded_again_not_taken_as_load
     assert loaded_source.month_state(catalog, naming.TAXI_RAW, MONTH).identity == identity
 
     load = _load(own_var, "retried")
-    assert load.unchanged is None, "a raw commit the quarantine's commit does not complete was taken as loaded"
+    assert load.unchanged is None, "a raw commit of a load the quarantine does not hold was taken as loaded"
     assert _raw_rows_and_ids(catalog) == (rows, ids), "the retry removed the repeated rows"
     assert _load(own_var, "recognised").unchanged, "completed again: the next run recognises the month"

@@ -1,7 +1,7 @@
 """A job for the re-load test: append ``--rows`` of a table's rows to it again, in one commit tagged with
-``--month`` and ``--identity`` as a taxi load tags its own (spark_jobs/common/loaded_source.py): the state a load
-straight into ``main`` leaves when stopped after its write, before it removed the repeated rows and wrote the
-quarantine."""
+``--month``, ``--identity`` and a new load's id as a taxi load tags its own (spark_jobs/common/loaded_source.py):
+the state a load straight into ``main`` leaves when stopped after its write, before it removed the repeated rows
+and wrote the quarantine."""
 
 from __future__ import annotations
 
@@ -21,12 +21,8 @@ def main() -> None:
     args = parser.parse_args()
     spark = SparkSession.builder.getOrCreate()
     repeated = spark.table(args.table).limit(args.rows).localCheckpoint()
-    (
-        repeated.writeTo(args.table)
-        .option(f"snapshot-property.{loaded_source.SOURCE_MONTH}", args.month)
-        .option(f"snapshot-property.{loaded_source.SOURCE_IDENTITY}", args.identity)
-        .append()
-    )
+    tags = loaded_source.commit_tags(args.month, args.identity, loaded_source.new_load_id())
+    loaded_source.tagged_write(repeated.writeTo(args.table), tags).append()
     spark.stop()
 
 

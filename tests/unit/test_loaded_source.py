@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spark_jobs.common.loaded_source import (
-    COMPLETES_SNAPSHOT,
+    LOAD_ID,
     SOURCE_IDENTITY,
     SOURCE_MONTH,
     MonthState,
@@ -67,8 +67,8 @@ def test_an_untagged_newer_commit_always_makes_it_unknown(history):
     assert month_identity([UNTAGGED, *history], "2025-01") is None
 
 
-def completing(month: str, identity: str, snapshot_id: int) -> dict:
-    return {**tagged(month, identity), COMPLETES_SNAPSHOT: str(snapshot_id)}
+def of_load(month: str, identity: str, load: str) -> dict:
+    return {**tagged(month, identity), LOAD_ID: load}
 
 
 def state(history: list[tuple[int, dict]]) -> MonthState:
@@ -81,42 +81,60 @@ def state(history: list[tuple[int, dict]]) -> MonthState:
 
 
 @pytest.mark.parametrize(
-    ("staging", "quarantine", "expected"),
+    ("raw", "quarantine", "expected"),
     [
-        ([(2, tagged("2025-01", "a"))], [(7, completing("2025-01", "a", 2))], True),
-        # stopped after staging's write (or before its repeated rows were removed): no quarantine commit names it
-        ([(3, tagged("2025-01", "a")), (2, tagged("2025-01", "a"))], [(7, completing("2025-01", "a", 2))], False),
-        ([(2, tagged("2025-01", "a"))], [(7, tagged("2025-01", "a"))], False),
-        ([(2, tagged("2025-01", "a"))], [], False),
-        ([(2, tagged("2025-01", "b"))], [(7, completing("2025-01", "a", 2))], False),
-        ([(2, tagged("2025-01", "a"))], [(7, completing("2025-01", "b", 2))], False),
-        # other months' later stages leave the month's answer as it was
+        ([(2, of_load("2025-01", "a", "L1"))], [(7, of_load("2025-01", "a", "L1"))], True),
+        # raw's removal of repeated rows is a second commit of the same load
         (
-            [(5, tagged("2025-02", "x")), (2, tagged("2025-01", "a"))],
-            [(9, completing("2025-02", "x", 5)), (7, completing("2025-01", "a", 2))],
+            [(3, of_load("2025-01", "a", "L1")), (2, of_load("2025-01", "a", "L1"))],
+            [(7, of_load("2025-01", "a", "L1"))],
             True,
         ),
-        ([(5, UNTAGGED), (2, tagged("2025-01", "a"))], [(7, completing("2025-01", "a", 2))], False),
+        # stopped after raw's write straight into main: a newer raw commit of another load, the quarantine of the last
+        (
+            [(3, of_load("2025-01", "a", "L2")), (2, of_load("2025-01", "a", "L1"))],
+            [(7, of_load("2025-01", "a", "L1"))],
+            False,
+        ),
+        # blocked or stopped before the publish: the quarantine of the new load, raw's main of the last
+        (
+            [(2, of_load("2025-01", "a", "L1"))],
+            [(8, of_load("2025-01", "a", "L2")), (7, of_load("2025-01", "a", "L1"))],
+            False,
+        ),
+        ([(2, tagged("2025-01", "a"))], [(7, tagged("2025-01", "a"))], False),
+        ([(2, of_load("2025-01", "a", "L1"))], [], False),
+        ([(2, of_load("2025-01", "b", "L1"))], [(7, of_load("2025-01", "a", "L1"))], False),
+        ([(2, of_load("2025-01", "a", "L1"))], [(7, of_load("2025-01", "b", "L1"))], False),
+        # other months' loads in between leave the month's answer as it was
+        (
+            [(5, of_load("2025-02", "x", "L5")), (2, of_load("2025-01", "a", "L1"))],
+            [(9, of_load("2025-02", "x", "L5")), (7, of_load("2025-01", "a", "L1"))],
+            True,
+        ),
+        ([(5, UNTAGGED), (2, of_load("2025-01", "a", "L1"))], [(7, of_load("2025-01", "a", "L1"))], False),
     ],
     ids=[
-        "the quarantine's commit completes staging's",
-        "staging written again after the last completed stage",
-        "a quarantine commit that completes nothing",
+        "one load's commits on both",
+        "two raw commits of one load",
+        "raw written again by a load that never reached the quarantine",
+        "a quarantine whose load never reached raw's main",
+        "commits without a load id",
         "no quarantine",
-        "staging from another source",
+        "raw from another source",
         "quarantine from another source",
-        "other months' stages in between",
-        "a user's change to staging since",
+        "other months' loads in between",
+        "a user's change to raw since",
     ],
 )
-def test_load_completed(staging, quarantine, expected):
-    assert load_completed(state(staging), state(quarantine), "a") is expected
+def test_load_completed(raw, quarantine, expected):
+    assert load_completed(state(raw), state(quarantine), "a") is expected
 
 
-@given(st.lists(commits, max_size=8), st.integers(min_value=1, max_value=10**6))
-def test_a_newer_staging_commit_of_the_month_is_never_completed_by_an_older_quarantine(history, newer):
-    staging = [(i + 1, summary) for i, summary in enumerate(reversed(history))][::-1]
-    decided = state(staging)
-    quarantine = state([(10**7, completing("2025-01", "a", decided.month_snapshot_id or 0))])
-    rewritten = state([(10**6 + newer, tagged("2025-01", "a")), *staging])
-    assert not load_completed(rewritten, quarantine, "a")
+@given(st.lists(commits, max_size=8), st.text(min_size=1, max_size=8), st.text(min_size=1, max_size=8))
+def test_a_newer_raw_commit_of_another_load_is_never_completed_by_the_last_quarantine(history, last, newer):
+    """Whatever raw's history, once a load other than the quarantine's wrote raw's month last, the month is loaded
+    again: a stopped or blocked load is never taken for a completed one."""
+    quarantine = state([(10**7, of_load("2025-01", "a", last))])
+    raw = state([(10**6, of_load("2025-01", "a", newer)), *[(i, summary) for i, summary in enumerate(history)]])
+    assert load_completed(raw, quarantine, "a") is (newer == last)

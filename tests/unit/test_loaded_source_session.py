@@ -26,7 +26,7 @@ def table(spark):
 def _commit(spark, table: str, month: str, tagged: bool = True) -> int:
     rows = spark.createDataFrame([(1, month)], SCHEMA)
     if tagged:
-        with loaded_source.tagged_commits(spark, month, f"source of {month}"):
+        with loaded_source.tagged_commits(spark, loaded_source.commit_tags(month, f"source of {month}", None)):
             rows.writeTo(qualified(table)).overwritePartitions()
     else:
         rows.writeTo(qualified(table)).overwritePartitions()

@@ -5,8 +5,8 @@ Every figure is the median of ``BENCH_REPEATS`` (default 3) alternating runs, wi
 
 1. Ingest efficiency: the taxi load of one generated month (``BENCH_ROWS``, default 3,000,000 rows, about a
    real month) ÷ a bare Spark job doing the same read and a plain parquet write; first load and idempotent re-load;
-   the same for the jobs of a git ref (``BENCH_BASELINE_REF``, default the last code with a staging table: a stage
-   job, then a MERGE job; empty: none)
+   the same for the jobs of a git ref (``BENCH_BASELINE_REF``, default the load of the round before, whose
+   quarantine was written after raw's month; empty: none)
    run alternately in the same run, with their own code zip.
 2. Lineage overhead: the taxi DAG via ``airflow dags test`` with OpenLineage on ÷ with ``[openlineage] disabled``,
    in wall clock and in the CPU time of every process the run started, and the extractor's own time per task (from
@@ -48,9 +48,10 @@ from include.services import catalog_server
 from include.sources import sample_data, sample_server
 from include.spark import codeship, submit
 
-# The last code with a staging table (a stage job, then a MERGE job: the month written twice), measured beside this
-# checkout's (BENCH_BASELINE_REF; "" for none).
-DEFAULT_BASELINE_REF = "b03d0b2"
+# The load of the round before, measured beside this checkout's (BENCH_BASELINE_REF; "" for none): its quarantine
+# was written after raw's month, not beside it. Not b03d0b2, the last code with a staging table: its MERGE's audit
+# can read the audit branch's empty snapshot and block the month (fixed in 18e5406), which ends the bench.
+DEFAULT_BASELINE_REF = "9b297f0"
 # load_taxi straight into main, without write-audit-publish: what the audit branch costs a first load.
 DIRECT_LOAD_JOB = Path(__file__).resolve().parent / "jobs" / "load_taxi_direct.py"
 EXTRACTED = re.compile(r"lineage: extracted (\w+) in ([0-9.]+)s")
@@ -78,12 +79,17 @@ class JobsVersion:
 
     label: str
     jobs_dir: Path
-    code_zip: Path | None = None
+    code_root: Path | None = None  # a git ref's checkout, shipped as its own code zip; None: this checkout's
 
     def ingest_month(self, month: str) -> float:
         return sum(
-            _spark_submit(self.jobs_dir / f"{job}.py", ["--month", month], self.code_zip) for job in self.taxi_jobs()
+            _spark_submit(self.jobs_dir / f"{job}.py", ["--month", month], self.code_zip()) for job in self.taxi_jobs()
         )
+
+    def code_zip(self) -> Path | None:
+        """The ref's code zip, built (or found) at each submit: codeship keeps only the newest zips, and this
+        checkout's, rebuilt whenever its code changes, can push a ref's older one out between two rounds."""
+        return codeship.ensure_built(settings.Paths.current(), root=self.code_root) if self.code_root else None
 
     def taxi_jobs(self) -> tuple[str, ...]:
         """The jobs one month's ingest runs: one load since the rows are written once, a stage and a MERGE before."""
@@ -109,7 +115,7 @@ def baseline_version(paths: settings.Paths, ref: str) -> JobsVersion | None:
             return None
         with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
             tar.extractall(folder, filter="data")
-    return JobsVersion(f"baseline {ref}", folder / "spark_jobs", codeship.ensure_built(paths, root=folder))
+    return JobsVersion(f"baseline {ref}", folder / "spark_jobs", folder)
 
 
 def _summary(values: list[float]) -> dict:

@@ -192,3 +192,19 @@ def test_the_lineage_section_adds_pairs_until_the_target_error_or_the_most_pairs
     _fake_dag_runs(monkeypatch, {"on": [11.0, 9.0] * 10, "off": [10.0] * 20})
     result = pipeline.lineage_overhead(SimpleNamespace(var=tmp_path), 10, 3, target_error=0.001, max_pairs=7)
     assert result["pairs"] == 7 and result["resolved"] is False
+
+
+def test_a_refs_code_zip_is_built_again_when_newer_zips_pushed_it_out(tmp_path, monkeypatch):
+    """codeship keeps only its newest zips: a baseline's zip built once at the bench's start was gone by its third
+    round (spark-submit: ``FileNotFoundException: ...project-<digest>.zip does not exist``). It is found or built
+    at each submit."""
+    from include.core import settings
+
+    monkeypatch.setenv("PIPELINE_VAR_DIR", str(tmp_path / "var"))
+    version = pipeline.JobsVersion("baseline HEAD", settings.SPARK_JOBS_DIR, settings.PROJECT_ROOT)
+    first = version.code_zip()
+    assert first is not None and first.exists()
+    first.unlink()  # what codeship's pruning does to an older zip
+    again = version.code_zip()
+    assert again == first and again.exists()
+    assert pipeline.CURRENT.code_zip() is None, "this checkout's jobs run with the operator's own code zip"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
 from pyspark.sql import functions as F
@@ -113,7 +113,7 @@ def extract(spark, path: str):
 
 def transform(df, source: str, month: str, ingest_timestamp, nanosecond_columns: dict[str, bool] | None = None):
     """Every row normalised, with its row id and its ``quarantine_reason`` (null for a good row); not deduplicated
-    (``remove_repeated_rows`` does that to the written month, when needed; ``load_quarantine`` before its write)."""
+    (``remove_repeated_rows`` does that to the written month, when needed; ``write_quarantine`` before its write)."""
     normalized = normalize_taxi_schema(df, source, nanosecond_columns)
     return with_quarantine_reason(add_row_metadata(normalized, source.rsplit("/", 1)[-1], month, ingest_timestamp))
 
@@ -171,11 +171,15 @@ def month_is_empty(spark, month: str) -> bool:
     return not raw_month(spark, month).limit(1).collect()
 
 
-def load(spark, rows, month: str, tags: Mapping[str, str] | None = None) -> str:
+def load(
+    spark, rows, month: str, tags: Mapping[str, str] | None = None, beside: Callable[[], object] | None = None
+) -> str:
     """Add the month's new rows to raw; returns how: ``append`` into an empty month (every row, repeats included:
     ``remove_repeated_rows`` finds them on the written ids), ``unchanged`` when raw's month already holds exactly the
     rows' distinct ids (a forced re-load: two one-column scans instead of a join), else ``merge``. The month's
-    commits carry ``tags`` (loaded_source.commit_tags)."""
+    commits carry ``tags`` (loaded_source.commit_tags). ``beside``: Spark work run in a thread while an append
+    writes the month (``running_beside``), not run otherwise: the caller runs it after a MERGE or an unchanged
+    month. It starts only once every quick query of the load has ended (below)."""
     write_one_partition_per_job(spark)
     ensure_raw(spark, rows.schema)
     if table_property(spark, naming.TAXI_RAW, ROW_ID_PROPERTY) != ROW_ID_SCHEME:
@@ -183,7 +187,9 @@ def load(spark, rows, month: str, tags: Mapping[str, str] | None = None) -> str:
     base = current_snapshot_id(spark, naming.TAXI_RAW)
     tagged = loaded_source.tagged_commits(spark, tags) if tags else contextlib.nullcontext()
     if month_is_empty(spark, month):
-        with tagged:
+        # The thread starts with raw's write, after the probes above: while the OpenLineage listener analyses a large
+        # write's plan, a quick statement that starts and ends meanwhile loses its START event (Trap 36).
+        with tagged, running_beside(beside, "beside raw's write") if beside else contextlib.nullcontext():
             append_to_empty_month(rows, month, base)
         return "append"
     distinct = deduplicate(rows)  # a MERGE inserts every unmatched source row: a repeated new row twice
@@ -240,13 +246,17 @@ def negative_values(spark, table: str, column: str, partition_path: str, rows) -
 # --- The quarantine -----------------------------------------------------------------------------------------------
 
 
-def load_quarantine(spark, quarantined, month: str, tags: Mapping[str, str] | None = None) -> None:
+def ensure_quarantine(spark, schema) -> None:
+    ensure_table(spark, naming.TAXI_QUARANTINE, schema, partitioned_by="source_month")
+
+
+def write_quarantine(spark, quarantined, month: str, tags: Mapping[str, str] | None = None) -> None:
     """Replace this month's quarantine, even when it is now empty, in one commit carrying ``tags`` (as write
     options: it may commit while raw's writes run in another thread). Its few rows are deduplicated before the write.
     The quarantine is not audited: without ``write.wap.enabled`` Iceberg writes it to its ``main`` whatever audit
-    branch the session writes raw to (pinned by tests/unit/test_wap_branches.py)."""
+    branch the session writes raw to (pinned by tests/unit/test_wap_branches.py). The table must exist
+    (``ensure_quarantine``): one Spark query, the write, so nothing quick runs beside raw's write."""
     write_one_partition_per_job(spark)
-    ensure_table(spark, naming.TAXI_QUARANTINE, quarantined.schema, partitioned_by="source_month")
     writer = deduplicate(quarantined).writeTo(qualified(naming.TAXI_QUARANTINE))
     loaded_source.tagged_write(writer, tags or {}).overwrite(F.col("source_month") == month)
 
@@ -338,21 +348,17 @@ def main(argv: list[str] | None = None, write_audit_publish: bool = True) -> Non
     # one load's commits (already_loaded). A load stopped before its publish, or blocked, never moved raw's main.
     load_id = loaded_source.new_load_id()
     tags = loaded_source.commit_tags(args.month, identity, load_id)
-    if write_audit_publish and month_is_empty(spark, args.month):
-        # raw's main moves only at the publish, after both: the quarantine is written beside raw's first write,
-        # on the cores that write leaves idle (a file of fewer, or unevenly sized, row groups than cores).
-        quarantine = lambda: load_quarantine(spark, quarantined, args.month, tags)  # noqa: E731
-        with running_beside(quarantine, "load_quarantine"):
-            load(spark, good, args.month, tags)
-            with loaded_source.tagged_commits(spark, tags):
-                rows, ids = remove_repeated_rows(spark, args.month)
-    else:
-        # A MERGE or an unchanged month, or straight into main: the quarantine last, once raw's month is final.
-        how = load(spark, good, args.month, tags)
-        with loaded_source.tagged_commits(spark, tags):
-            rows, ids = remove_repeated_rows(spark, args.month)
+    ensure_quarantine(spark, quarantined.schema)
+    # With write-audit-publish, raw's main moves only at the publish, after both: an append's quarantine is written
+    # beside raw's write, on the cores that write leaves idle (a file of fewer, or unevenly sized, row groups than
+    # cores). Straight into main, a MERGE, or an unchanged month: the quarantine last, once raw's month is final.
+    beside = (lambda: write_quarantine(spark, quarantined, args.month, tags)) if write_audit_publish else None
+    how = load(spark, good, args.month, tags, beside)
+    with loaded_source.tagged_commits(spark, tags):
+        rows, ids = remove_repeated_rows(spark, args.month)
+    if beside is None or how != "append":
         completes = raw_month_load_id(args.month) if how == "unchanged" else load_id
-        load_quarantine(spark, quarantined, args.month, loaded_source.commit_tags(args.month, identity, completes))
+        write_quarantine(spark, quarantined, args.month, loaded_source.commit_tags(args.month, identity, completes))
     reasons = quarantine_reasons(spark, args.month)
     if write_audit_publish:
         wap.refresh(spark, naming.TAXI_RAW)

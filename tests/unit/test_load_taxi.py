@@ -157,3 +157,35 @@ def test_the_audit_counts_rows_a_load_added_outside_its_month_and_the_days_witho
     assert observations["rows"] == 3
     assert observations["pickups_outside_month"] == 1
     assert observations["days_missing"] == 31 - 3, "days 3, 4 and 31 have a pickup"
+
+
+def test_work_beside_runs_during_an_append_only(spark, raw_table):
+    """load_taxi writes the quarantine beside raw's append of an empty month (``beside``); after a MERGE or an
+    unchanged month the caller writes it, once raw's month is final, so ``load`` must not have run it."""
+    import threading
+
+    ran: list[tuple[str, bool]] = []
+    appending = threading.Event()
+
+    def beside(label: str):
+        def work():
+            # The append's own thread is inside load() while this runs: its Spark job is the write.
+            ran.append((label, threading.current_thread() is not threading.main_thread()))
+            appending.set()
+
+        return work
+
+    january = _staged(spark, "2025-01", ["2025-01-03 10:00:00", "2025-01-04 11:00:00"])
+    assert load_taxi.load(spark, january, "2025-01", beside=beside("append")) == "append"
+    assert appending.is_set() and ran == [("append", True)], "run in a thread of its own, and waited for"
+    assert load_taxi.load(spark, january, "2025-01", beside=beside("unchanged")) == "unchanged"
+    more = _staged(spark, "2025-01", ["2025-01-03 10:00:00", "2025-01-09 09:00:00"])
+    assert load_taxi.load(spark, more, "2025-01", beside=beside("merge")) == "merge"
+    assert ran == [("append", True)], "neither a MERGE nor an unchanged month runs it"
+
+    def failing():
+        raise RuntimeError("the quarantine's write failed")
+
+    february = _staged(spark, "2025-02", ["2025-02-03 10:00:00"])
+    with pytest.raises(RuntimeError, match="quarantine's write failed"):
+        load_taxi.load(spark, february, "2025-02", beside=failing)

@@ -82,18 +82,6 @@ def nanosecond_timestamps(path: str) -> dict[str, bool]:
     }
 
 
-def footer_rows(path) -> int | None:
-    """The file's row count as its footer states it (every row group's, summed): what ``count()`` would scan the
-    file for. None when pyarrow cannot read the footer (Spark's read then says why, or counts)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        return pq.ParquetFile(path).metadata.num_rows
-    except (OSError, pa.ArrowException):
-        return None
-
-
 def extract(spark, path: str):
     """(the file as Spark reads it, its nanosecond timestamp columns). Raises BadInputError naming the file and the
     innermost cause when Spark cannot read it."""
@@ -333,9 +321,10 @@ def main(argv: list[str] | None = None, write_audit_publish: bool = True) -> Non
     spark = spark_session("load_taxi")
     source, nanos = extract(spark, str(landed))
     drift = schema_drift(source)
-    source_rows = footer_rows(landed)
-    if source_rows is None:
-        source_rows = source.count()
+    # The file's rows and the key columns' nulls, from its footer (a scan only when it keeps no null counts).
+    key_columns = [c for c in KEY_COLUMNS if c.lower() in {s.lower() for s in source.columns}]
+    file_metrics = parquet_column_metrics(landed, key_columns) or column_metrics(source, key_columns)
+    source_rows = file_metrics["rowCount"]
     good, quarantined = split_flagged(transform(source, str(landed), args.month, datetime.now(UTC), nanos))
     ensure_raw(spark, good.schema)
     before = current_snapshot_id(spark, naming.TAXI_RAW)
@@ -368,15 +357,12 @@ def main(argv: list[str] | None = None, write_audit_publish: bool = True) -> Non
         audited = wap.publish_or_block(spark, naming.TAXI_RAW, branch, before, verdict)
     else:
         audited = {"published": True, "results": []}
-    key_columns = [c for c in KEY_COLUMNS if c.lower() in {s.lower() for s in source.columns}]
     report = {
         "source_fingerprints": {str(landed): fingerprint},
         "source_rows": source_rows,
         "staged_rows": rows,
         "schema_drift": drift,
-        "input_metrics": {
-            str(landed): parquet_column_metrics(landed, key_columns) or column_metrics(source, key_columns)
-        },
+        "input_metrics": {str(landed): file_metrics},
         "quarantined_rows": reasons,
         "outputs": {
             naming.TAXI_QUARANTINE: {

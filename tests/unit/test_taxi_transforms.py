@@ -358,15 +358,11 @@ def test_an_unreadable_file_is_bad_input_naming_the_file_and_the_innermost_cause
 
 @pytest.mark.parametrize("row_group_size", [7, 1000])
 def test_the_footers_row_count_is_sparks_count(spark, tmp_path, row_group_size):
-    """load_taxi reads the file's row count from its footer instead of scanning it: the same number, over any number
-    of row groups; None (Spark then counts, or says why it cannot read) for a file that is no parquet."""
-    from spark_jobs.load_taxi import footer_rows
+    """load_taxi takes the file's row count from its footer (``parquet_column_metrics``) instead of scanning it: the
+    same number, over any number of row groups."""
+    from spark_jobs.common.report import parquet_column_metrics
 
     path = tmp_path / "yellow_tripdata_2025-01.parquet"
     pq.write_table(pa.table({"VendorID": pa.array(range(50), pa.int32())}), path, row_group_size=row_group_size)
     assert pq.ParquetFile(path).metadata.num_row_groups == -(-50 // row_group_size)
-    assert footer_rows(path) == spark.read.parquet(str(path)).count() == 50
-    broken = tmp_path / "broken.parquet"
-    broken.write_bytes(b"PAR1 not a parquet file")
-    assert footer_rows(broken) is None
-    assert footer_rows(tmp_path / "missing.parquet") is None
+    assert parquet_column_metrics(path, ["VendorID"])["rowCount"] == spark.read.parquet(str(path)).count() == 50

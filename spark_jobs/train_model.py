@@ -27,15 +27,14 @@ def main(argv: list[str] | None = None) -> None:
     spark = spark_session(f"train_model_{args.model}")
     inputs = models.load_inputs(spark, with_weather=args.model == "weather")
     holdout_start = inputs.last_ts - timedelta(hours=forecasting.HORIZON_HOURS - 1)
-    train = models.training_rows(inputs, until=holdout_start - timedelta(hours=1)).cache()
-    holdout = models.features(
-        inputs.known.where(F.col("ts") >= F.lit(holdout_start)), inputs.known, inputs.weather
-    ).cache()
+    rows = models.model_rows(inputs)
+    train = rows.training(until=holdout_start - timedelta(hours=1))
+    holdout = rows.holdout(since=holdout_start)
 
     _, evaluated = models.fit_and_predict(args.model, train, holdout)
     mae = forecasting.mean_absolute_error(evaluated)
     baseline_mae = forecasting.mean_absolute_error(forecasting.seasonal_naive(holdout))
-    fitted, _ = models.fit_and_predict(args.model, models.training_rows(inputs, until=inputs.last_ts), holdout)
+    fitted, _ = models.fit_and_predict(args.model, rows.training(until=inputs.last_ts), holdout)
 
     version = models.model_version(args.model)
     metrics = {

@@ -80,10 +80,25 @@ def weather_pipeline():
     return Pipeline(stages=[encoder, assembler, regression])
 
 
-def training_rows(inputs: ForecastInputs, until: datetime) -> DataFrame:
-    earliest = inputs.first_ts + timedelta(hours=forecasting.SEASON_HOURS)
-    targets = inputs.known.where((F.col("ts") >= F.lit(earliest)) & (F.col("ts") <= F.lit(until)))
-    return features(targets, inputs.known, inputs.weather)
+@dataclass
+class ModelRows:
+    """Every known hour's features, computed once and cached; training, holdout and final fit are its slices."""
+
+    every_hour: DataFrame
+    earliest: datetime  # the first hour with a full season of lags before it
+
+    def training(self, until: datetime) -> DataFrame:
+        return self.every_hour.where((F.col("ts") >= F.lit(self.earliest)) & (F.col("ts") <= F.lit(until)))
+
+    def holdout(self, since: datetime) -> DataFrame:
+        return self.every_hour.where(F.col("ts") >= F.lit(since))
+
+
+def model_rows(inputs: ForecastInputs) -> ModelRows:
+    # One pass of the lag and weather joins, not one per slice: a model's fit and evaluation read these rows
+    # several times each (the encoder's fit, the regression's passes, the errors).
+    every_hour = features(inputs.known, inputs.known, inputs.weather).cache()
+    return ModelRows(every_hour, inputs.first_ts + timedelta(hours=forecasting.SEASON_HOURS))
 
 
 def fit_and_predict(model_name: str, train: DataFrame, score: DataFrame):

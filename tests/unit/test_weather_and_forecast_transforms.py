@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 
+from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from include.sources import sample_data
@@ -95,3 +96,37 @@ def test_forecast_rows_have_the_seed_columns_and_model_identity(spark):
         "model_version string, run_id string",
     )
     assertDataFrameEqual(rows, expected)
+
+
+def test_model_rows_slices_are_the_rows_each_fit_was_given_on_its_own(spark):
+    """train_model computes every hour's features once (models.model_rows) and slices them: each slice must equal
+    the features of that slice's hours computed on their own, with lags still reaching back before the slice."""
+    from spark_jobs.common import models
+
+    rides = [
+        (2025, 1, day, hour, zone, (day * 24 + hour + zone) % 7 + 1)
+        for zone in (5, 6)
+        for day in range(1, 11)
+        for hour in (0, 5, 17)
+    ]
+    actuals = forecasting.with_hour_timestamp(
+        spark.createDataFrame(rides, "year int, month int, day int, hour int, pulocationid int, total_rides long")
+    )
+    zones = spark.createDataFrame([(5,), (6,)], "pulocationid int")
+    first, last = datetime(2025, 1, 1), datetime(2025, 1, 10, 17)
+    known = forecasting.dense_grid(actuals, zones, forecasting.hour_range(spark, first, last))
+    inputs = models.ForecastInputs(known, zones, first, last, None, {})
+    rows = models.model_rows(inputs)
+    holdout_start = datetime(2025, 1, 9, 18)
+
+    def alone(since, until):
+        return models.features(known.where((F.col("ts") >= since) & (F.col("ts") <= until)), known, None)
+
+    earliest = datetime(2025, 1, 8)  # a full season (168 hours) after the first hour
+    assert rows.earliest == earliest
+    training = rows.training(until=holdout_start - timedelta(hours=1))
+    assertDataFrameEqual(training, alone(earliest, holdout_start - timedelta(hours=1)))
+    assertDataFrameEqual(rows.holdout(since=holdout_start), alone(holdout_start, last))
+    assertDataFrameEqual(rows.training(until=last), alone(earliest, last))
+    assert training.where(F.col("ts") >= holdout_start).count() == 0
+    assert training.where("lag_168 > 0").count() > 0  # lags reach into the week before the first training hour

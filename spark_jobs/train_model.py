@@ -6,8 +6,6 @@ import argparse
 import logging
 from datetime import timedelta
 
-from pyspark.sql import functions as F
-
 from include.core import naming
 from spark_jobs.common import forecasting, models
 from spark_jobs.common.report import column_metrics, write_report

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import re
-import selectors
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Iterator, Sequence
@@ -85,6 +86,10 @@ def dag_test_result(dag_id: str, output: str, seconds: float, returncode: int) -
     )
 
 
+# The child of dags_test_in_one_process: this module's main().
+ONE_PROCESS_COMMAND = [sys.executable, "-m", "include.airflow.runs"]
+
+
 @dataclass(frozen=True)
 class DagTest:
     """One ``airflow dags test`` run of a sequence, and the file its output goes to."""
@@ -113,7 +118,7 @@ def dags_test_in_one_process(
     spec = json.dumps([{**asdict(test), "log_file": str(test.log_file)} for test in tests])
     with process_log.open("w") as stderr:
         process = subprocess.Popen(
-            [sys.executable, "-m", "include.airflow.runs"],
+            ONE_PROCESS_COMMAND,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=stderr,
@@ -122,36 +127,49 @@ def dags_test_in_one_process(
         )
         process.stdin.write(spec)
         process.stdin.close()
+        # The child's lines are read by a thread into a queue: waiting on the pipe itself (select) would miss a line
+        # that the buffered reader already took in with the one before it.
+        lines: queue.Queue[str | None] = queue.Queue()
+        reader = threading.Thread(target=_read_lines, args=(process.stdout, lines), daemon=True)
+        reader.start()
         try:
-            yield from _results_as_they_end(process, tests, timeout)
+            yield from _results_as_they_end(process, lines, tests, timeout)
         finally:
             if process.poll() is None:
                 process.kill()
             process.wait()
+            reader.join(timeout=10)
             process.stdout.close()
 
 
 def _results_as_they_end(
-    process: subprocess.Popen, tests: Sequence[DagTest], timeout: float
+    process: subprocess.Popen, lines: queue.Queue, tests: Sequence[DagTest], timeout: float
 ) -> Iterator[DagTestResult]:
-    with selectors.DefaultSelector() as selector:
-        selector.register(process.stdout, selectors.EVENT_READ)
-        for test in tests:
-            started = time.monotonic()
-            line = process.stdout.readline() if selector.select(timeout) else None
-            if line:
-                ended = json.loads(line)
-                seconds, returncode = ended["seconds"], ended["returncode"]
-            else:  # timed out, or the process ended without reporting this run
-                if process.poll() is None:
-                    process.kill()
-                returncode = process.wait() or -9
-                seconds = time.monotonic() - started
-            output = test.log_file.read_text(errors="replace") if test.log_file.exists() else ""
-            result = dag_test_result(test.dag_id, output, seconds, returncode)
-            yield result
-            if not result.succeeded:
-                return
+    for test in tests:
+        started = time.monotonic()
+        try:
+            line = lines.get(timeout=timeout)
+        except queue.Empty:
+            line = None
+        if line:
+            ended = json.loads(line)
+            seconds, returncode = ended["seconds"], ended["returncode"]
+        else:  # timed out, or the process ended without reporting this run
+            if process.poll() is None:
+                process.kill()
+            returncode = process.wait() or -9
+            seconds = time.monotonic() - started
+        output = test.log_file.read_text(errors="replace") if test.log_file.exists() else ""
+        result = dag_test_result(test.dag_id, output, seconds, returncode)
+        yield result
+        if not result.succeeded:
+            return
+
+
+def _read_lines(stream, lines: queue.Queue) -> None:
+    for line in stream:
+        lines.put(line)
+    lines.put(None)
 
 
 @contextmanager

@@ -1,0 +1,68 @@
+"""The parent side of ``runs.dags_test_in_one_process``, with a stand-in child (no Airflow): how results are read
+while the child goes on, and what a silent or dead child is reported as. The child's Airflow side is tested on real
+Airflow in tests/integration/test_dags_test_in_one_process.py."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from include.airflow import runs
+
+# Reads the runs from stdin, writes a finished line into each run's log, reports the runs' results as the real child
+# does (one JSON line each), then behaves as told: "sleep" (goes on without a word) or "die" (exits 3).
+STAND_IN = """
+import json, sys, time
+tests = json.loads(sys.stdin.read())
+report = [t for t in tests if t["conf"].get("report")]
+for test in report:
+    with open(test["log_file"], "w") as log:
+        log.write("DagRun Finished: dag_id=%s, logical_date=x, run_id=run-%s, state=success, run_type=manual\\n"
+                  % (test["dag_id"], test["dag_id"]))
+sys.stdout.write("".join(json.dumps({"seconds": 0.5, "returncode": 0}) + "\\n" for _ in report))
+sys.stdout.flush()
+if tests[-1]["conf"].get("then") == "die":
+    sys.exit(3)
+time.sleep(60)
+"""
+
+
+def _tests(tmp_path, reported: int, unreported: int, then: str = "sleep"):
+    names = [f"dag_{index}" for index in range(reported + unreported)]
+    return [
+        runs.DagTest(name, "2025-02-01", {"report": index < reported, "then": then}, tmp_path / f"{name}.log")
+        for index, name in enumerate(names)
+    ]
+
+
+def test_results_written_together_are_each_read_at_once(tmp_path, monkeypatch):
+    """Two results reach the pipe in one write while the child goes on: the second must not wait for the child's
+    next line (a select on the pipe would, since the buffered reader took both lines in with the first)."""
+    monkeypatch.setattr(runs, "ONE_PROCESS_COMMAND", [sys.executable, "-c", STAND_IN])
+    started = time.monotonic()
+    results = list(runs.dags_test_in_one_process(_tests(tmp_path, reported=2, unreported=0), timeout=8))
+    assert [(result.dag_id, result.state, result.succeeded) for result in results] == [
+        ("dag_0", "success", True),
+        ("dag_1", "success", True),
+    ]
+    assert [result.run_id for result in results] == ["run-dag_0", "run-dag_1"]
+    assert time.monotonic() - started < 8, "the second result waited for the timeout"
+
+
+def test_a_run_not_reported_within_its_timeout_is_failed_and_the_child_killed(tmp_path, monkeypatch):
+    monkeypatch.setattr(runs, "ONE_PROCESS_COMMAND", [sys.executable, "-c", STAND_IN])
+    tests = _tests(tmp_path, reported=1, unreported=2)
+    results = list(runs.dags_test_in_one_process(tests, timeout=3))
+    assert [result.dag_id for result in results] == ["dag_0", "dag_1"], "nothing is reported after a failed run"
+    assert results[0].succeeded and not results[1].succeeded
+    assert results[1].returncode == -9 and results[1].state == "unknown"
+    assert 2.5 <= results[1].seconds < 30
+
+
+def test_a_child_that_dies_is_reported_with_its_exit_code(tmp_path, monkeypatch):
+    monkeypatch.setattr(runs, "ONE_PROCESS_COMMAND", [sys.executable, "-c", STAND_IN])
+    tests = _tests(tmp_path, reported=1, unreported=1, then="die")
+    started = time.monotonic()
+    results = list(runs.dags_test_in_one_process(tests, timeout=30))
+    assert [(result.succeeded, result.returncode) for result in results] == [(True, 0), (False, 3)]
+    assert time.monotonic() - started < 30, "a dead child must not be waited for until the timeout"

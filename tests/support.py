@@ -247,3 +247,21 @@ def app_served(app) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+def live_processes_with_env(name: str, value: str) -> list[int]:
+    """Pids of the processes (zombies left out) whose environment holds ``name=value``: what a test's processes and
+    everything they started, forked or not, still run."""
+    wanted = f"{name}={value}".encode()
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = open(f"/proc/{entry.name}/environ", "rb").read().split(b"\0")
+            state = next(line for line in open(f"/proc/{entry.name}/status") if line.startswith("State:"))
+        except (OSError, StopIteration):
+            continue
+        if wanted in environ and "Z" not in state.split()[1]:
+            found.append(int(entry.name))
+    return found

@@ -12,6 +12,7 @@ import json
 import os
 import queue
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -88,6 +89,7 @@ def dag_test_result(dag_id: str, output: str, seconds: float, returncode: int) -
 
 # The child of dags_test_in_one_process: this module's main().
 ONE_PROCESS_COMMAND = [sys.executable, "-m", "include.airflow.runs"]
+EXIT_GRACE_SECONDS = 60  # for the child to exit after its last run
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,7 @@ def dags_test_in_one_process(
             stderr=stderr,
             env={**os.environ, **settings.airflow_env(), **(env or {})},
             text=True,
+            start_new_session=True,  # its own process group: what it leaves behind can be ended with it
         )
         process.stdin.write(spec)
         process.stdin.close()
@@ -132,14 +135,36 @@ def dags_test_in_one_process(
         lines: queue.Queue[str | None] = queue.Queue()
         reader = threading.Thread(target=_read_lines, args=(process.stdout, lines), daemon=True)
         reader.start()
+        finished = False
         try:
             yield from _results_as_they_end(process, lines, tests, timeout)
+            finished = True
         finally:
-            if process.poll() is None:
-                process.kill()
-            process.wait()
+            _end(process, finished)
             reader.join(timeout=10)
-            process.stdout.close()
+            if not reader.is_alive():  # closing under a blocked read would wait for that read's lock
+                process.stdout.close()
+
+
+def _end(process: subprocess.Popen, finished: bool) -> None:
+    """End the child and every process of its group. After its last run (``finished``) it exits by itself; what it
+    leaves behind is killed: the OpenLineage provider emits DAG-run events from a forked process pool whose workers
+    outlive a process that ran several ``dags test`` (found blocked on their queue, parent 1, holding the result
+    pipe open). A caller that stopped early gets the child killed at once."""
+    if finished:
+        try:
+            process.wait(timeout=EXIT_GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            pass
+    _kill_group(process)
+    process.wait()
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:  # the group is gone: the child and everything it started have ended
+        pass
 
 
 def _results_as_they_end(
@@ -147,16 +172,12 @@ def _results_as_they_end(
 ) -> Iterator[DagTestResult]:
     for test in tests:
         started = time.monotonic()
-        try:
-            line = lines.get(timeout=timeout)
-        except queue.Empty:
-            line = None
+        line = _next_line(process, lines, started + timeout)
         if line:
             ended = json.loads(line)
             seconds, returncode = ended["seconds"], ended["returncode"]
         else:  # timed out, or the process ended without reporting this run
-            if process.poll() is None:
-                process.kill()
+            _kill_group(process)
             returncode = process.wait() or -9
             seconds = time.monotonic() - started
         output = test.log_file.read_text(errors="replace") if test.log_file.exists() else ""
@@ -164,6 +185,21 @@ def _results_as_they_end(
         yield result
         if not result.succeeded:
             return
+
+
+def _next_line(process: subprocess.Popen, lines: queue.Queue, deadline: float) -> str | None:
+    """The child's next line; None at the deadline, or once the child has exited without writing it (its pipe may
+    stay open after it exits: a process it forked can hold it)."""
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            return lines.get(timeout=min(left, 1.0))
+        except queue.Empty:
+            if process.poll() is not None:
+                try:  # what it wrote just before exiting may still be on its way through the reader
+                    return lines.get(timeout=2)
+                except queue.Empty:
+                    return None
+    return None
 
 
 def _read_lines(stream, lines: queue.Queue) -> None:

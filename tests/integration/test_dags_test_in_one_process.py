@@ -5,10 +5,12 @@ that fails. Real Airflow, on the session's metadata database; the DAGs are small
 from __future__ import annotations
 
 import re
+import uuid
 
 import pytest
 
 from include.airflow import runs
+from tests.support import live_processes_with_env
 
 pytestmark = [pytest.mark.integration]
 
@@ -45,8 +47,11 @@ def test_runs_share_one_process_keep_their_own_logs_and_stop_at_the_first_failur
         runs.DagTest(f"one_process_{name}", "2025-02-01T00:00:00+00:00", {"note": name}, logs / f"{name}.log")
         for name in ("first", "second", "broken", "after")
     ]
-    env = {"AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder)}
+    mark = uuid.uuid4().hex
+    env = {"AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder), "RUNS_TEST_MARK": mark}
     results = list(runs.dags_test_in_one_process(tests, env=env, timeout=600))
+    # The provider's forked workers that emit DAG-run events stayed behind before the process group was ended
+    assert live_processes_with_env("RUNS_TEST_MARK", mark) == []
 
     assert [result.dag_id for result in results] == ["one_process_first", "one_process_second", "one_process_broken"]
     assert [result.state for result in results] == ["success", "success", "failed"]

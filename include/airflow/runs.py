@@ -135,23 +135,27 @@ def dags_test_in_one_process(
         lines: queue.Queue[str | None] = queue.Queue()
         reader = threading.Thread(target=_read_lines, args=(process.stdout, lines), daemon=True)
         reader.start()
-        finished = False
+        reported: list[DagTestResult] = []
         try:
-            yield from _results_as_they_end(process, lines, tests, timeout)
-            finished = True
+            for result in _results_as_they_end(process, lines, tests, timeout):
+                reported.append(result)
+                yield result
         finally:
-            _end(process, finished)
+            # After its last run or a failed one the child ends by itself, flushing the lineage events it still
+            # holds; only a caller that stopped while runs remained gets it killed at once.
+            mid_run = len(reported) < len(tests) and all(result.succeeded for result in reported)
+            _end(process, wait=not mid_run)
             reader.join(timeout=10)
             if not reader.is_alive():  # closing under a blocked read would wait for that read's lock
                 process.stdout.close()
 
 
-def _end(process: subprocess.Popen, finished: bool) -> None:
-    """End the child and every process of its group. After its last run (``finished``) it exits by itself; what it
-    leaves behind is killed: the OpenLineage provider emits DAG-run events from a forked process pool whose workers
-    outlive a process that ran several ``dags test`` (found blocked on their queue, parent 1, holding the result
-    pipe open). A caller that stopped early gets the child killed at once."""
-    if finished:
+def _end(process: subprocess.Popen, wait: bool) -> None:
+    """End the child and every process of its group: after ``EXIT_GRACE_SECONDS`` for the child to exit by itself
+    (``wait``), or at once. What it leaves behind is killed too: the OpenLineage provider emits DAG-run events from a
+    forked process pool whose workers outlive a process that ran several ``dags test`` (found blocked on their
+    queue, parent 1, holding the result pipe open: Trap 42)."""
+    if wait:
         try:
             process.wait(timeout=EXIT_GRACE_SECONDS)
         except subprocess.TimeoutExpired:

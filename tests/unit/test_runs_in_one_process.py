@@ -25,10 +25,15 @@ for test in report:
     with open(test["log_file"], "w") as log:
         log.write("DagRun Finished: dag_id=%s, logical_date=x, run_id=run-%s, state=success, run_type=manual\\n"
                   % (test["dag_id"], test["dag_id"]))
-sys.stdout.write("".join(json.dumps({"seconds": 0.5, "returncode": 0}) + "\\n" for _ in report))
+sys.stdout.write("".join(json.dumps({"seconds": 0.5, "returncode": t["conf"].get("rc", 0)}) + "\\n" for t in report))
 sys.stdout.flush()
-if tests[-1]["conf"].get("then") == "die":
+then = tests[-1]["conf"].get("then")
+if then == "die":
     sys.exit(3)
+if then == "flush then exit":  # as the real child does after a failed run: its exit flushes what it holds
+    time.sleep(1)
+    open(tests[0]["log_file"] + ".exited", "w").close()
+    sys.exit(1)
 time.sleep(60)
 """
 
@@ -100,3 +105,16 @@ def test_nothing_the_child_started_outlives_the_runs(tmp_path, monkeypatch, repo
         pass
     results.close()
     assert live_processes_with_env("RUNS_TEST_MARK", mark) == []
+
+
+def test_after_a_failed_run_the_child_is_left_to_exit_by_itself(tmp_path, monkeypatch):
+    """The demo stops reading at a failed run; the child then exits by itself, and its exit flushes the lineage
+    events its provider still holds: it must not be killed before that."""
+    monkeypatch.setattr(runs, "ONE_PROCESS_COMMAND", [sys.executable, "-c", STAND_IN])
+    failing = runs.DagTest("dag_0", "2025-02-01", {"report": True, "rc": 1}, tmp_path / "dag_0.log")
+    never = runs.DagTest("dag_1", "2025-02-01", {"then": "flush then exit"}, tmp_path / "dag_1.log")
+    results = runs.dags_test_in_one_process([failing, never], timeout=30)
+    first = next(results)
+    assert not first.succeeded and first.returncode == 1
+    results.close()
+    assert (tmp_path / "dag_0.log.exited").exists(), "the child was killed before it could exit by itself"

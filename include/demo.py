@@ -130,16 +130,25 @@ def run(rows: int | None = None) -> int:
                 print(f"demo: {test.dag_id} did not succeed; see {test.log_file}", file=sys.stderr)
                 return 1
 
-    for model in FORECAST_MODELS:
-        metrics = json.loads((naming.model_dir(model, paths) / "model.json").read_text())
-        print(
-            f"demo: model {metrics['model_version']}: holdout MAE {metrics['mae']} (seasonal-naive baseline {metrics['baseline_mae']})"
-        )
+        # Still inside the block: the Airflow process exits (flushing the provider's last lineage events, which the
+        # lineage step below reads) while the query runs, not before it.
+        for model in FORECAST_MODELS:
+            metrics = json.loads((naming.model_dir(model, paths) / "model.json").read_text())
+            print(
+                f"demo: model {metrics['model_version']}: holdout MAE {metrics['mae']} (seasonal-naive baseline {metrics['baseline_mae']})"
+            )
 
-    # The query is a Spark job like the others, run in its own process (include never imports spark_jobs).
-    query = [sys.executable, str(settings.SPARK_JOBS_DIR / "query_forecast.py"), "--zone", "10", "--model", "weather"]
-    with steps.step("forecast query"):
-        subprocess.run(query, check=True, env={**os.environ, **submit.spark_submit_env(paths)})
+        # The query is a Spark job like the others, run in its own process (include never imports spark_jobs).
+        query = [
+            sys.executable,
+            str(settings.SPARK_JOBS_DIR / "query_forecast.py"),
+            "--zone",
+            "10",
+            "--model",
+            "weather",
+        ]
+        with steps.step("forecast query"):
+            subprocess.run(query, check=True, env={**os.environ, **submit.spark_submit_env(paths)})
 
     from include.lineage import render
     from include.lineage.api import report

@@ -118,6 +118,11 @@ def cmd_ui(options: argparse.Namespace) -> int:
     print(f"Airflow UI: http://localhost:{options.port}  (user: admin; password in {password_file})", flush=True)
     # Task runners reach the api-server at [api] base_url (default http://localhost:8080): keep it on the UI's port.
     ui_env = {"AIRFLOW__API__PORT": str(options.port), "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{options.port}"}
+    # Ctrl-C is how `make airflow` stops (standalone.stop below). A shell without job control (a script, CI) starts a
+    # background command with SIGINT ignored, and exec keeps that for every process after it: neither this process
+    # nor `airflow standalone` would ever see the signal, while Airflow's components, which set their own handlers,
+    # exit and leave the two waiting (Trap 43). Standalone inherits the default from this handler.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     child = subprocess.Popen(["airflow", "standalone"], env=_airflow_command_env({**ui_env, **extra}))
     try:
         return child.wait()

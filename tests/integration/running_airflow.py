@@ -44,6 +44,15 @@ def _described(process) -> str:
     return f"{process.pid} {command[:100]}"
 
 
+# `pipeline ui` started as a script's background command is (`make airflow &` in a shell without job control): with
+# SIGINT ignored, which exec keeps (Trap 43). Every Ctrl-C of the suite then tests that `pipeline ui` takes it anyway,
+# whether or not pytest itself was started that way (a CI runner's script; a fresh clone's run from a tool).
+AS_A_SCRIPTS_BACKGROUND_COMMAND = (
+    sys.executable,
+    "-c",
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); os.execv(sys.argv[1], sys.argv[1:])",
+)
+
 # include/airflow/standalone.py's bound (its grace, then its wait once the idle workers are ended) and a margin
 CTRL_C_TIMEOUT = standalone.GRACE_SECONDS + standalone.AFTER_WORKERS_SECONDS + 20
 
@@ -102,6 +111,7 @@ class RunningAirflow:
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 [
+                    *AS_A_SCRIPTS_BACKGROUND_COMMAND,
                     str(venv_bin / "pipeline"),
                     "ui",
                     "--sample-data",

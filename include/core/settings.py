@@ -202,6 +202,12 @@ LINEAGE_STORE_URL = _define(
 LINEAGE_FACETS_BUDGET_SECONDS = _define(
     "LINEAGE_FACETS_BUDGET_SECONDS", "5.0", "time the extractor may spend gathering a task's facets", "lineage"
 )
+ALERT_IMPACT_BUDGET_SECONDS = _define(
+    "ALERT_IMPACT_BUDGET_SECONDS",
+    "20",
+    "time a failed or blocked task's alert may wait for the lineage store's impact set (then sent without it)",
+    "lineage",
+)
 OPENLINEAGE_SPEC_DIR = _define(
     "OPENLINEAGE_SPEC_DIR",
     None,

@@ -3,9 +3,11 @@ to each channel, kept in the outbox and re-sent when a channel was down, bounded
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
+import uuid
 
 import pytest
 
@@ -111,6 +113,69 @@ def test_impact_not_ready_in_time_is_said_in_the_alert_instead_of_waiting(monkey
             "failed", dag_id="d", task_id="t", run_id="r", table="yellow_taxi_raw", failures=["x"], impact=impact
         )["text"]
     )
+
+
+def test_the_impact_budget_comes_from_its_setting_and_a_bad_one_is_named_in_the_alert(monkeypatch):
+    monkeypatch.setattr(alerts, "impact_of", lambda table, **kwargs: time.sleep(3))
+    monkeypatch.setenv("ALERT_IMPACT_BUDGET_SECONDS", "0.3")
+    started = time.monotonic()
+    assert "did not answer within" in alerts.impact_within_budget("yellow_taxi_raw")["error"]
+    assert time.monotonic() - started < 2, "the setting's budget, not the default's 20 s"
+    monkeypatch.setenv("ALERT_IMPACT_BUDGET_SECONDS", "soon")
+    assert (
+        "ALERT_IMPACT_BUDGET_SECONDS='soon' is not a number" in alerts.impact_within_budget("yellow_taxi_raw")["error"]
+    )
+
+
+def test_impact_of_catches_up_with_only_the_runs_since_the_last_alert(tmp_path, monkeypatch):
+    """The store keeps how far it read Airflow's event file: a second alert (another task process) reads only what
+    was appended since, so its cost does not grow with the file's history; what was appended is in its answer."""
+    from include.core import settings
+    from include.lineage.store import LineageStore
+
+    def event(job: str, inputs: list[str], outputs: list[str]) -> str:
+        def dataset(table: str) -> dict:
+            symlink = {"namespace": "file", "name": f"nyc_taxi.{table}", "type": "TABLE"}
+            return {
+                "namespace": "file",
+                "name": f"/warehouse/nyc_taxi/{table}",
+                "facets": {"symlinks": {"identifiers": [symlink]}},
+            }
+
+        return (
+            json.dumps(
+                {
+                    "eventType": "COMPLETE",
+                    "eventTime": "2025-02-01T00:00:00Z",
+                    "producer": "test",
+                    "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+                    "run": {"runId": str(uuid.uuid4()), "facets": {}},
+                    "job": {"namespace": "nyc_taxi_pipeline", "name": job, "facets": {}},
+                    "inputs": [dataset(t) for t in inputs],
+                    "outputs": [dataset(t) for t in outputs],
+                }
+            )
+            + "\n"
+        )
+
+    monkeypatch.setenv("PIPELINE_VAR_DIR", str(tmp_path))
+    paths = settings.Paths.current()
+    paths.lineage_events.parent.mkdir(parents=True)
+    paths.lineage_events.write_text("".join(event("ingest.load", ["landing"], ["yellow_taxi_raw"]) for _ in range(50)))
+    read: list[int] = []
+    ingest = LineageStore.ingest
+
+    def counting_ingest(self, events, **kwargs):
+        read.append(len(events))
+        return ingest(self, events, **kwargs)
+
+    monkeypatch.setattr(LineageStore, "ingest", counting_ingest)
+    assert alerts.impact_of("yellow_taxi_raw")["datasets"] == []
+    with paths.lineage_events.open("a") as stream:
+        stream.write(event("forecast.actuals", ["yellow_taxi_raw"], ["yellow_rides_hourly_actuals"]))
+    impact = alerts.impact_of("yellow_taxi_raw")
+    assert read == [50, 1], "the second alert read the one appended event only"
+    assert [d["name"] for d in impact["datasets"]] == ["nyc_taxi.yellow_rides_hourly_actuals"]
 
 
 def test_an_alert_made_while_no_channel_was_configured_is_never_sent_later(tmp_path):

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from sqlalchemy import (
+    BigInteger,
     Column,
     Index,
     Integer,
@@ -204,4 +205,16 @@ column_edges_table = Table(
     Column("transformations", Text),
     PrimaryKeyConstraint("dataset_id", "field", "input_dataset_id", "input_field"),
     Index("ix_lineage_column_edges_input", "input_dataset_id", "input_field"),
+)
+
+# How far each event file under var/lineage/ has been read into this store (include/lineage/store/follower.py), so
+# that a new process (an alert, a `lineage` command) reads only what was appended since, not the whole history again.
+# ``head_sha256`` is the digest of the file's first min(read_bytes, 4096) bytes: a file replaced by another that is
+# longer still is read again from its start.
+file_cursors_table = Table(
+    "lineage_file_cursors",
+    metadata,
+    Column("path", String(1024), primary_key=True),
+    Column("read_bytes", BigInteger, nullable=False),
+    Column("head_sha256", String(64), nullable=False),
 )

@@ -171,3 +171,37 @@ def test_a_store_that_goes_away_is_answered_503_and_takes_the_event_once_it_is_b
     with LineageStore(url) as store, store.engine.connect() as conn:
         keys = conn.execute(select(events_table.c.dedup_key)).scalars().all()
     assert len(keys) == len(set(keys)) and len(keys) >= 1
+
+
+def test_readers_of_a_postgres_store_go_on_where_the_last_one_stopped(store_url, tmp_path):
+    """The follower's cursor (``lineage_file_cursors``) is written with PostgreSQL's upsert: a second and a third
+    reader, each with a store object of its own as separate processes would have, read only what was appended."""
+    from include.core import settings
+    from include.lineage.store.follower import StoreFollower
+    from include.lineage.store.schema import file_cursors_table
+
+    paths = settings.Paths(tmp_path / "var")
+    paths.lineage.mkdir(parents=True)
+    events = _events(seed=44)[:12]
+    paths.lineage_events.write_text("".join(json.dumps(event) + "\n" for event in events[:10]))
+    read: list[int] = []
+
+    def follow() -> int:
+        with LineageStore(store_url) as store:
+            ingest = store.ingest
+            store.ingest = lambda batch, **kwargs: read.append(len(batch)) or ingest(batch, **kwargs)
+            return StoreFollower(store, paths).refresh()
+
+    assert follow() == 10
+    assert follow() == 0
+    with paths.lineage_events.open("a") as stream:
+        stream.write("".join(json.dumps(event) + "\n" for event in events[10:]))
+    assert follow() == 2
+    assert read == [10, 2], "the second reader read nothing, the third the two appended events only"
+    with LineageStore(store_url) as store, store.engine.connect() as conn:
+        cursor = conn.execute(
+            select(file_cursors_table.c.read_bytes).where(
+                file_cursors_table.c.path == str(paths.lineage_events.resolve())
+            )
+        ).scalar_one()
+    assert cursor == paths.lineage_events.stat().st_size

@@ -82,14 +82,8 @@ class StoreFollower:
         return new
 
     def _save(self, key: str, read_bytes: int, digest: str) -> None:
-        if self.store.dialect == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert
-        statement = insert(file_cursors_table).values(path=key, read_bytes=read_bytes, head_sha256=digest)
-        statement = statement.on_conflict_do_update(
-            index_elements=[file_cursors_table.c.path],
-            set_={"read_bytes": read_bytes, "head_sha256": digest},
-        )
         with self.store.engine.begin() as conn:
-            conn.execute(statement)
+            conn.execute(
+                self.store.statements["upsert_file_cursor"],
+                {"path": key, "read_bytes": read_bytes, "head_sha256": digest},
+            )

@@ -49,6 +49,7 @@ from include.lineage.store.schema import (
     edge_history_table,
     edges_table,
     events_table,
+    file_cursors_table,
     job_versions_table,
     jobs_table,
     nodes_table,
@@ -277,7 +278,13 @@ def _dialect_statements(dialect: str) -> dict:
             )
         },
     )
+    cursor = dialect_insert(file_cursors_table)
+    cursor = cursor.on_conflict_do_update(
+        index_elements=["path"],
+        set_={"read_bytes": cursor.excluded.read_bytes, "head_sha256": cursor.excluded.head_sha256},
+    )
     return {
+        "upsert_file_cursor": cursor,
         "extend_closure": extend,
         "upsert_ancestry": repack,
         "insert_event": raw,

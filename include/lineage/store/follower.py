@@ -22,9 +22,9 @@ from include.lineage.store.store import LineageStore
 HEAD_BYTES = 4096  # how much of a file's start identifies it: a replaced file is read again from its start
 
 
-def head_digest(path: Path, length: int) -> str:
-    with path.open("rb") as stream:
-        return hashlib.sha256(stream.read(min(length, HEAD_BYTES))).hexdigest()
+def head_digest(head: bytes, length: int) -> str:
+    """The digest a cursor of ``length`` bytes keeps, from the file's first ``HEAD_BYTES`` (or fewer) bytes."""
+    return hashlib.sha256(head[: min(length, HEAD_BYTES)]).hexdigest()
 
 
 class StoreFollower:
@@ -59,14 +59,15 @@ class StoreFollower:
 
     def _follow(self, path: Path, key: str, cursor: tuple[int, str] | None) -> int:
         size = path.stat().st_size
-        offset = 0
-        if cursor is not None:
-            read_bytes, digest = cursor
-            if read_bytes <= size and head_digest(path, read_bytes) == digest:
-                offset = read_bytes
-        if size == offset:
-            return 0
-        with path.open("rb") as stream:
+        with path.open("rb") as stream:  # once: the head to check and keep, then what follows the cursor
+            head = stream.read(min(size, HEAD_BYTES))
+            offset = 0
+            if cursor is not None:
+                read_bytes, digest = cursor
+                if read_bytes <= size and head_digest(head, read_bytes) == digest:
+                    offset = read_bytes
+            if size == offset:
+                return 0
             stream.seek(offset)
             chunk = stream.read(size - offset)
         if path.suffix == ".jsonl":
@@ -78,7 +79,7 @@ class StoreFollower:
         new = self.store.ingest(events).new if events else 0
         if complete:
             # After the events' transaction: a crash in between only means these bytes are read again
-            self._save(key, offset + len(complete), head_digest(path, offset + len(complete)))
+            self._save(key, offset + len(complete), head_digest(head, offset + len(complete)))
         return new
 
     def _save(self, key: str, read_bytes: int, digest: str) -> None:

@@ -7,7 +7,6 @@ import json
 import socket
 import threading
 import time
-import uuid
 
 import pytest
 
@@ -132,31 +131,10 @@ def test_impact_of_catches_up_with_only_the_runs_since_the_last_alert(tmp_path, 
     was appended since, so its cost does not grow with the file's history; what was appended is in its answer."""
     from include.core import settings
     from include.lineage.store import LineageStore
+    from tests.unit.test_lineage_page import _event as lineage_page_event
 
     def event(job: str, inputs: list[str], outputs: list[str]) -> str:
-        def dataset(table: str) -> dict:
-            symlink = {"namespace": "file", "name": f"nyc_taxi.{table}", "type": "TABLE"}
-            return {
-                "namespace": "file",
-                "name": f"/warehouse/nyc_taxi/{table}",
-                "facets": {"symlinks": {"identifiers": [symlink]}},
-            }
-
-        return (
-            json.dumps(
-                {
-                    "eventType": "COMPLETE",
-                    "eventTime": "2025-02-01T00:00:00Z",
-                    "producer": "test",
-                    "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
-                    "run": {"runId": str(uuid.uuid4()), "facets": {}},
-                    "job": {"namespace": "nyc_taxi_pipeline", "name": job, "facets": {}},
-                    "inputs": [dataset(t) for t in inputs],
-                    "outputs": [dataset(t) for t in outputs],
-                }
-            )
-            + "\n"
-        )
+        return json.dumps(lineage_page_event(job, inputs, outputs)) + "\n"
 
     monkeypatch.setenv("PIPELINE_VAR_DIR", str(tmp_path))
     paths = settings.Paths.current()

@@ -100,7 +100,7 @@ def _of_command(writes: dict[str, list[str]]) -> list[str]:
 
 
 def _writes(events: list[dict], table: str) -> dict[str, list[str]]:
-    """Event types per child job that names the table's folder as an output (the append and the MERGE)."""
+    """Event types per child job that names the table's folder as an output (the CREATE TABLE, the append, the MERGE)."""
     writers = {e["job"]["name"] for e in events for o in e.get("outputs", []) if o["name"].endswith(_folder(table))}
     return {job: [e["eventType"] for e in events if e["job"]["name"] == job] for job in sorted(writers)}
 

@@ -10,14 +10,25 @@ import http.server
 import json
 import os
 import shutil
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from include.core import naming, settings
 from include.core.ports import free_port  # noqa: F401  (the tests' one way to a free port, as the project's)
+
+
+def spark_submit_command(conf: dict[str, str], master: str, *options: str) -> list[str]:
+    """``spark-submit`` of this venv with ``master``, every property of ``conf`` as a ``--conf``, then ``options``
+    (jars, py-files, the job and its arguments), as the tests that launch a job directly build it."""
+    command = [str(Path(sys.executable).parent / "spark-submit"), "--master", master]
+    for key, value in conf.items():
+        command += ["--conf", f"{key}={value}"]
+    return [*command, *options]
 
 
 class QuietHandler(http.server.BaseHTTPRequestHandler):

@@ -16,7 +16,7 @@ import pytest
 from include.core import settings
 from include.services import catalog_server
 from include.spark import submit
-from tests.support import free_port
+from tests.support import free_port, spark_submit_command
 
 pytestmark = pytest.mark.integration
 JOB = settings.PROJECT_ROOT / "tests" / "jobs" / "concurrent_commit.py"
@@ -86,16 +86,13 @@ def test_a_var_made_by_the_serverless_catalog_keeps_its_tables(tmp_path, monkeyp
 
 def _submit(paths: settings.Paths, table: str, writer: str, rows: int, commits: int) -> subprocess.Popen:
     conf = {**submit.spark_conf(paths, lineage=False), "spark.driver.memory": "640m"}
-    command = [
-        str(Path(sys.executable).parent / "spark-submit"),
-        "--master",
+    command = spark_submit_command(
+        conf,
         "local[1]",
         "--jars",
         submit.spark_submit_jars(),
-    ]
-    for key, value in conf.items():
-        command += ["--conf", f"{key}={value}"]
-    command += [str(JOB), "--table", table, "--writer", writer, "--rows", str(rows), "--commits", str(commits)]
+        *[str(JOB), "--table", table, "--writer", writer, "--rows", str(rows), "--commits", str(commits)],
+    )
     log = (paths.logs / f"concurrent-{writer}.log").open("wb")
     return subprocess.Popen(
         command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **submit.spark_submit_env(paths)}

@@ -25,7 +25,6 @@ import importlib.util
 import json
 import os
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -35,7 +34,8 @@ from include.core import settings
 from include.lineage.queries import LineageQueries
 from include.lineage.store.store import LineageStore
 from include.services.local_service import java_tool
-from include.spark import submit
+from include.spark import codeship, submit
+from tests.support import spark_submit_command
 
 pytestmark = pytest.mark.integration
 
@@ -68,12 +68,8 @@ def _run_roundtrip(paths, tmp_path: Path, label: str, lag_from: Path | None) -> 
     if lag_from is not None:
         conf["spark.extraListeners"] = f"LaggingListener,{OPENLINEAGE_LISTENER}"
         conf["spark.driver.extraClassPath"] += os.pathsep + str(lag_from)
-    command = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]"]
-    for key, value in conf.items():
-        command += ["--conf", f"{key}={value}"]
-    command += ["--py-files", submit.spark_submit_kwargs(paths)["py_files"], str(JOB), table]
     completed = subprocess.run(
-        command,
+        spark_submit_command(conf, "local[2]", "--py-files", str(codeship.ensure_built(paths)), str(JOB), table),
         env={**os.environ, **submit.spark_submit_env(paths)},
         capture_output=True,
         text=True,

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from include.spark import jvm, submit
-from tests.support import free_port
+from tests.support import free_port, spark_submit_command
 
 pytestmark = pytest.mark.integration
 EMPTY_JOB = Path(__file__).resolve().parents[2] / "bench" / "jobs" / "empty_job.py"
@@ -33,11 +32,11 @@ def test_set_up_makes_the_archive_without_a_catalog_server_and_a_driver_loads_mo
     assert f"-XX:SharedArchiveFile={archive}" in conf["spark.driver.extraJavaOptions"]
     class_log = tmp_path / "classes.log"
     conf["spark.driver.extraJavaOptions"] += f" -Xlog:class+load=info:file={class_log}"
-    command = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[1]"]
-    for key, value in conf.items():
-        command += ["--conf", f"{key}={value}"]
     completed = subprocess.run(
-        [*command, str(EMPTY_JOB)], env={**os.environ, **kwargs["env_vars"]}, capture_output=True, text=True
+        spark_submit_command(conf, "local[1]", str(EMPTY_JOB)),
+        env={**os.environ, **kwargs["env_vars"]},
+        capture_output=True,
+        text=True,
     )
     assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-2000:]
     lines = class_log.read_text().splitlines()

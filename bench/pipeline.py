@@ -471,11 +471,11 @@ def to_markdown(results: dict) -> str:
 
 def main() -> int:
     rows = settings.BENCH_ROWS.integer()
-    lineage_rows = int(settings.BENCH_LINEAGE_ROWS.text(str(rows)))
+    lineage_rows = settings.BENCH_LINEAGE_ROWS.integer() if settings.BENCH_LINEAGE_ROWS.raw() else rows
     scale_rows = settings.BENCH_SCALE_ROWS.integer()
-    scale_months = max(settings.BENCH_SCALE_MONTHS.integer(), 2)
+    scale_months = settings.BENCH_SCALE_MONTHS.integer()
     baseline_ref = settings.BENCH_BASELINE_REF.text(DEFAULT_BASELINE_REF)
-    repeats = max(settings.BENCH_REPEATS.integer(), 1)
+    repeats = settings.BENCH_REPEATS.integer()
     out = settings.Paths.current().bench
     paths = settings.Paths(settings.Paths.current().var / "bench-state").ensure()
     os.environ["PIPELINE_VAR_DIR"] = str(paths.var)

@@ -53,7 +53,7 @@ def main(project: settings.Paths | None = None) -> int:
     own state folder)."""
     project = project or settings.Paths.current()
     rows = settings.BENCH_SCALE_ROWS.integer()
-    repeats = max(settings.BENCH_REPEATS.integer(), 1)
+    repeats = settings.BENCH_REPEATS.integer()
     out = project.bench
     paths = settings.Paths(project.var / "bench-state-wap").ensure()
     os.environ["PIPELINE_VAR_DIR"] = str(paths.var)

@@ -230,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     airflow.set_defaults(handler=cmd_airflow)
 
     ui = commands.add_parser("ui", help="the Airflow UI and scheduler (`airflow standalone`): what `make airflow` runs")
-    ui.add_argument("--port", type=int, default=settings.AIRFLOW_UI_PORT.integer(), help="UI port (8080)")
+    ui.add_argument("--port", type=int, default=settings.AIRFLOW_UI_PORT.port(), help="UI port (8080)")
     ui.add_argument("--sample-data", action="store_true", help="serve generated TLC/NOAA files on loopback (offline)")
     ui.add_argument("--source-port", type=int, default=None, help="port of the sample source server")
     ui.add_argument(

@@ -12,6 +12,7 @@ and rendered twice: as Spark properties (``include/spark/submit.py``) and as a p
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
@@ -41,6 +42,8 @@ class Setting:
     default: str | None
     description: str
     section: str
+    minimum: float | None = None  # what ``integer()`` and ``number()`` accept: a value outside is a SettingError
+    maximum: float | None = None
 
     def raw(self) -> str | None:
         """The value as set, stripped; ``None`` when unset or blank."""
@@ -57,16 +60,37 @@ class Setting:
     def integer(self) -> int:
         value = self.get()
         try:
-            return int(value)  # type: ignore[arg-type]
+            number = int(value)  # type: ignore[arg-type]
         except (TypeError, ValueError):
             raise SettingError(f"{self.name}={value!r} is not an integer") from None
+        return self._within(number, value)
 
     def number(self) -> float:
         value = self.get()
         try:
-            return float(value)  # type: ignore[arg-type]
+            number = float(value)  # type: ignore[arg-type]
         except (TypeError, ValueError):
             raise SettingError(f"{self.name}={value!r} is not a number") from None
+        if not math.isfinite(number):  # float() takes "nan" and "inf"; no budget or limit means either
+            raise SettingError(f"{self.name}={value!r} is not a finite number")
+        return self._within(number, value)
+
+    def port(self, default: int | None = None) -> int:
+        """The value as a TCP port (1 to 65535), else ``default``, else the declared default; a SettingError naming
+        the setting otherwise."""
+        text = self.raw() or (str(default) if default is not None else self.default) or ""
+        if not text.isdigit() or not 0 < int(text) < 65536:
+            raise SettingError(f"{self.name}={text!r} is not a TCP port")
+        return int(text)
+
+    def _within(self, number, value):
+        """``number`` when it is within the setting's bounds; a SettingError naming the setting and its value (a
+        negative budget or a limit of 0 would otherwise act as something else without a word)."""
+        if self.minimum is not None and number < self.minimum:
+            raise SettingError(f"{self.name}={value!r} is less than {self.minimum:g}, the least it can be")
+        if self.maximum is not None and number > self.maximum:
+            raise SettingError(f"{self.name}={value!r} is more than {self.maximum:g}, the most it can be")
+        return number
 
     def flag(self) -> bool:
         return truthy(self.get())
@@ -87,10 +111,17 @@ class SettingError(ConfigurationError):
 SETTINGS: dict[str, Setting] = {}
 
 
-def _define(name: str, default: str | None, description: str, section: str) -> Setting:
+def _define(
+    name: str,
+    default: str | None,
+    description: str,
+    section: str,
+    minimum: float | None = None,
+    maximum: float | None = None,
+) -> Setting:
     if name in SETTINGS:
         raise RuntimeError(f"{name} is defined twice")
-    SETTINGS[name] = setting = Setting(name, default, description, section)
+    SETTINGS[name] = setting = Setting(name, default, description, section, minimum, maximum)
     return setting
 
 
@@ -192,21 +223,31 @@ NOAA_BASE_URL = _define(
     "sources",
 )
 SAMPLE_SOURCE_PORT = _define(
-    "SAMPLE_SOURCE_PORT", "18080", "port of the sample-file server (`pipeline sample-source`) on 127.0.0.1", "sources"
+    "SAMPLE_SOURCE_PORT",
+    "18080",
+    "port of the sample-file server (`pipeline sample-source`) on 127.0.0.1",
+    "sources",
 )
-DEMO_ROWS_PER_MONTH = _define("DEMO_ROWS_PER_MONTH", "300000", "taxi trips generated per month for the demo", "sources")
+DEMO_ROWS_PER_MONTH = _define(
+    "DEMO_ROWS_PER_MONTH", "300000", "taxi trips generated per month for the demo", "sources", minimum=1
+)
 # -- lineage
 LINEAGE_STORE_URL = _define(
     "LINEAGE_STORE_URL", None, "SQLAlchemy URL of the lineage store; unset: SQLite `var/lineage/store.db`", "lineage"
 )
 LINEAGE_FACETS_BUDGET_SECONDS = _define(
-    "LINEAGE_FACETS_BUDGET_SECONDS", "5.0", "time the extractor may spend gathering a task's facets", "lineage"
+    "LINEAGE_FACETS_BUDGET_SECONDS",
+    "5.0",
+    "time the extractor may spend gathering a task's facets",
+    "lineage",
+    minimum=0,
 )
 ALERT_IMPACT_BUDGET_SECONDS = _define(
     "ALERT_IMPACT_BUDGET_SECONDS",
     "20",
     "time a failed or blocked task's alert may wait for the lineage store's impact set (then sent without it)",
     "lineage",
+    minimum=0,
 )
 OPENLINEAGE_SPEC_DIR = _define(
     "OPENLINEAGE_SPEC_DIR",
@@ -215,37 +256,49 @@ OPENLINEAGE_SPEC_DIR = _define(
     "lineage",
 )
 LINEAGE_MAX_BODY_BYTES = _define(
-    "LINEAGE_MAX_BODY_BYTES", "5242880", "largest request body `lineage serve` accepts, as sent (413 beyond)", "lineage"
+    "LINEAGE_MAX_BODY_BYTES",
+    "5242880",
+    "largest request body `lineage serve` accepts, as sent (413 beyond)",
+    "lineage",
+    minimum=1,
 )
 LINEAGE_MAX_DECOMPRESSED_BYTES = _define(
     "LINEAGE_MAX_DECOMPRESSED_BYTES",
     "20971520",
     "largest body `lineage serve` accepts once decompressed (413 beyond)",
     "lineage",
+    minimum=1,
 )
 LINEAGE_MAX_JSON_DEPTH = _define(
-    "LINEAGE_MAX_JSON_DEPTH", "64", "deepest JSON nesting `lineage serve` accepts (400 beyond)", "lineage"
+    "LINEAGE_MAX_JSON_DEPTH", "64", "deepest JSON nesting `lineage serve` accepts (400 beyond)", "lineage", minimum=1
 )
 LINEAGE_MAX_BATCH_EVENTS = _define(
-    "LINEAGE_MAX_BATCH_EVENTS", "1000", "most events in one `POST /api/v1/lineage/batch` (413 beyond)", "lineage"
+    "LINEAGE_MAX_BATCH_EVENTS",
+    "1000",
+    "most events in one `POST /api/v1/lineage/batch` (413 beyond)",
+    "lineage",
+    minimum=1,
 )
 LINEAGE_MAX_EVENT_DATASETS = _define(
     "LINEAGE_MAX_EVENT_DATASETS",
     "1000",
     "most inputs plus outputs of one event `lineage serve` accepts (400 beyond)",
     "lineage",
+    minimum=1,
 )
 LINEAGE_MAX_FACET_BYTES = _define(
     "LINEAGE_MAX_FACET_BYTES",
     "1048576",
     "largest facet (as JSON) of an event `lineage serve` accepts (400 beyond)",
     "lineage",
+    minimum=1,
 )
 LINEAGE_MAX_CLIENT_REQUESTS = _define(
     "LINEAGE_MAX_CLIENT_REQUESTS",
     "8",
     "requests one client (one token, else one address) may have in flight at `lineage serve` (429 beyond)",
     "lineage",
+    minimum=1,
 )
 LINEAGE_SERVE_TOKEN = _define(
     "LINEAGE_SERVE_TOKEN",
@@ -280,30 +333,39 @@ AIRFLOW_METADATA_DB_PORT = _define(
     "airflow",
 )
 # -- bench (bench/, not shipped)
-BENCH_ROWS = _define("BENCH_ROWS", "3000000", "rows of the bench's one-month ingest", "bench")
+BENCH_ROWS = _define("BENCH_ROWS", "3000000", "rows of the bench's one-month ingest", "bench", minimum=1)
 BENCH_LINEAGE_ROWS = _define(
-    "BENCH_LINEAGE_ROWS", None, "rows of the lineage-overhead DAG runs; unset: BENCH_ROWS", "bench"
+    "BENCH_LINEAGE_ROWS", None, "rows of the lineage-overhead DAG runs; unset: BENCH_ROWS", "bench", minimum=1
 )
-BENCH_SCALE_ROWS = _define("BENCH_SCALE_ROWS", "500000", "rows per month of the scale section", "bench")
-BENCH_SCALE_MONTHS = _define("BENCH_SCALE_MONTHS", "12", "months of the scale section (at least 2)", "bench")
+BENCH_SCALE_ROWS = _define("BENCH_SCALE_ROWS", "500000", "rows per month of the scale section", "bench", minimum=1)
+BENCH_SCALE_MONTHS = _define("BENCH_SCALE_MONTHS", "12", "months of the scale section", "bench", minimum=2)
 BENCH_BASELINE_REF = _define(
     "BENCH_BASELINE_REF", None, "git ref the bench compares against; unset: the bench's own", "bench"
 )
-BENCH_REPEATS = _define("BENCH_REPEATS", "3", "alternating repeats of each figure", "bench")
+BENCH_REPEATS = _define("BENCH_REPEATS", "3", "alternating repeats of each figure", "bench", minimum=1)
 BENCH_LINEAGE_TARGET_ERROR = _define(
     "BENCH_LINEAGE_TARGET_ERROR",
     "0.01",
     "standard error of the mean on ÷ off ratio at which the lineage section stops adding pairs (0.01 resolves 3 % "
     "at three standard errors)",
     "bench",
+    minimum=0,
 )
 BENCH_LINEAGE_MAX_PAIRS = _define(
-    "BENCH_LINEAGE_MAX_PAIRS", "20", "most on/off pairs of the lineage section (at least BENCH_REPEATS)", "bench"
+    "BENCH_LINEAGE_MAX_PAIRS",
+    "20",
+    "most on/off pairs of the lineage section (at least BENCH_REPEATS)",
+    "bench",
+    minimum=1,
 )
-BENCH_EXPLORER_NODES = _define("BENCH_EXPLORER_NODES", "100000", "nodes of the explorer's generated graph", "bench")
-BENCH_EXPLORER_QUERIES = _define("BENCH_EXPLORER_QUERIES", "300", "queries timed per explorer figure", "bench")
+BENCH_EXPLORER_NODES = _define(
+    "BENCH_EXPLORER_NODES", "100000", "nodes of the explorer's generated graph", "bench", minimum=1
+)
+BENCH_EXPLORER_QUERIES = _define(
+    "BENCH_EXPLORER_QUERIES", "300", "queries timed per explorer figure", "bench", minimum=1
+)
 BENCH_INGEST_EVENTS = _define(
-    "BENCH_INGEST_EVENTS", "2000", "events posted to `lineage serve` per ingest-throughput figure", "bench"
+    "BENCH_INGEST_EVENTS", "2000", "events posted to `lineage serve` per ingest-throughput figure", "bench", minimum=1
 )
 
 
@@ -312,7 +374,8 @@ def configuration_table() -> str:
     lines = ["| variable | default | meaning |", "|---|---|---|"]
     for setting in SETTINGS.values():
         default = f"`{setting.default}`" if setting.default is not None else "unset"
-        lines.append(f"| `{setting.name}` | {default} | {setting.description} |")
+        least = f"; at least {setting.minimum:g}" if setting.minimum is not None else ""
+        lines.append(f"| `{setting.name}` | {default} | {setting.description}{least} |")
     return "\n".join(lines) + "\n"
 
 
@@ -437,7 +500,7 @@ class CatalogSettings:
             raise SettingError(f"ICEBERG_CATALOG_TYPE={catalog_type!r} is not supported; use 'rest' or 'jdbc'")
         explicit_uri = CATALOG_URI.raw()
         local_server = catalog_type == "rest" and not explicit_uri
-        port = rest_port(paths) if local_server else _port_setting(REST_PORT, DEFAULT_REST_PORT)
+        port = rest_port(paths) if local_server else REST_PORT.port(DEFAULT_REST_PORT)
         if local_server:
             uri = f"http://{LOCAL_REST_HOST}:{port}"
         else:
@@ -515,19 +578,12 @@ def _sqlalchemy_url(jdbc_uri: str, user: str | None, password: str | None) -> st
     raise ValueError(f"ICEBERG_CATALOG_URI={jdbc_uri!r}: only jdbc:sqlite: and jdbc:postgresql: URLs are supported")
 
 
-def _port_setting(setting: Setting, default: int) -> int:
-    text = setting.raw() or str(default)
-    if not text.isdigit() or not 0 < int(text) < 65536:
-        raise SettingError(f"{setting.name}={text!r} is not a TCP port")
-    return int(text)
-
-
 def rest_port(paths: Paths) -> int:
     """The local catalog server's port: ``ICEBERG_REST_PORT`` when set; else the port recorded for this ``var/``
     (``var/catalog/port``), chosen free the first time it is asked for, so two ``var/``s run side by side and every
     process of one ``var/`` (set-up, Airflow, spark-submit, the CLI) reaches the same server."""
     if REST_PORT.raw():
-        return _port_setting(REST_PORT, DEFAULT_REST_PORT)
+        return REST_PORT.port(DEFAULT_REST_PORT)
     record = paths.catalog_dir / "port"
     if not record.exists():
         record.parent.mkdir(parents=True, exist_ok=True)
@@ -550,7 +606,7 @@ def rest_port(paths: Paths) -> int:
 
 def kafka_port() -> int:
     """The local Kafka broker's client port (``KAFKA_PORT``)."""
-    return _port_setting(KAFKA_PORT, int(KAFKA_PORT.default or 0))
+    return KAFKA_PORT.port()
 
 
 def local_kafka_bootstrap() -> str:

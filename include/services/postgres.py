@@ -248,10 +248,7 @@ def secrets_file(paths: settings.Paths) -> Path:
 
 def _port(paths: settings.Paths) -> int:
     if settings.AIRFLOW_METADATA_DB_PORT.raw():
-        value = settings.AIRFLOW_METADATA_DB_PORT.integer()
-        if not 0 < value < 65536:
-            raise settings.SettingError(f"AIRFLOW_METADATA_DB_PORT={value} is not a TCP port")
-        return value
+        return settings.AIRFLOW_METADATA_DB_PORT.port()
     record = paths.var / "postgres.port"
     if not record.exists():
         record.write_text(f"{ports.free_port(HOST)}\n")

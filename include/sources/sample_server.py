@@ -44,7 +44,7 @@ def publish_months(
 
 
 def stable_port() -> int:
-    return settings.SAMPLE_SOURCE_PORT.integer()
+    return settings.SAMPLE_SOURCE_PORT.port()
 
 
 class SourceServer:

@@ -124,6 +124,8 @@ def test_the_impact_budget_comes_from_its_setting_and_a_bad_one_is_named_in_the_
     assert (
         "ALERT_IMPACT_BUDGET_SECONDS='soon' is not a number" in alerts.impact_within_budget("yellow_taxi_raw")["error"]
     )
+    monkeypatch.setenv("ALERT_IMPACT_BUDGET_SECONDS", "-5")  # acted as 0 before: the impact set silently left out
+    assert "ALERT_IMPACT_BUDGET_SECONDS='-5' is less than 0" in alerts.impact_within_budget("yellow_taxi_raw")["error"]
 
 
 def test_impact_of_catches_up_with_only_the_runs_since_the_last_alert(tmp_path, monkeypatch):

@@ -4,6 +4,7 @@ documented in docs/configuration.md exactly as declared."""
 from __future__ import annotations
 
 import ast
+import re
 import socket
 import threading
 from pathlib import Path
@@ -87,19 +88,46 @@ def test_the_configuration_page_holds_the_generated_table():
         ("ICEBERG_REST_PORT", "70000", "ICEBERG_REST_PORT='70000' is not a TCP port"),
         ("ICEBERG_CATALOG_TYPE", "hive", "ICEBERG_CATALOG_TYPE='hive' is not supported"),
         ("DEMO_ROWS_PER_MONTH", "many", "DEMO_ROWS_PER_MONTH='many' is not an integer"),
+        ("DEMO_ROWS_PER_MONTH", "0", "DEMO_ROWS_PER_MONTH='0' is less than 1"),
         ("KAFKA_PORT", "-1", "KAFKA_PORT='-1' is not a TCP port"),
+        ("AIRFLOW_UI_PORT", "70000", "AIRFLOW_UI_PORT='70000' is not a TCP port"),
+        ("SAMPLE_SOURCE_PORT", "0", "SAMPLE_SOURCE_PORT='0' is not a TCP port"),
+        # a negative budget acted as 0 (every alert sent without its impact set), without a word
+        ("ALERT_IMPACT_BUDGET_SECONDS", "-1", "ALERT_IMPACT_BUDGET_SECONDS='-1' is less than 0"),
+        ("ALERT_IMPACT_BUDGET_SECONDS", "nan", "ALERT_IMPACT_BUDGET_SECONDS='nan' is not a finite number"),
+        ("LINEAGE_FACETS_BUDGET_SECONDS", "inf", "LINEAGE_FACETS_BUDGET_SECONDS='inf' is not a finite number"),
+        # 0 in-flight requests per client would answer every request 429
+        ("LINEAGE_MAX_CLIENT_REQUESTS", "0", "LINEAGE_MAX_CLIENT_REQUESTS='0' is less than 1"),
+        ("BENCH_SCALE_MONTHS", "1", "BENCH_SCALE_MONTHS='1' is less than 2"),
     ],
 )
 def test_a_bad_value_is_refused_naming_the_variable(monkeypatch, tmp_path, name, value, message):
     monkeypatch.setenv("PIPELINE_VAR_DIR", str(tmp_path / "var"))
     monkeypatch.setenv(name, value)
-    with pytest.raises(settings.SettingError, match=message):
+    setting = settings.SETTINGS[name]
+    with pytest.raises(settings.SettingError, match=re.escape(message)):
         if name.startswith("ICEBERG"):
             settings.CatalogSettings.current()
-        elif name == "KAFKA_PORT":
-            settings.kafka_port()
+        elif name.endswith("_PORT"):
+            settings.kafka_port() if name == "KAFKA_PORT" else setting.port()
+        elif name.endswith("_SECONDS"):
+            setting.number()
         else:
-            settings.DEMO_ROWS_PER_MONTH.integer()
+            setting.integer()
+
+
+@pytest.mark.parametrize("name", [name for name, item in settings.SETTINGS.items() if item.minimum is not None])
+def test_every_bounded_setting_takes_its_least_value_and_refuses_one_below(monkeypatch, name):
+    setting = settings.SETTINGS[name]
+    least = setting.minimum
+    monkeypatch.setenv(name, f"{least:g}")
+    assert setting.number() == least
+    monkeypatch.setenv(name, f"{least - 1:g}")
+    with pytest.raises(settings.SettingError, match=f"^{name}="):
+        setting.number()
+    if float(setting.default or least).is_integer():
+        with pytest.raises(settings.SettingError, match=f"^{name}="):
+            setting.integer()
 
 
 def test_a_var_without_icebergs_port_set_gets_a_free_port_of_its_own_and_keeps_it(monkeypatch, tmp_path):

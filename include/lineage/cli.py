@@ -21,6 +21,7 @@
     lineage rollback --run RUN [--apply]   plan (and do) the rollback of the Iceberg tables a bad run touched
                                        (--created drop|truncate|keep: the tables it created)
     lineage validate                   validate var/lineage's events against the OpenLineage JSON schemas
+    lineage rejected                   lines of the event files the store could not keep (file, line, why, the line)
 
 NODE: a dataset as namespace:name, its table name (nyc_taxi.yellow_rides_hourly_forecast), a URL or path, a job name,
 or Marquez's dataset:<ns>:<name> / job:<ns>:<name>. The store is $LINEAGE_STORE_URL or var/lineage/store.db (--store).
@@ -170,6 +171,27 @@ def validate(_options) -> int:
         print(error)
     print(f"lineage validate: {sum(result.facets_checked.values())} facets checked, {len(result.errors)} errors")
     return 1 if result.errors else 0
+
+
+def rejected(options) -> int:
+    """``lineage rejected [--json] [--limit N]``: the store first catches up with the event files, then lists the
+    lines it set aside (include/lineage/store/follower.py), newest first."""
+    from include.lineage.store.follower import StoreFollower, rejected_lines
+
+    paths = settings.Paths.current()
+    with _store(options) as store:
+        StoreFollower(store, paths).refresh()
+        lines = rejected_lines(store, options.limit)
+    if options.json:
+        print(json.dumps(lines, indent=2))
+        return 0
+    for item in lines:
+        where = f"{item['path']}:{item['line']}" if item["line"] is not None else item["path"]
+        preview = item["content"][:200] + ("…" if item["truncated"] or len(item["content"]) > 200 else "")
+        print(f"{where} (byte {item['byteOffset']}, {item['length']} bytes, {item['rejectedAt']}): {item['error']}")
+        print(f"    {preview!r}")
+    print(f"lineage rejected: {len(lines)} line(s) not stored")
+    return 0
 
 
 def _store(options):
@@ -543,6 +565,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub.add_argument("--json", action="store_true", help="print the plan as JSON")
     add("validate", validate, "validate var/lineage's events against the OpenLineage JSON schemas")
+    sub = add(
+        "rejected",
+        rejected,
+        "the event files' lines the store could not keep (not JSON, not an event, refused), with file, line and why",
+        [store],
+    )
+    sub.add_argument("--json", action="store_true", help="print them as JSON (the line as text, bad bytes replaced)")
+    sub.add_argument("--limit", type=int, default=None, help="at most this many, newest first")
     return parser
 
 

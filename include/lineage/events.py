@@ -19,6 +19,10 @@ from include.core import settings
 from include.lineage.errors import InvalidEventError, LineageError, UnreadableEventFileError
 
 
+class TimeOutOfRangeError(ValueError):
+    """An ISO-8601 time whose UTC instant is outside the years 1 to 9999."""
+
+
 def utc_time(value: str) -> str:
     """An ISO-8601 time as fixed-width UTC (``2025-01-01T00:00:00.000000Z``): string order is time order."""
     text = value.strip()
@@ -29,7 +33,12 @@ def utc_time(value: str) -> str:
     parsed = datetime.fromisoformat(text)
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    try:
+        utc = parsed.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00:00+14:00 is before the first representable UTC instant
+        raise TimeOutOfRangeError(f"{value!r} is outside the years 1 to 9999 in UTC") from None
+    # Not strftime: its %Y does not pad years before 1000 to four digits on Linux, and the width is the order
+    return f"{utc.year:04d}-{utc:%m-%dT%H:%M:%S.%f}Z"
 
 
 def dataset_key(namespace: str, name: str) -> str:
@@ -188,6 +197,70 @@ def _check_facets(owner: dict, keys: tuple[str, ...], where: str) -> None:
                 raise InvalidEventError(f"{where}.{key}.{name} is a {type(facet).__name__}, not a facet object")
 
 
+def _check_read_facets(dataset: dict, where: str) -> None:
+    """The dataset facets whose insides the store reads (aliases and labels from ``symlinks``, the schema, column
+    edges from ``columnLineage``) have the shapes their OpenLineage facet schemas give, so that ingest never meets a
+    number where a name belongs."""
+    facets = dataset.get("facets") or {}
+    identifiers = (facets.get("symlinks") or {}).get("identifiers")
+    for index, identifier in enumerate(_objects(identifiers, f"{where}.facets.symlinks.identifiers")):
+        for key in ("namespace", "name", "type"):
+            _check_optional_string(identifier.get(key), f"{where}.facets.symlinks.identifiers[{index}].{key}")
+    _objects((facets.get("schema") or {}).get("fields"), f"{where}.facets.schema.fields")
+    fields = (facets.get("columnLineage") or {}).get("fields")
+    if fields is None:
+        return
+    if not isinstance(fields, dict):
+        raise InvalidEventError(f"{where}.facets.columnLineage.fields is a {type(fields).__name__}, not an object")
+    for field, spec in fields.items():
+        at = f"{where}.facets.columnLineage.fields.{field}"
+        if not isinstance(spec, dict):
+            raise InvalidEventError(f"{at} is a {type(spec).__name__}, not an object")
+        for index, input_field in enumerate(_objects(spec.get("inputFields"), f"{at}.inputFields")):
+            for key in ("namespace", "name", "field"):
+                _check_optional_string(input_field.get(key), f"{at}.inputFields[{index}].{key}")
+
+
+# The run and job facet values the store keeps in columns of their own (include/lineage/store/ingest.py), each a
+# string when present; every object on the way to it an object.
+READ_FACET_STRINGS = {
+    "run": (
+        ("parent", "run", "runId"),
+        ("parent", "root", "run", "runId"),
+        ("errorMessage", "message"),
+        ("nominalTime", "nominalStartTime"),
+        ("nominalTime", "nominalEndTime"),
+    ),
+    "job": (("sourceCode", "sourceCode"), ("sourceCodeLocation", "version")),
+}
+
+
+def _check_read_strings(facets: dict, kind: str, where: str) -> None:
+    for path in READ_FACET_STRINGS[kind]:
+        value, at = facets, f"{where}.facets"
+        for key in path:
+            if not isinstance(value, dict):
+                raise InvalidEventError(f"{at} is a {type(value).__name__}, not an object")
+            value, at = value.get(key), f"{at}.{key}"
+            if value is None:
+                break
+        _check_optional_string(value, at)
+
+
+def _objects(value, what: str) -> list:
+    """``value`` as a list of JSON objects (None: none); InvalidEventError naming ``what`` otherwise."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise InvalidEventError(f"{what} is not a list of objects")
+    return value
+
+
+def _check_optional_string(value, what: str) -> None:
+    if value is not None and not isinstance(value, str):
+        raise InvalidEventError(f"{what} is a {type(value).__name__}, not a string")
+
+
 def _check_name(value, what: str) -> None:
     if not isinstance(value, str) or not value:
         raise InvalidEventError(f"{what} must be a non-empty string")
@@ -203,8 +276,11 @@ def check_event(lineage_event) -> None:
         raise InvalidEventError("no eventTime")
     try:
         utc_time(lineage_event["eventTime"])
+    except TimeOutOfRangeError as error:
+        raise InvalidEventError(f"eventTime {error}") from None
     except ValueError:
         raise InvalidEventError(f"eventTime {lineage_event['eventTime']!r} is not an ISO-8601 time") from None
+    _check_optional_string(lineage_event.get("producer"), "producer")  # kept with a dataset version's schema
     event_type = lineage_event.get("eventType")
     if event_type is not None and (not isinstance(event_type, str) or event_type not in EVENT_TYPES):
         raise InvalidEventError(f"eventType {event_type!r} is not one of {', '.join(sorted(EVENT_TYPES))}")
@@ -215,6 +291,7 @@ def check_event(lineage_event) -> None:
         if not isinstance(lineage_event.get("job"), dict):
             raise InvalidEventError("run event without a job")
         _check_facets(run, FACET_KEYS["run"], "run")
+        _check_read_strings(run.get("facets") or {}, "run", "run")
     if "job" not in lineage_event and "dataset" not in lineage_event:
         raise InvalidEventError("neither a run, a job nor a dataset: not an OpenLineage event")
     job = lineage_event.get("job")
@@ -224,8 +301,10 @@ def check_event(lineage_event) -> None:
         _check_name(job.get("namespace"), "job.namespace")
         _check_name(job.get("name"), "job.name")
         _check_facets(job, FACET_KEYS["job"], "job")
+        _check_read_strings(job.get("facets") or {}, "job", "job")
     if isinstance(lineage_event.get("dataset"), dict):
         _check_facets(lineage_event["dataset"], FACET_KEYS["dataset"], "dataset")
+        _check_read_facets(lineage_event["dataset"], "dataset")
     for side in ("inputs", "outputs"):
         datasets = lineage_event.get(side) or []
         if not isinstance(datasets, list):
@@ -236,6 +315,7 @@ def check_event(lineage_event) -> None:
             _check_name(dataset.get("namespace"), f"{side}[{index}].namespace")
             _check_name(dataset.get("name"), f"{side}[{index}].name")
             _check_facets(dataset, FACET_KEYS["dataset"], f"{side}[{index}]")
+            _check_read_facets(dataset, f"{side}[{index}]")
 
 
 @dataclass(frozen=True)
@@ -244,22 +324,78 @@ class SourcedEvent:
     source: str  # file:line, or where it came from
 
 
+class EventLine(NamedTuple):
+    """One line of a JSON-lines event file: its event, or why it is not one."""
+
+    offset: int  # where the line starts in the file, in bytes
+    number: int | None  # its line number (1-based); None when the lines before it were not counted
+    raw: bytes  # the line, without its newline
+    event: dict | None
+    error: str | None  # why the line is not an event (None for an event)
+
+    def where(self, file: str) -> str:
+        return f"{file}:{self.number}" if self.number is not None else f"{file} at byte {self.offset}"
+
+
+def parse_event(raw: bytes) -> tuple[dict | None, str | None]:
+    """(the OpenLineage event ``raw`` holds, None) or (None, why it holds none): not UTF-8, not JSON, or not shaped
+    like an event (``check_event``)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return None, f"not UTF-8 (byte {error.start} of the line: {error.reason})"
+    try:
+        item = json.loads(text)
+    except ValueError as error:
+        detail = f"{error.msg} at column {error.colno}" if isinstance(error, json.JSONDecodeError) else str(error)
+        return None, f"not valid JSON ({detail})"
+    except RecursionError:
+        return None, "not valid JSON (nested too deeply)"
+    try:
+        check_event(item)
+    except InvalidEventError as error:
+        return None, str(error)
+    return item, None
+
+
+def event_lines(chunk: bytes, offset: int = 0, first_number: int | None = 1) -> list[EventLine]:
+    """The lines of ``chunk`` that are not blank, each with its event or why it has none. ``chunk`` holds whole lines
+    of a JSON-lines file, read from byte ``offset``; ``first_number`` is the number of its first line (None: unknown).
+
+    Lines end at ``\n`` only: ``str.splitlines`` also breaks at U+0085, U+2028 and U+2029, which JSON allows raw
+    inside a string (the Spark listener's Jackson writes them so), and would cut such an event in two."""
+    out = []
+    position = offset
+    for index, line in enumerate(chunk.split(b"\n")):
+        start, position = position, position + len(line) + 1
+        if not line.strip():
+            continue
+        event, error = parse_event(line)
+        number = None if first_number is None else first_number + index
+        out.append(EventLine(start, number, line, event, error))
+    return out
+
+
 def read_event_file(path: Path | str) -> list[SourcedEvent]:
     """Events of a JSON-lines file (``-`` is stdin), or of a file holding one JSON event or a list of them.
 
     Every line is checked before anything is stored; a bad one raises UnreadableEventFileError naming file and line."""
     name = str(path)
     try:
-        text = sys.stdin.read() if name == "-" else Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
+        raw = sys.stdin.buffer.read() if name == "-" else Path(path).read_bytes()
+    except OSError as error:
         raise UnreadableEventFileError(name, None, f"cannot read: {error}") from None
     label = "<stdin>" if name == "-" else name
-    stripped = text.strip()
-    if stripped.startswith("[") or (stripped.startswith("{") and "\n" in stripped and _whole_json(stripped)):
+    stripped = raw.strip()
+    if stripped.startswith(b"[") or (stripped.startswith(b"{") and b"\n" in stripped and _whole_json(stripped)):
         try:
             document = json.loads(stripped)
-        except ValueError as error:
+        except UnicodeDecodeError as error:
+            raise UnreadableEventFileError(label, None, f"not UTF-8 ({error.reason} at byte {error.start})") from None
+        except json.JSONDecodeError as error:
             raise UnreadableEventFileError(label, error.lineno, f"not valid JSON ({error.msg})") from None
+        except RecursionError:
+            raise UnreadableEventFileError(label, None, "not valid JSON (nested too deeply)") from None
         items = document if isinstance(document, list) else [document]
         out = []
         for index, item in enumerate(items, start=1):
@@ -270,28 +406,18 @@ def read_event_file(path: Path | str) -> list[SourcedEvent]:
             out.append(SourcedEvent(item, f"{label}#{index}"))
         return out
     out = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except ValueError as error:
-            raise UnreadableEventFileError(
-                label, number, f"not valid JSON ({error.msg} at column {error.colno})"
-            ) from None
-        try:
-            check_event(item)
-        except InvalidEventError as error:
-            raise UnreadableEventFileError(label, number, str(error)) from None
-        out.append(SourcedEvent(item, f"{label}:{number}"))
+    for line in event_lines(raw):
+        if line.error is not None:
+            raise UnreadableEventFileError(label, line.number, line.error)
+        out.append(SourcedEvent(line.event, line.where(label)))
     return out
 
 
-def _whole_json(text: str) -> bool:
+def _whole_json(text: str | bytes) -> bool:
     try:
         json.loads(text)
         return True
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
 
 
@@ -311,5 +437,5 @@ def load_events(*files: Path) -> list[dict]:
     events = []
     for path in map(Path, files):
         if path.exists():
-            events.extend(json.loads(line) for line in path.read_text().splitlines() if line.strip())
+            events.extend(json.loads(line) for line in path.read_bytes().split(b"\n") if line.strip())
     return events

@@ -31,8 +31,8 @@ from sqlalchemy import bindparam, func, inspect, select, text
 from sqlalchemy.engine import Connection
 
 from include.lineage.errors import EmptyStoreError, LineageError, UnknownNodeError
+from include.lineage.events import TimeOutOfRangeError, utc_time
 from include.lineage.events import parse_node_id as parse_event_node_id
-from include.lineage.events import utc_time
 from include.lineage.store import LineageStore, ancestry
 from include.lineage.store.schema import (
     aliases_table,
@@ -201,6 +201,8 @@ def parse_instant(value: str, what: str = "asOf") -> str:
         raise LineageError(f"{what} {value!r} is not an ISO-8601 time with a UTC offset ({example})")
     try:
         return utc_time(text_value)
+    except TimeOutOfRangeError as error:
+        raise LineageError(f"{what} {error}") from None
     except ValueError:
         raise LineageError(f"{what} {value!r} is not an ISO-8601 time with a UTC offset ({example})") from None
 

@@ -205,3 +205,29 @@ def test_readers_of_a_postgres_store_go_on_where_the_last_one_stopped(store_url,
             )
         ).scalar_one()
     assert cursor == paths.lineage_events.stat().st_size
+
+
+def test_an_event_postgresql_refuses_is_set_aside_and_the_rest_of_its_batch_stored(store_url, tmp_path):
+    """A run id longer than the store's column (64 characters) passes the store's shape check; SQLite keeps it,
+    PostgreSQL refuses it (a DataError), and with it the whole batch's transaction. The follower then stores the
+    batch's events one by one: the refused one is set aside with PostgreSQL's reason, every other one is stored, and
+    the insert of the rejected line and the cursor go through PostgreSQL's upserts (a second reader adds no row)."""
+    from include.core import settings
+    from include.lineage.store.follower import StoreFollower, rejected_lines
+
+    paths = settings.Paths(tmp_path / "var")
+    paths.lineage.mkdir(parents=True)
+    events = _events(seed=45)[:5]
+    refused = dict(events[2], run={"runId": "r" * 65, "facets": {}})
+    lines = [json.dumps(event) + "\n" for event in (*events[:2], refused, *events[3:])]
+    paths.lineage_events.write_text("".join(lines))
+    with LineageStore(store_url) as store:
+        assert StoreFollower(store, paths).refresh() == 4
+    with LineageStore(store_url) as store:
+        assert StoreFollower(store, paths).refresh() == 0
+        mine = [item for item in rejected_lines(store) if item["path"] == str(paths.lineage_events.resolve())]
+        with store.engine.connect() as conn:
+            stored = set(conn.execute(select(events_table.c.run_id)).scalars())
+    assert [(item["line"], item["byteOffset"]) for item in mine] == [(3, len(lines[0]) + len(lines[1]))]
+    assert "DataError" in mine[0]["error"] and "too long" in mine[0]["error"], mine[0]["error"]
+    assert {event["run"]["runId"] for event in (*events[:2], *events[3:])} <= stored

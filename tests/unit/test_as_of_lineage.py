@@ -218,3 +218,20 @@ def test_upstream_and_downstream_walks_equal_a_walk_of_the_whole_graph_now_and_a
     finally:
         store.close()
         shutil.rmtree(folder)
+
+
+def test_a_time_outside_the_calendar_in_utc_is_refused_with_400_and_exit_2_not_a_server_error(store, capsys):
+    """``0001-01-01T00:00:00+14:00`` is a valid ISO-8601 time whose UTC instant falls before the year 1: converting it
+    raised OverflowError, which the API answered with 500 (and the CLI with a traceback)."""
+    client = TestClient(create_app(store=store), raise_server_exceptions=False)
+    for value in ("0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00"):
+        response = client.get("/api/v1/lineage", params={"nodeId": "warehouse:forecast", "asOf": value})
+        assert response.status_code == 400, (value, response.text)
+        assert "outside the years 1 to 9999" in response.json()["message"]
+    assert (
+        cli.main(["upstream", "warehouse:forecast", "--as-of", "0001-01-01T00:00:00+14:00", "--store", store.url]) == 2
+    )
+    assert "outside the years 1 to 9999" in capsys.readouterr().err
+    # years before 1000 keep the fixed width that makes string order time order
+    assert parse_instant("0999-12-31T23:00:00Z") < parse_instant("1000-01-01T00:00:00Z")
+    assert parse_instant("0001-01-01T10:00:00+02:00") == "0001-01-01T08:00:00.000000Z"

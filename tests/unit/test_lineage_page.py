@@ -73,6 +73,28 @@ def test_the_store_follows_appended_events_and_waits_for_a_line_being_written(li
     assert impacted == {"raw", "actuals", "dag.merge_raw", "dag.actuals"}
 
 
+def test_a_bad_line_in_an_event_file_leaves_the_served_page_and_graph_answering(lineage_paths):
+    """Over HTTP on loopback, as the browser asks: before, the follower raised on the bad line at every request that
+    catches the store up, and the health check, the graph and the lineage API all answered 500 from then on."""
+    from tests.support import app_served
+
+    good = json.dumps(_event("dag.merge_raw", ["staging"], ["raw"]))
+    later = json.dumps(_event("dag.actuals", ["raw"], ["actuals"]))
+    lineage_paths.lineage_events.write_bytes(f"{good}\n".encode() + b'{"eventType": "COMP\n' + f"{later}\n".encode())
+    store = LineageStore(f"sqlite:///{lineage_paths.lineage / 'store.db'}")
+    with app_served(create_ui_app(store, lineage_paths)) as url:
+        health = requests.get(f"{url}/api/v1/health", timeout=30)
+        assert health.status_code == 200, health.text
+        assert health.json() == {"status": "ok", "events": 2, "rejectedLines": 1}
+        graph = requests.get(
+            f"{url}/api/v1/lineage", params={"nodeId": "job:nyc_taxi_pipeline:dag.actuals"}, timeout=30
+        )
+        assert graph.status_code == 200, graph.text
+        assert "dataset:file:/warehouse/nyc_taxi/staging" in {node["id"] for node in graph.json()["graph"]}
+        assert requests.get(f"{url}/ui/graph", timeout=30).status_code == 200
+    store.close()
+
+
 def _deny():
     raise HTTPException(status_code=401, detail="Not authenticated")
 

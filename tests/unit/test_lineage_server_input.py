@@ -101,6 +101,13 @@ HOSTILE = {
     "no job": (json.dumps({k: v for k, v in event().items() if k != "job"}).encode(), {}, 400, "job"),
     "no producer": (json.dumps({k: v for k, v in event().items() if k != "producer"}).encode(), {}, 400, "producer"),
     "eventTime not a time": (json.dumps(event(eventTime="yesterday")).encode(), {}, 400, "eventTime"),
+    # a valid ISO-8601 time before the year 1 in UTC: converting it raised OverflowError, answered 500
+    "eventTime before the year 1 in UTC": (
+        json.dumps(event(eventTime="0001-01-01T00:00:00+14:00")).encode(),
+        {},
+        400,
+        "outside the years 1 to 9999",
+    ),
     "eventType unknown": (json.dumps(event(eventType="DONE")).encode(), {}, 400, "eventType"),
     "inputs an object": (json.dumps(event(inputs={"namespace": "file"})).encode(), {}, 400, "inputs"),
     "a dataset without a name": (json.dumps(event(inputs=[{"namespace": "file"}])).encode(), {}, 400, "name"),

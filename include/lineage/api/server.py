@@ -10,7 +10,8 @@
                                               runs that wrote them (``producedByRunId``), and so on
     GET  /api/v1/column-lineage?nodeId=&depth=  column-level upstream of ``datasetField:<ns>:<name>:<field>`` or
                                               ``DATASET.COLUMN``
-    GET  /api/v1/health                       liveness and event count (the one route without a token)
+    GET  /api/v1/health                       liveness, event count and rejected event-file lines (the one route
+                                              without a token)
 
 What ``lineage serve`` puts in front of these (``serve``; ``create_app(tokens=..., hosts=...)``):
 
@@ -64,7 +65,7 @@ from include.lineage.events import MAX_NODE_ID_LENGTH, check_event
 from include.lineage.queries import DEFAULT_DEPTH, LineageQueries
 from include.lineage.render import run_lineage_json
 from include.lineage.store import LineageStore
-from include.lineage.store.schema import events_table
+from include.lineage.store.schema import events_table, rejected_lines_table
 
 HEALTH_PATH = "/api/v1/health"
 OFFLOAD_BYTES = 256 * 1024  # a body larger than this, as sent, is decoded, checked and stored in the worker process
@@ -367,7 +368,8 @@ def create_app(
     async def health():
         # On the event loop, not in the worker threads: a long ingest or many posts waiting for the writer do not
         # hold it back (one indexed count; SQLite in WAL mode never makes a reader wait for the writer).
-        return {"status": "ok", "events": store.count(events_table)}
+        # rejectedLines: event-file lines the store could not keep (include/lineage/store/follower.py), for a monitor
+        return {"status": "ok", "events": store.count(events_table), "rejectedLines": store.count(rejected_lines_table)}
 
     install_error_handlers(app)
     if tokens is not None or hosts is not None:

@@ -53,6 +53,7 @@ from include.lineage.store.schema import (
     job_versions_table,
     jobs_table,
     nodes_table,
+    rejected_lines_table,
     run_datasets_table,
     runs_table,
 )
@@ -281,10 +282,20 @@ def _dialect_statements(dialect: str) -> dict:
     cursor = dialect_insert(file_cursors_table)
     cursor = cursor.on_conflict_do_update(
         index_elements=["path"],
-        set_={"read_bytes": cursor.excluded.read_bytes, "head_sha256": cursor.excluded.head_sha256},
+        set_={
+            "read_bytes": cursor.excluded.read_bytes,
+            "head_sha256": cursor.excluded.head_sha256,
+            "read_lines": cursor.excluded.read_lines,
+        },
+    )
+    rejected = (
+        dialect_insert(rejected_lines_table)
+        .on_conflict_do_nothing(index_elements=["path", "byte_offset", "line_sha256"])
+        .returning(rejected_lines_table.c.byte_offset)
     )
     return {
         "upsert_file_cursor": cursor,
+        "insert_rejected_line": rejected,
         "extend_closure": extend,
         "upsert_ancestry": repack,
         "insert_event": raw,
@@ -498,9 +509,10 @@ class _Ingest:
             if current["facets_time"] is None or self.time > current["facets_time"]:
                 values["facets_time"] = self.time
         parent = run_facets.get("parent") or {}
-        if parent.get("run", {}).get("runId") and not current["parent_run_id"]:
-            values["parent_run_id"] = parent["run"]["runId"]
-            values["root_run_id"] = (parent.get("root") or {}).get("run", {}).get("runId") or parent["run"]["runId"]
+        parent_run_id = (parent.get("run") or {}).get("runId")
+        if parent_run_id and not current["parent_run_id"]:
+            values["parent_run_id"] = parent_run_id
+            values["root_run_id"] = ((parent.get("root") or {}).get("run") or {}).get("runId") or parent_run_id
         error = (run_facets.get("errorMessage") or {}).get("message")
         if error:
             values["error_message"] = error

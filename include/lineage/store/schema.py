@@ -211,10 +211,32 @@ column_edges_table = Table(
 # that a new process (an alert, a `lineage` command) reads only what was appended since, not the whole history again.
 # ``head_sha256`` is the digest of the file's first min(read_bytes, 4096) bytes: a file replaced by another that is
 # longer still is read again from its start.
+# ``read_lines``: the lines before ``read_bytes``, so a bad line further on is named by its number; null for a cursor
+# written before revision 0006 (a bad line past it is then named by its byte offset only).
 file_cursors_table = Table(
     "lineage_file_cursors",
     metadata,
     Column("path", String(1024), primary_key=True),
     Column("read_bytes", BigInteger, nullable=False),
     Column("head_sha256", String(64), nullable=False),
+    Column("read_lines", BigInteger),
+)
+
+# Lines of the event files the follower could not store: not UTF-8, not JSON, not an OpenLineage event, or refused by
+# the store. The follower goes on past them (one bad line must not keep every later event out of the store), so they
+# are kept here, named by file, byte offset and line, with why and the line itself (its first REJECTED_CONTENT_BYTES;
+# ``length`` is the whole line's), to be mended and ingested again (`lineage rejected`). A line is one row however
+# often it is read: the key holds its digest, so a replaced file's different line at the same offset is a row too.
+rejected_lines_table = Table(
+    "lineage_rejected_lines",
+    metadata,
+    Column("path", String(1024), nullable=False),
+    Column("byte_offset", BigInteger, nullable=False),
+    Column("line_sha256", String(64), nullable=False),
+    Column("line_number", BigInteger),
+    Column("length", BigInteger, nullable=False),
+    Column("content", LargeBinary, nullable=False),
+    Column("error", Text, nullable=False),
+    Column("rejected_at", String(32), nullable=False),
+    PrimaryKeyConstraint("path", "byte_offset", "line_sha256"),
 )

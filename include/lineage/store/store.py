@@ -41,7 +41,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DataError
+from sqlalchemy.exc import DataError, ProgrammingError
 
 from include.core import settings
 from include.lineage.errors import InvalidEventError, LineageError, UnreadableEventFileError
@@ -166,7 +166,17 @@ class LineageStore:
                             new = _Ingest(self, conn, item.event, item.source).run()
                         except InvalidEventError as error:
                             raise InvalidEventError(_where(item, str(error))) from error
-                        except (DataError, AttributeError, TypeError, ValueError, KeyError) as error:
+                        # A value of a type the database cannot take (a list bound as text: ProgrammingError; an
+                        # integer past 64 bits: OverflowError), wherever check_event does not look
+                        except (
+                            DataError,
+                            ProgrammingError,
+                            AttributeError,
+                            TypeError,
+                            ValueError,
+                            KeyError,
+                            OverflowError,
+                        ) as error:
                             raise InvalidEventError(
                                 _where(item, f"the store cannot keep this event ({type(error).__name__}: {error})")
                             ) from error

@@ -206,8 +206,10 @@ def test_the_local_store_file_as_target_sends_nothing_and_settles(tmp_path):
 
 @pytest.mark.parametrize(
     "line",
-    ["not json", "[1, 2]", '"a string"', "{broken", "\x00\x01"],
-    ids=["text", "array", "string", "truncated", "binary"],
+    # a lone carriage return: the outbox was split with bytes.splitlines, which ends a line there, and the reader
+    # stopped at that "line without a newline" for good, as at a line being written
+    ["not json", "[1, 2]", '"a string"', "{broken", "\x00\x01", "{torn\rline"],
+    ids=["text", "array", "string", "truncated", "binary", "a lone carriage return"],
 )
 def test_a_line_that_is_not_an_event_is_skipped_not_collected_not_sent(tmp_path, line):
     paths = _paths(tmp_path)

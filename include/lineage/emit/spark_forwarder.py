@@ -189,11 +189,10 @@ class Outbox:
         except FileNotFoundError:
             return []
         result, offset = [], start
-        for line in data.splitlines(keepends=True):
-            if not line.endswith(b"\n"):
-                break  # being written: it waits until it is complete
-            offset += len(line)
-            result.append((offset, line))
+        # At b"\n" only: splitlines also ends a line at a lone b"\r", and the check below then stopped there for good
+        for line in data.split(b"\n")[:-1]:  # the last piece is what follows the last newline: being written
+            offset += len(line) + 1
+            result.append((offset, line + b"\n"))
         return result
 
 

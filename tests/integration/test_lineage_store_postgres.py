@@ -231,3 +231,41 @@ def test_an_event_postgresql_refuses_is_set_aside_and_the_rest_of_its_batch_stor
     assert [(item["line"], item["byteOffset"]) for item in mine] == [(3, len(lines[0]) + len(lines[1]))]
     assert "DataError" in mine[0]["error"] and "too long" in mine[0]["error"], mine[0]["error"]
     assert {event["run"]["runId"] for event in (*events[:2], *events[3:])} <= stored
+
+
+def test_the_lineage_page_answers_503_not_500_while_its_store_is_away(postgres_store, tmp_path):
+    """The page's app (inside Airflow) catches the store up with the event files before a graph read, in a
+    middleware: there an unreachable store passed the app's error handlers and was answered 500. PostgreSQL stopped
+    under the served app: the graph and health are 503 with Retry-After; back, they answer 200 with the events."""
+    from include.core import settings
+    from include.lineage.api.app import create_ui_app
+    from tests.support import app_served
+
+    url, cluster, _password = postgres_store
+    paths = settings.Paths(tmp_path / "var")
+    paths.lineage.mkdir(parents=True)
+    paths.lineage_events.write_text("".join(json.dumps(event) + "\n" for event in _events(seed=46)[:3]))
+    store = LineageStore(url)
+    try:
+        with app_served(create_ui_app(store, paths)) as base:
+            assert requests.get(f"{base}/ui/graph", timeout=60).status_code == 200
+            cluster.stop()
+            try:
+                with paths.lineage_events.open("a") as stream:
+                    stream.write(json.dumps(_events(seed=47)[0]) + "\n")  # something to catch up with
+                for route in ("/ui/graph", "/api/v1/health"):
+                    away = requests.get(f"{base}{route}", timeout=60)
+                    assert away.status_code == 503, (route, away.status_code, away.text)
+                    assert int(away.headers["Retry-After"]) > 0
+            finally:
+                cluster.start(durable=False)
+            deadline, status = time.monotonic() + 60, None
+            while time.monotonic() < deadline:  # the pool drops its dead connections on the first failure
+                status = requests.get(f"{base}/api/v1/health", timeout=60).status_code
+                if status == 200:
+                    break
+                time.sleep(1)
+            assert status == 200
+            assert requests.get(f"{base}/ui/graph", timeout=60).status_code == 200
+    finally:
+        store.close()

@@ -19,11 +19,12 @@ from collections.abc import Awaitable, Callable
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, Response
 from fastapi.routing import APIRoute
+from sqlalchemy.exc import OperationalError
 from starlette.concurrency import run_in_threadpool
 
 from include.core import settings
 from include.lineage.api import data, page, server
-from include.lineage.api.errors import install_error_handlers
+from include.lineage.api.errors import install_error_handlers, store_unavailable_response
 from include.lineage.queries import LineageQueries
 from include.lineage.store import LineageStore, default_store_url
 from include.lineage.store.follower import StoreFollower
@@ -79,7 +80,11 @@ def create_ui_app(
             )
             and request.method == "GET"
         ):
-            await run_in_threadpool(follower.refresh)
+            try:
+                await run_in_threadpool(follower.refresh)
+            except OperationalError:
+                # Raised here, in a middleware, it would pass the app's exception handlers and be a 500
+                return store_unavailable_response()
         return await call_next(request)
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)

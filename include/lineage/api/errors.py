@@ -22,6 +22,14 @@ def error_response(error: PipelineError) -> JSONResponse:
     return JSONResponse(status_code=status, content={"code": status, "message": str(error), "detail": str(error)})
 
 
+def store_unavailable_response() -> JSONResponse:
+    """503 with ``Retry-After``. The driver's text is not returned: it may name the host, the user or the statement's
+    values."""
+    message = "the lineage store is unavailable; retry later"
+    headers = {"Retry-After": str(STORE_RETRY_AFTER_SECONDS)}
+    return JSONResponse(status_code=503, content={"code": 503, "message": message, "detail": message}, headers=headers)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(PipelineError)
     async def pipeline_error(_request: Request, error: PipelineError):
@@ -35,9 +43,4 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(OperationalError)
     async def store_unavailable(_request: Request, _error: OperationalError):
-        # The driver's text is not returned: it may name the host, the user or the statement's values.
-        message = "the lineage store is unavailable; retry later"
-        headers = {"Retry-After": str(STORE_RETRY_AFTER_SECONDS)}
-        return JSONResponse(
-            status_code=503, content={"code": 503, "message": message, "detail": message}, headers=headers
-        )
+        return store_unavailable_response()

@@ -104,9 +104,26 @@ class IngestLedger:
         self.path = (paths or settings.Paths.current()).landing / "_ingested.jsonl"
 
     def _entries(self) -> list[dict]:
+        """Every entry; a line that is not one (torn by a writer that died mid-line, edited by hand) is skipped with a
+        warning naming the file and line, not raised at every download after it: the ledger only saves work, and a
+        file it does not name is downloaded again and its month recognised as loaded (``load_taxi.already_loaded``)."""
         if not self.path.exists():
             return []
-        return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+        entries = []
+        for number, line in enumerate(self.path.read_bytes().split(b"\n"), start=1):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+            except (ValueError, RecursionError):
+                entry = None
+            if not (isinstance(entry, dict) and all(isinstance(entry.get(k), str) for k in ("file", "fingerprint"))):
+                log.warning(
+                    "%s:%d is not an entry of the ingest ledger (file, fingerprint): skipped", self.path, number
+                )
+                continue
+            entries.append(entry)
+        return entries
 
     def contains(self, file_name: str, fingerprint: str) -> bool:
         return any(e["file"] == file_name and e["fingerprint"] == fingerprint for e in self._entries())
@@ -121,9 +138,14 @@ class IngestLedger:
                 "ingested_at": datetime.now(UTC).isoformat(),
             }
         )
-        with self.path.open("a") as stream:
+        with self.path.open("ab+") as stream:  # appends go to the end wherever the stream was read
             fcntl.flock(stream, fcntl.LOCK_EX)
-            stream.write(line + "\n")
+            size = stream.seek(0, os.SEEK_END)
+            torn = False
+            if size:
+                stream.seek(size - 1)
+                torn = stream.read(1) != b"\n"  # a writer died mid-line: this entry starts a line of its own
+            stream.write((b"\n" if torn else b"") + line.encode() + b"\n")
             stream.flush()
             os.fsync(stream.fileno())
 

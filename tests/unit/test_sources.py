@@ -160,3 +160,26 @@ def _paths(tmp_path):
     from include.core import settings
 
     return settings.Paths(tmp_path / "var")
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [b'{"file": "yellow_tripdata_2025-0', b"not json", b'"a string"', b'{"file": 1, "fingerprint": "x"}', b"\xff\xfe"],
+    ids=["torn", "text", "not an object", "a number for a name", "not UTF-8"],
+)
+def test_a_bad_line_of_the_ingest_ledger_is_skipped_with_its_line_named_and_the_next_entry_starts_a_line(
+    tmp_path, caplog, bad
+):
+    """Before: ``json.loads`` of every line raised at the bad one, so every download after it failed; and an entry
+    appended after a torn line joined it, so that entry was lost too."""
+    ledger = downloads.IngestLedger(_paths(tmp_path))
+    ledger.record("yellow_tripdata_2025-01.parquet", "aaaa", "nyc_taxi.yellow_taxi_raw")
+    with ledger.path.open("ab") as stream:
+        stream.write(bad)  # no newline: a writer that died mid-line
+    ledger.record("yellow_tripdata_2025-02.parquet", "bbbb", "nyc_taxi.yellow_taxi_raw")
+    with caplog.at_level("WARNING", logger="include.sources.downloads"):
+        assert ledger.contains("yellow_tripdata_2025-01.parquet", "aaaa")
+        assert ledger.contains("yellow_tripdata_2025-02.parquet", "bbbb"), "the entry after the torn line is whole"
+        assert not ledger.contains("yellow_tripdata_2025-03.parquet", "cccc")
+    assert f"{ledger.path}:2 is not an entry of the ingest ledger" in caplog.text
+    assert ledger.path.read_bytes().count(b"\n") == 3

@@ -162,15 +162,24 @@ def report(_options) -> int:
 
 
 def validate(_options) -> int:
-    from include.lineage.events import load_events
+    from include.lineage.events import event_lines
     from include.lineage.validation import EventValidator
 
     paths = settings.Paths.current()
-    result = EventValidator().validate(load_events(paths.lineage_events, paths.spark_lineage_events))
-    for error in result.errors:
+    unreadable, events, places = [], [], []  # a line that is no event at all is an error of its own
+    for path in (paths.lineage_events, paths.spark_lineage_events):
+        for line in event_lines(path.read_bytes()) if path.exists() else []:
+            if line.error is None:
+                events.append(line.event)
+                places.append(line.where(str(path)))
+            else:
+                unreadable.append(f"{line.where(str(path))}: {line.error}")
+    result = EventValidator().validate(events, places=places)
+    errors = unreadable + result.errors
+    for error in errors:
         print(error)
-    print(f"lineage validate: {sum(result.facets_checked.values())} facets checked, {len(result.errors)} errors")
-    return 1 if result.errors else 0
+    print(f"lineage validate: {sum(result.facets_checked.values())} facets checked, {len(errors)} errors")
+    return 1 if errors else 0
 
 
 def rejected(options) -> int:

@@ -73,10 +73,15 @@ class EventValidator:
             yield "DatasetFacet", dataset.get("facets", {})
             yield "OutputDatasetFacet", dataset.get("outputFacets", {})
 
-    def validate(self, events: list[dict], result: Validation | None = None) -> Validation:
+    def validate(
+        self, events: list[dict], result: Validation | None = None, places: list[str] | None = None
+    ) -> Validation:
+        """Each event against the event schema and each facet against its own; ``places`` names where each event
+        came from (``file:line``) in the errors, else its index does."""
         result = result or Validation()
         for index, event in enumerate(events):
-            where = f"event {index} ({event.get('eventType')} {event.get('job', {}).get('name')})"
+            place = places[index] if places is not None else f"event {index}"
+            where = f"{place} ({event.get('eventType')} {event.get('job', {}).get('name')})"
             result.errors += [f"{where}: {e.message}" for e in self.event_validator.iter_errors(event)]
             for kind, facets in self._facets(event):
                 for key, facet in (facets or {}).items():

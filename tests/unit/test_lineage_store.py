@@ -504,6 +504,32 @@ def test_cli_exit_codes_and_messages(tmp_path, capsys):
     assert "nyc.forecast" in capsys.readouterr().out
 
 
+def test_lineage_validate_names_a_line_that_is_no_event_and_checks_the_rest(tmp_path, monkeypatch, capsys):
+    """`lineage validate` read the event files with ``json.loads`` per line: a torn line was a traceback, and a line
+    holding JSON that is not an object an AttributeError, instead of an error naming the line among the others."""
+    from include.core import settings
+    from tests.unit.test_lineage_reads_survive_bad_events import good_event
+
+    paths = settings.Paths(tmp_path / "var")
+    paths.lineage.mkdir(parents=True)
+    monkeypatch.setenv("PIPELINE_VAR_DIR", str(paths.var))
+    valid = json.dumps(good_event("2025-02-01T00:00:00Z"))
+    paths.lineage_events.write_text(valid + "\n")
+    assert cli.main(["validate"]) == 0
+    assert ", 0 errors" in capsys.readouterr().out
+    unschemed = good_event("2025-02-01T00:00:00Z")
+    del unschemed["run"]["facets"]["nominalTime"]["_producer"]  # a standard facet without its required _producer
+    paths.lineage_events.write_text("\n".join([valid, '{"eventType": "COMPL', "[1, 2]", json.dumps(unschemed)]) + "\n")
+    assert cli.main(["validate"]) == 1
+    printed = capsys.readouterr().out
+    assert f"{paths.lineage_events}:2: not valid JSON" in printed
+    assert f"{paths.lineage_events}:3: an OpenLineage event is a JSON object, not list" in printed
+    assert (
+        f"{paths.lineage_events}:4 (COMPLETE job-t): facet nominalTime: '_producer' is a required property" in printed
+    )
+    assert printed.rstrip().endswith(", 4 errors"), printed  # the event schema's own error for line 4 too
+
+
 @pytest.fixture
 def served_store(tmp_path):
     """``create_app`` served by uvicorn on 127.0.0.1, as ``lineage serve`` does."""

@@ -131,6 +131,17 @@ def test_a_file_longer_than_the_digested_head_keeps_its_cursor(var_paths):
     assert reader.refresh() == 1 and reader.read[-1] == 1
 
 
+def written_in_pieces(path, content: bytes, cuts: list[float]):
+    """Append ``content`` to ``path`` in pieces cut at the fractions ``cuts`` (mid-line too), yielding how many bytes
+    are written after each piece; the last piece ends the content."""
+    written = 0
+    for cut in sorted({int(cut * len(content)) for cut in cuts} | {len(content)}):
+        with path.open("ab") as stream:
+            stream.write(content[written:cut])
+        written = cut
+        yield written
+
+
 @hypothesis_settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     count=st.integers(min_value=1, max_value=12),
@@ -143,11 +154,7 @@ def test_read_at_any_moments_every_complete_line_is_stored_exactly_once(tmp_path
     var_paths.lineage.mkdir(parents=True)
     content = b"".join(_line(job=f"dag.task{i}") for i in range(count))
     reader = Reader(var_paths)
-    written = 0
-    for cut in sorted({int(cut * len(content)) for cut in cuts} | {len(content)}):
-        with var_paths.lineage_events.open("ab") as stream:
-            stream.write(content[written:cut])
-        written = cut
+    for written in written_in_pieces(var_paths.lineage_events, content, cuts):
         reader.refresh()
         assert reader.stored() == content[:written].count(b"\n")
     assert sum(reader.read) == count, "each line read by one reader only"
@@ -303,11 +310,7 @@ def test_read_at_any_moments_every_good_line_is_stored_once_and_every_bad_one_se
     content = b"".join(lines)
     ends = [sum(map(len, lines[: i + 1])) for i in range(len(lines))]
     reader = Reader(var_paths)
-    written = 0
-    for cut in sorted({int(cut * len(content)) for cut in cuts} | {len(content)}):
-        with var_paths.lineage_events.open("ab") as stream:
-            stream.write(content[written:cut])
-        written = cut
+    for written in written_in_pieces(var_paths.lineage_events, content, cuts):
         reader.refresh()
         complete = [kind for kind, end in zip(kinds, ends, strict=True) if end <= written]
         assert reader.stored() == complete.count("good")

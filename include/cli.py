@@ -118,11 +118,8 @@ def cmd_ui(options: argparse.Namespace) -> int:
     print(f"Airflow UI: http://localhost:{options.port}  (user: admin; password in {password_file})", flush=True)
     # Task runners reach the api-server at [api] base_url (default http://localhost:8080): keep it on the UI's port.
     ui_env = {"AIRFLOW__API__PORT": str(options.port), "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{options.port}"}
-    # Ctrl-C is how `make airflow` stops (standalone.stop below). A shell without job control (a script, CI) starts a
-    # background command with SIGINT ignored, and exec keeps that for every process after it: neither this process
-    # nor `airflow standalone` would ever see the signal, while Airflow's components, which set their own handlers,
-    # exit and leave the two waiting (Trap 43). Standalone inherits the default from this handler.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # Ctrl-C is how `make airflow` stops (standalone.stop below); standalone inherits the default from this handler
+    take_ctrl_c()
     child = subprocess.Popen(["airflow", "standalone"], env=_airflow_command_env({**ui_env, **extra}))
     try:
         return child.wait()
@@ -186,9 +183,17 @@ def cmd_kafka(options: argparse.Namespace) -> int:
     return 0
 
 
+def take_ctrl_c() -> None:
+    """Make Ctrl-C raise KeyboardInterrupt in a command that runs until it. A shell without job control (a script,
+    CI) starts a background command with SIGINT ignored, and exec keeps that for every process after it: Python then
+    never installs its handler, and the command would ignore Ctrl-C while everything around it stops (Trap 43)."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def cmd_sample_source(options: argparse.Namespace) -> int:
     from include.sources import sample_server
 
+    take_ctrl_c()  # it serves until Ctrl-C
     paths = settings.Paths.current().ensure()
     root = paths.var / "sample-source"
     sample_server.publish_months(root, options.months, options.rows, only_missing=True)

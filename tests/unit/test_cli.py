@@ -36,3 +36,49 @@ def test_sample_months_are_a_month_or_a_span_and_anything_else_is_refused(capsys
     with pytest.raises(SystemExit):
         cli.main(["ui", "--sample-data", "--sample-months", "2025-03..2025-01"])
     assert "the last month is before the first" in capsys.readouterr().err
+
+
+def test_sample_source_started_as_a_scripts_background_command_stops_on_ctrl_c(tmp_path):
+    """`pipeline sample-source` serves until Ctrl-C. Started the way a script starts a background command (SIGINT
+    ignored, which exec keeps: Trap 43), it never saw the signal and kept serving; `pipeline ui` had the same fault."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    import requests
+
+    from tests.support import free_port
+
+    port = free_port()
+    ignoring = (
+        "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); os.execv(sys.argv[1], sys.argv[1:])"
+    )
+    command = [sys.executable, "-c", ignoring, str(Path(sys.executable).parent / "pipeline"), "sample-source"]
+    process = subprocess.Popen(
+        [*command, "--port", str(port), "--rows", "200"],
+        env={**os.environ, "PIPELINE_VAR_DIR": str(tmp_path / "var")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and process.poll() is None:
+            try:
+                if requests.get(f"http://127.0.0.1:{port}/", timeout=1).status_code < 500:
+                    break
+            except requests.ConnectionError:
+                time.sleep(0.2)
+        assert process.poll() is None, process.communicate()[0]
+        process.send_signal(signal.SIGINT)
+        assert process.wait(15) == 0, "Ctrl-C ends it, and that is a success"
+        output = process.stdout.read()
+        assert "serving sample sources" in output
+    finally:
+        process.kill()
+        process.wait()
+    with pytest.raises(requests.ConnectionError):
+        requests.get(f"http://127.0.0.1:{port}/", timeout=1)

@@ -42,8 +42,7 @@ class Setting:
     default: str | None
     description: str
     section: str
-    minimum: float | None = None  # what ``integer()`` and ``number()`` accept: a value outside is a SettingError
-    maximum: float | None = None
+    minimum: float | None = None  # the least ``integer()`` and ``number()`` accept: below it is a SettingError
 
     def raw(self) -> str | None:
         """The value as set, stripped; ``None`` when unset or blank."""
@@ -83,13 +82,11 @@ class Setting:
             raise SettingError(f"{self.name}={text!r} is not a TCP port")
         return int(text)
 
-    def _within(self, number, value):
-        """``number`` when it is within the setting's bounds; a SettingError naming the setting and its value (a
-        negative budget or a limit of 0 would otherwise act as something else without a word)."""
+    def _within(self, number: float, value: str | None) -> float:
+        """``number`` when it is not below the setting's least value; a SettingError naming the setting and its value
+        otherwise (a negative budget or a limit of 0 would act as something else without a word)."""
         if self.minimum is not None and number < self.minimum:
             raise SettingError(f"{self.name}={value!r} is less than {self.minimum:g}, the least it can be")
-        if self.maximum is not None and number > self.maximum:
-            raise SettingError(f"{self.name}={value!r} is more than {self.maximum:g}, the most it can be")
         return number
 
     def flag(self) -> bool:
@@ -117,11 +114,10 @@ def _define(
     description: str,
     section: str,
     minimum: float | None = None,
-    maximum: float | None = None,
 ) -> Setting:
     if name in SETTINGS:
         raise RuntimeError(f"{name} is defined twice")
-    SETTINGS[name] = setting = Setting(name, default, description, section, minimum, maximum)
+    SETTINGS[name] = setting = Setting(name, default, description, section, minimum)
     return setting
 
 

@@ -103,6 +103,14 @@ def test_parse_gives_the_reason_a_message_is_not_an_event(value, reason):
         parse(value)
 
 
+def test_a_message_whose_time_is_before_the_year_1_in_utc_goes_to_the_dead_letters_not_through_the_consumer():
+    """A valid ISO-8601 time whose UTC instant is before the year 1 raised OverflowError out of ``parse``: not one of
+    the reasons the consumer sends to the dead-letter topic, so `lineage consume` stopped on that message, left it
+    uncommitted, and stopped on it again at every start."""
+    with pytest.raises(InvalidEventError, match="outside the years 1 to 9999"):
+        parse(json.dumps(_valid_event(eventTime="0001-01-01T00:00:00+14:00")).encode())
+
+
 def _valid_event(**changes) -> dict:
     return {
         **_event(),

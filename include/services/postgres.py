@@ -29,7 +29,7 @@ from pathlib import Path
 
 from include.core import ports, settings
 from include.core.errors import ServiceError
-from include.core.private_file import write_private
+from include.core.private_file import read_secrets, write_private
 from include.services import local_service
 
 HOST = "127.0.0.1"
@@ -265,10 +265,11 @@ def metadata_cluster(paths: settings.Paths) -> Cluster:
 def _password(paths: settings.Paths) -> str:
     """The ``airflow`` role's password, generated once per ``var/`` and kept with mode 600."""
     path = secrets_file(paths)
-    try:
-        stored = json.loads(path.read_text()).get("airflow_password")
-    except (OSError, ValueError, AttributeError):
-        stored = None
+    stored = read_secrets(
+        path,
+        ("airflow_password",),
+        f"the database in {folder(paths)} keeps the old password (delete that folder too to start it anew, empty)",
+    ).get("airflow_password")
     if stored:
         return stored
     password = secrets.token_hex(24)  # URL-safe: it goes into a SQLAlchemy URL unquoted

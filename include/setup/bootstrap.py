@@ -13,7 +13,7 @@ import sys
 from string import Template
 
 from include.core import jars, settings
-from include.core.private_file import write_private
+from include.core.private_file import read_secrets, write_private
 from include.spark import submit
 
 TEMPLATE = settings.TEMPLATES_DIR / "airflow.cfg.template"
@@ -31,10 +31,12 @@ def airflow_secrets(paths: settings.Paths) -> dict[str, str]:
     DB, and ``[api] secret_key`` signs the UI's sessions.
     """
     secrets_file = paths.secrets / "airflow.json"
-    try:
-        stored = json.loads(secrets_file.read_text())
-    except (OSError, ValueError):
-        stored = {}
+    stored = read_secrets(
+        secrets_file,
+        SECRET_NAMES,
+        "connection passwords encrypted with the old fernet_key cannot be read any more, and running tasks lose "
+        "their tokens",
+    )
     generated = {
         "jwt_secret": secrets.token_urlsafe(48),
         "fernet_key": base64.urlsafe_b64encode(secrets.token_bytes(32)).decode(),

@@ -154,3 +154,35 @@ def test_setup_twice_keeps_the_same_secrets(tmp_path):
         runs.append((secrets_file.read_text(), cfg["api_auth"]["jwt_secret"], cfg["core"]["fernet_key"]))
     assert runs[0] == runs[1]
     assert json.loads(runs[0][0])["jwt_secret"] == runs[0][1]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda key: b"{not json",
+        lambda key: json.dumps([key]).encode(),
+        lambda key: json.dumps({key: 42}).encode(),
+        lambda key: b'{"' + key.encode() + b'": "\xff"}',
+    ],
+    ids=["torn", "a list", "a number for a secret", "not UTF-8"],
+)
+def test_a_damaged_secrets_file_is_refused_naming_it_and_left_as_it_is(tmp_paths, damage):
+    """Set-up made new secrets over a secrets file it could not read: a new ``fernet_key`` makes every connection
+    password stored with the old one unreadable, and a new metadata-database password locks Airflow out of the
+    database made with the old one. Now the file is named, kept, and the choice left to the user."""
+    from include.core.errors import ConfigurationError
+    from include.services import postgres
+
+    for path, key, read in (
+        (tmp_paths.secrets / "airflow.json", "fernet_key", lambda: bootstrap.airflow_secrets(tmp_paths)),
+        (postgres.secrets_file(tmp_paths), "airflow_password", lambda: postgres._password(tmp_paths)),
+    ):
+        content = damage(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+        with pytest.raises(ConfigurationError, match="not the secrets file it should be") as refused:
+            read()
+        assert str(path) in str(refused.value) and "delete it to make new secrets" in str(refused.value)
+        assert path.read_bytes() == content, "left for the user to restore"
+        path.unlink()
+        assert read(), "a missing file is made anew, as at the first set-up"

@@ -233,6 +233,26 @@ def test_an_event_postgresql_refuses_is_set_aside_and_the_rest_of_its_batch_stor
     assert {event["run"]["runId"] for event in (*events[:2], *events[3:])} <= stored
 
 
+def test_a_refused_event_past_the_first_batch_leaves_the_new_event_count_exact(store_url, tmp_path):
+    """A file read in several batches, the refused event in the second: the follower counts every event it stored.
+    Before, the first batch committed in the store's own transaction, the second was refused whole, and storing
+    every event again one by one found the first batch's already there: 1,200 new events were reported as 700."""
+    from include.core import settings
+    from include.lineage.store.follower import StoreFollower, rejected_lines
+    from include.lineage.store.store import INGEST_BATCH_SIZE
+
+    paths = settings.Paths(tmp_path / "var")
+    paths.lineage.mkdir(parents=True)
+    events = _events(seed=48)[:1201]
+    refused_at = INGEST_BATCH_SIZE + 50
+    events[refused_at] = dict(events[refused_at], run={"runId": "r" * 65, "facets": {}})
+    paths.lineage_events.write_text("".join(json.dumps(event) + "\n" for event in events))
+    with LineageStore(store_url) as store:
+        assert StoreFollower(store, paths).refresh() == len(events) - 1
+        mine = [item for item in rejected_lines(store) if item["path"] == str(paths.lineage_events.resolve())]
+    assert [item["line"] for item in mine] == [refused_at + 1]
+
+
 def test_the_lineage_page_answers_503_not_500_while_its_store_is_away(postgres_store, tmp_path):
     """The page's app (inside Airflow) catches the store up with the event files before a graph read, in a
     middleware: there an unreachable store passed the app's error handlers and was answered 500. PostgreSQL stopped

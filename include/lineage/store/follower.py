@@ -24,7 +24,7 @@ from include.core import settings
 from include.lineage.errors import InvalidEventError
 from include.lineage.events import EventLine, SourcedEvent, discover_event_files, event_lines, parse_event
 from include.lineage.store.schema import file_cursors_table, rejected_lines_table
-from include.lineage.store.store import LineageStore
+from include.lineage.store.store import INGEST_BATCH_SIZE, LineageStore
 
 HEAD_BYTES = 4096  # how much of a file's start identifies it: a replaced file is read again from its start
 REJECTED_CONTENT_BYTES = 64 * 1024  # how much of a rejected line the store keeps (the file keeps all of it)
@@ -103,15 +103,22 @@ class StoreFollower:
         """Store the lines' events; (how many were new, the lines not stored with why)."""
         rejected = [(line, line.error) for line in lines if line.error is not None]
         good = [line for line in lines if line.error is None]
+        new = 0
+        for start in range(0, len(good), INGEST_BATCH_SIZE):
+            new += self._ingest_batch(label, good[start : start + INGEST_BATCH_SIZE], rejected)
+        return new, sorted(rejected, key=lambda item: item[0].offset)
+
+    def _ingest_batch(self, label: str, good: list[EventLine], rejected: list[tuple[EventLine, str]]) -> int:
+        """Store one batch's events in one transaction; how many were new. When the store refuses one of them (an
+        event of the right shape it still cannot keep), the transaction is lost with it: each event is then stored
+        alone and only the refused ones go to ``rejected``. The batch is one transaction, not several of the
+        store's: had a first one committed before a later one was refused, storing its events again alone would
+        find them stored, and count them as not new."""
         events = [SourcedEvent(line.event, line.where(label)) for line in good]
-        if not events:
-            return 0, rejected
         try:
-            return self.store.ingest(events).new, rejected
+            return self.store.ingest(events, batch_size=len(events)).new
         except InvalidEventError:
             pass
-        # The store refused one of them (an event of the right shape it still cannot keep), and a batch is one
-        # transaction: each event alone, so that only the refused ones are set aside.
         new = 0
         for line, event in zip(good, events, strict=True):
             try:
@@ -119,7 +126,7 @@ class StoreFollower:
             except InvalidEventError as error:
                 reason = str(error)  # the store names the event's source first: the rejected line has its own
                 rejected.append((line, reason.removeprefix(f"{event.source}: ")))
-        return new, sorted(rejected, key=lambda item: item[0].offset)
+        return new
 
     def _save(
         self,

@@ -65,6 +65,7 @@ from include.lineage.store.schema import (
 )
 
 _CHUNK = 500  # values of one IN (...) list
+INGEST_BATCH_SIZE = 500  # events of one transaction
 # PostgreSQL advisory lock of the store's writers (8 bytes fit its bigint key); migrate.py's key is another.
 WRITER_LOCK_KEY = int.from_bytes(b"lineagew", "big")
 
@@ -118,7 +119,9 @@ class LineageStore:
         self.close()
 
     # ---------------------------------------------------------------- ingest
-    def ingest(self, lineage_events: Iterable[dict | SourcedEvent], batch_size: int = 500) -> IngestResult:
+    def ingest(
+        self, lineage_events: Iterable[dict | SourcedEvent], batch_size: int = INGEST_BATCH_SIZE
+    ) -> IngestResult:
         """Store events; returns how many were read and how many were new. Each batch is one transaction."""
         result = IngestResult()
         batch: list[SourcedEvent] = []

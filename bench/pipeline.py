@@ -20,6 +20,8 @@ Every figure is the median of ``BENCH_REPEATS`` (default 3) alternating runs, wi
 5. First hour: the fixed cost of one Spark task (an empty job with the project's settings ÷ the same job submitted
    bare) and ``make demo``'s time per step (``DEMO_ROWS_PER_MONTH`` trips, a ``var/`` of its own); the machine's
    load averages at the start and the end of the bench are written beside every figure.
+6. Machine speed (``bench/speed_probe.py``): this VM's cores switch between a fast and a slow state, which moves
+   every time and CPU time by up to 1.8x; the share of the bench, and of each section, spent in the slow state.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import explorer
+from bench import explorer, speed_probe
 from include.airflow import runs
 from include.core import ports, settings
 from include.services import catalog_server
@@ -493,34 +495,43 @@ def main() -> int:
     catalog_server.ensure_running(paths)
     load_at_start = list(os.getloadavg())  # the 1/5/15-minute load averages: a loaded machine inflates every time
     try:
-        results = {
-            "started": datetime.now(UTC).isoformat(),
-            "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-            "repeats": repeats,
-            "lineage_rows": lineage_rows,
-            "scale_rows": scale_rows,
-            "ingest": ingest_efficiency(
-                paths, rows, repeats, baseline_version(paths, baseline_ref) if baseline_ref else None
-            ),
-            "lineage": lineage_overhead(
-                paths,
-                lineage_rows,
-                repeats,
-                settings.BENCH_LINEAGE_TARGET_ERROR.number(),
-                settings.BENCH_LINEAGE_MAX_PAIRS.integer(),
-            ),
-            "scale": scale(paths, scale_rows, scale_months, repeats),
-            "explorer": explorer.explorer(paths.var / "explorer"),
-            "first_hour": first_hour(paths, repeats),
-        }
+        with speed_probe.SpeedProbe() as probe:
+            results = {
+                "started": datetime.now(UTC).isoformat(),
+                "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+                "repeats": repeats,
+                "lineage_rows": lineage_rows,
+                "scale_rows": scale_rows,
+            }
+            with probe.section("ingest"):
+                baseline = baseline_version(paths, baseline_ref) if baseline_ref else None
+                results["ingest"] = ingest_efficiency(paths, rows, repeats, baseline)
+            with probe.section("lineage"):
+                results["lineage"] = lineage_overhead(
+                    paths,
+                    lineage_rows,
+                    repeats,
+                    settings.BENCH_LINEAGE_TARGET_ERROR.number(),
+                    settings.BENCH_LINEAGE_MAX_PAIRS.integer(),
+                )
+            with probe.section("scale"):
+                results["scale"] = scale(paths, scale_rows, scale_months, repeats)
+            with probe.paused():
+                results["explorer"] = explorer.explorer(paths.var / "explorer")
+            with probe.section("first_hour"):
+                results["first_hour"] = first_hour(paths, repeats)
         results["load_average"] = {"start": load_at_start, "end": list(os.getloadavg())}
         results["first_hour"]["load"] = " / ".join(f"{value:.1f}" for value in os.getloadavg())
+        results["cpu_speed"] = probe.report()
     finally:
         catalog_server.stop(paths)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=2))
     markdown = (
-        to_markdown(results) + explorer.to_markdown(results["explorer"]) + first_hour_markdown(results["first_hour"])
+        to_markdown(results)
+        + speed_probe.to_markdown(results["cpu_speed"])
+        + explorer.to_markdown(results["explorer"])
+        + first_hour_markdown(results["first_hour"])
     )
     (out / "results.md").write_text(markdown)
     print(markdown)

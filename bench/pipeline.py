@@ -280,8 +280,9 @@ def scale(paths: settings.Paths, rows: int, months: int, repeats: int) -> dict:
 EMPTY_JOB = Path(__file__).resolve().parent / "jobs" / "empty_job.py"
 
 
-# The driver's JVM as it started before include/spark/jvm.py: every class loaded from the jars, C2 compiling.
-BEFORE_START_UP = {"SPARK_CLASS_DATA_SHARING": "false", "SPARK_DRIVER_JIT": "full"}
+# The driver's JVM as it started before include/spark/jvm.py: every class loaded from the jars, C2 compiling, the
+# JVM's default collector (G1 on a machine of two cores or more).
+BEFORE_START_UP = {"SPARK_CLASS_DATA_SHARING": "false", "SPARK_DRIVER_JIT": "full", "SPARK_DRIVER_GC": "g1"}
 
 
 @contextlib.contextmanager

@@ -181,6 +181,12 @@ SPARK_DRIVER_JIT = _define(
     "`quick`: the driver's JIT stops at C1 (short jobs start faster); `full`: C2 too (months of millions of rows)",
     "spark",
 )
+SPARK_DRIVER_GC = _define(
+    "SPARK_DRIVER_GC",
+    "parallel",
+    "`parallel`: the driver's JVM uses the throughput collector (short jobs on few cores run faster); `g1`: G1",
+    "spark",
+)
 SPARK_CONF_EXTRA = _define(
     "SPARK_CONF_EXTRA", None, "JSON object of extra Spark properties (e.g. S3 credentials)", "spark"
 )

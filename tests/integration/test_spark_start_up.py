@@ -1,6 +1,6 @@
 """The Spark driver's class-data-sharing archive (include/spark/jvm.py), made as set-up makes it on a fresh clone
 (no catalog server running yet) and then really mapped by a driver launched with the project's Spark properties:
-the JVM's own class-loading log says where each class came from."""
+the JVM's own class-loading log says where each class came from, and its collector log which collector ran."""
 
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ def test_set_up_makes_the_archive_without_a_catalog_server_and_a_driver_loads_mo
     kwargs = submit.spark_submit_kwargs()
     conf = dict(kwargs["conf"])
     assert f"-XX:SharedArchiveFile={archive}" in conf["spark.driver.extraJavaOptions"]
-    class_log = tmp_path / "classes.log"
-    conf["spark.driver.extraJavaOptions"] += f" -Xlog:class+load=info:file={class_log}"
+    class_log, gc_log = tmp_path / "classes.log", tmp_path / "gc.log"
+    conf["spark.driver.extraJavaOptions"] += f" -Xlog:class+load=info:file={class_log} -Xlog:gc=info:file={gc_log}"
     completed = subprocess.run(
         spark_submit_command(conf, "local[1]", str(EMPTY_JOB)),
         env={**os.environ, **kwargs["env_vars"]},
@@ -42,3 +42,5 @@ def test_set_up_makes_the_archive_without_a_catalog_server_and_a_driver_loads_mo
     lines = class_log.read_text().splitlines()
     shared = [line for line in lines if "source: shared objects file" in line]
     assert len(lines) > 10_000 and len(shared) > 0.6 * len(lines), (len(shared), len(lines))
+    # SPARK_DRIVER_GC's default: the archive (dumped by the same options) maps under the throughput collector too
+    assert "Using Parallel" in gc_log.read_text(), gc_log.read_text()[:500]

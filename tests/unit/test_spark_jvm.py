@@ -18,6 +18,7 @@ def archive_dir(tmp_path, monkeypatch):
     monkeypatch.setattr(jvm, "ARCHIVE_DIR", tmp_path / "cds")
     monkeypatch.delenv("SPARK_CLASS_DATA_SHARING", raising=False)
     monkeypatch.delenv("SPARK_DRIVER_JIT", raising=False)
+    monkeypatch.delenv("SPARK_DRIVER_GC", raising=False)
     return tmp_path / "cds"
 
 
@@ -53,11 +54,29 @@ def test_an_archive_is_mapped_only_when_it_exists_and_sharing_is_on(archive_dir,
 )
 def test_jit_mode(archive_dir, monkeypatch, mode, expected):
     monkeypatch.setenv("SPARK_DRIVER_JIT", mode)
-    assert jvm.driver_java_options(CLASS_PATH) == expected
+    assert jvm.driver_java_options(CLASS_PATH) == [*expected, "-XX:+UseParallelGC"]
 
 
 @pytest.mark.parametrize(
-    ("name", "value"), [("SPARK_DRIVER_JIT", "fast"), ("SPARK_CLASS_DATA_SHARING", "yes"), ("SPARK_DRIVER_JIT", "c2")]
+    ("collector", "expected"),
+    [(None, "-XX:+UseParallelGC"), ("parallel", "-XX:+UseParallelGC"), (" G1 ", "-XX:+UseG1GC")],
+)
+def test_the_collector_is_the_throughput_one_unless_g1_is_asked_for(archive_dir, monkeypatch, collector, expected):
+    if collector is not None:
+        monkeypatch.setenv("SPARK_DRIVER_GC", collector)
+    options = jvm.driver_java_options(CLASS_PATH)
+    assert [option for option in options if option.endswith("GC")] == [expected], "exactly one collector is chosen"
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("SPARK_DRIVER_JIT", "fast"),
+        ("SPARK_CLASS_DATA_SHARING", "yes"),
+        ("SPARK_DRIVER_JIT", "c2"),
+        ("SPARK_DRIVER_GC", "zgc"),
+        ("SPARK_DRIVER_GC", "-XX:+UseSerialGC"),
+    ],
 )
 def test_a_bad_value_is_refused_naming_the_setting(archive_dir, monkeypatch, name, value):
     monkeypatch.setenv(name, value)
@@ -75,6 +94,7 @@ def test_the_driver_options_follow_the_driver_class_path_the_launch_really_uses(
     conf = submit.spark_conf()
     assert f"-XX:SharedArchiveFile={archive}" in conf["spark.driver.extraJavaOptions"]
     assert "-Dlog4j2.configurationFile=" in conf["spark.driver.extraJavaOptions"], "the log4j option is kept"
+    assert "-XX:+UseParallelGC" in conf["spark.driver.extraJavaOptions"]
     monkeypatch.setenv("SPARK_CONF_EXTRA", '{"spark.driver.extraJavaOptions": "-Dmine=1"}')
     assert submit.spark_conf()["spark.driver.extraJavaOptions"] == "-Dmine=1"
 

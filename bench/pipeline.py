@@ -380,7 +380,7 @@ def first_hour_markdown(results: dict) -> str:
         "",
         f"First hour (load average {results.get('load', '?')}):",
         "",
-        "| figure | now | before (no class-data sharing, C2) |",
+        "| figure | now | before (no class-data sharing, C2, G1) |",
         "|---|---|---|",
         f"| empty Spark job, project settings (s) | {fmt(task['project_seconds'])} | "
         f"{fmt(task['before_seconds']) if 'before_seconds' in task else ''} |",

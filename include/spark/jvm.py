@@ -1,4 +1,4 @@
-"""The Spark driver's JVM start-up: an application class-data-sharing archive and the JIT mode.
+"""The Spark driver's JVM start-up: an application class-data-sharing archive, the JIT mode and the collector.
 
 A Spark task of this project is a short application (seconds to a minute of work on a month of data) whose fixed cost
 is the JVM's: starting, loading and verifying some 15,000 classes (Spark, Iceberg, the OpenLineage listener), and
@@ -14,9 +14,9 @@ compiling the hot ones. On a two-core machine that fixed cost, not the data, was
   costs far less CPU than C2; right for the demo's and the tests' months, where the application ends before C2's
   code would pay for itself. ``full`` (the JVM's default tiered compilation) is for months of millions of rows.
 - **The garbage collector** (``SPARK_DRIVER_GC``): ``parallel`` (``-XX:+UseParallelGC``), the throughput collector,
-  instead of the JVM's G1. A driver is a batch process whose pauses nobody waits on, and G1's concurrent work and
-  heavier write barriers cost a short application on two cores CPU its tasks need: the taxi load of 300,000 trips ran
-  about 0.5 s (5 %) faster and used 0.8 CPU-s less, while a 3,000,000-row month took the same with either
+  instead of the JVM's G1. A driver is a batch process whose pauses nobody waits on, while G1's work beside the
+  application takes CPU that a short application on two cores needs for its tasks: the taxi load of 300,000 trips
+  ran about 0.35 s (3 %) faster and used half a CPU-second less, and a 3,000,000-row month took the same with either
   (docs/performance.md). ``g1`` restores the JVM's default collector.
 """
 

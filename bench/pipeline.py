@@ -262,8 +262,9 @@ def scale(paths: settings.Paths, rows: int, months: int, repeats: int) -> dict:
     before it, against month 1 into an empty table."""
     calendar = [(2024 + (m - 1) // 12, (m - 1) % 12 + 1) for m in range(1, months + 1)]
     for year, month in calendar:
-        if not (paths.landing / "tlc" / sample_data.taxi_file_name(year, month)).exists():
-            sample_data.write_taxi_month(paths.landing / "tlc", year, month, rows)
+        # Written each time, never reused: a file left by an earlier bench of another size (5,000 rows from a quick
+        # run) made months 1-2 cheap and the growth ratio 1.50 where every month cost the same (27 November).
+        sample_data.write_taxi_month(paths.landing / "tlc", year, month, rows)
     timings: dict[int, list[float]] = {m: [] for m in range(1, months + 1)}
     for i in range(repeats):
         _reset_tables(paths)

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from bench import pipeline
 from bench.pipeline import _summary, resolved, to_markdown
+from include.sources import sample_data
 
 
 def test_markdown_table_carries_every_figure_with_its_spread():
@@ -208,3 +209,25 @@ def test_a_refs_code_zip_is_built_again_when_newer_zips_pushed_it_out(tmp_path, 
     again = version.code_zip()
     assert again == first and again.exists()
     assert pipeline.CURRENT.code_zip() is None, "this checkout's jobs run with the operator's own code zip"
+
+
+def test_the_scale_section_loads_months_of_the_size_asked_for_even_over_an_earlier_benchs_files(monkeypatch, tmp_path):
+    """A month file left by an earlier bench of another size was reused: months 1-2 of 5,000 rows against 500,000
+    for the rest gave a growth ratio of 1.50 where every month cost the same."""
+    import pyarrow.parquet as pq
+
+    paths = SimpleNamespace(landing=tmp_path / "landing")
+    sample_data.write_taxi_month(paths.landing / "tlc", 2024, 1, 5)  # the earlier, smaller bench's month
+    loaded_rows = {}
+
+    def ingest_month(month):
+        year, number = map(int, month.split("-"))
+        landed = paths.landing / "tlc" / sample_data.taxi_file_name(year, number)
+        loaded_rows[month] = pq.ParquetFile(landed).metadata.num_rows
+        return 1.0
+
+    monkeypatch.setattr(pipeline, "_reset_tables", lambda paths: None)
+    monkeypatch.setattr(pipeline, "CURRENT", SimpleNamespace(ingest_month=ingest_month))
+    result = pipeline.scale(paths, rows=40, months=2, repeats=1)
+    assert loaded_rows == {"2024-01": 40, "2024-02": 40}
+    assert result["months"] == 2

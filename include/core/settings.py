@@ -16,6 +16,7 @@ import math
 import os
 import sys
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
@@ -91,6 +92,15 @@ class Setting:
 
     def flag(self) -> bool:
         return truthy(self.get())
+
+    def choice(self, choices: Iterable[str]) -> str:
+        """The value, in lower case, when it is one of ``choices``; a SettingError naming the setting and the choices
+        otherwise."""
+        value = (self.get() or "").lower()
+        allowed = list(choices)
+        if value not in allowed:
+            raise SettingError(f"{self.name} must be one of {', '.join(allowed)}, not {value!r}")
+        return value
 
 
 def truthy(text: str | bool | None) -> bool:

@@ -83,17 +83,11 @@ def class_data_sharing_enabled() -> bool:
 
 
 def jit_options() -> list[str]:
-    mode = settings.SPARK_DRIVER_JIT.get().strip().lower()
-    if mode not in JIT_OPTIONS:
-        raise SettingError(f"SPARK_DRIVER_JIT must be one of {', '.join(JIT_OPTIONS)}, not {mode!r}")
-    return JIT_OPTIONS[mode]
+    return JIT_OPTIONS[settings.SPARK_DRIVER_JIT.choice(JIT_OPTIONS)]
 
 
 def gc_options() -> list[str]:
-    collector = settings.SPARK_DRIVER_GC.get().strip().lower()
-    if collector not in GC_OPTIONS:
-        raise SettingError(f"SPARK_DRIVER_GC must be one of {', '.join(GC_OPTIONS)}, not {collector!r}")
-    return GC_OPTIONS[collector]
+    return GC_OPTIONS[settings.SPARK_DRIVER_GC.choice(GC_OPTIONS)]
 
 
 def driver_java_options(class_path: list[Path]) -> list[str]:

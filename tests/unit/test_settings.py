@@ -170,3 +170,20 @@ def test_a_var_of_an_earlier_release_keeps_the_port_it_always_had(monkeypatch, t
     (paths.catalog_dir / "iceberg_catalog.db").write_bytes(b"")  # its catalog, made before ports were recorded
     assert settings.rest_port(paths) == settings.DEFAULT_REST_PORT
     assert (paths.catalog_dir / "port").read_text().strip() == str(settings.DEFAULT_REST_PORT)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [(None, "quick"), ("full", "full"), (" FULL ", "full"), ("c2", None), ("quick,full", None)]
+)
+def test_a_choice_is_one_of_its_choices_in_lower_case_or_refused_naming_the_setting_and_them(
+    monkeypatch, value, expected
+):
+    if value is None:
+        monkeypatch.delenv("SPARK_DRIVER_JIT", raising=False)
+    else:
+        monkeypatch.setenv("SPARK_DRIVER_JIT", value)
+    if expected is not None:
+        assert settings.SPARK_DRIVER_JIT.choice({"quick": 1, "full": 2}) == expected
+    else:
+        with pytest.raises(settings.SettingError, match=r"SPARK_DRIVER_JIT must be one of quick, full, not "):
+            settings.SPARK_DRIVER_JIT.choice({"quick": 1, "full": 2})

@@ -137,6 +137,7 @@ VAR_DIR = _define("PIPELINE_VAR_DIR", "<project>/var", "root of all run state", 
 CATALOG_NAME = _define(
     "ICEBERG_CATALOG_NAME", "lakehouse", "catalog name, identical for Spark and pyiceberg", "catalog"
 )
+CATALOG_TYPES = ("rest", "jdbc")
 CATALOG_TYPE = _define(
     "ICEBERG_CATALOG_TYPE",
     "rest",
@@ -507,9 +508,7 @@ class CatalogSettings:
     @classmethod
     def current(cls, paths: Paths | None = None) -> CatalogSettings:
         paths = paths or Paths.current()
-        catalog_type = CATALOG_TYPE.get().lower()
-        if catalog_type not in ("jdbc", "rest"):
-            raise SettingError(f"ICEBERG_CATALOG_TYPE={catalog_type!r} is not supported; use 'rest' or 'jdbc'")
+        catalog_type = CATALOG_TYPE.choice(CATALOG_TYPES)
         explicit_uri = CATALOG_URI.raw()
         local_server = catalog_type == "rest" and not explicit_uri
         port = rest_port(paths) if local_server else REST_PORT.port(DEFAULT_REST_PORT)
@@ -661,9 +660,7 @@ def metadata_db_url_file(paths: Paths) -> Path:
 
 def metadata_db_kind(paths: Paths, for_ui: bool = False) -> str:
     """``postgres`` or ``sqlite``: what ``AIRFLOW_METADATA_DB`` chooses for this ``var/`` (``for_ui``: `make airflow`)."""
-    choice = (AIRFLOW_METADATA_DB.get() or "auto").lower()
-    if choice not in METADATA_DB_CHOICES:
-        raise SettingError(f"AIRFLOW_METADATA_DB={choice!r}: expected one of {', '.join(METADATA_DB_CHOICES)}")
+    choice = AIRFLOW_METADATA_DB.choice(METADATA_DB_CHOICES)
     if choice == "auto":
         return "postgres" if for_ui or metadata_db_url_file(paths).exists() else "sqlite"
     return choice

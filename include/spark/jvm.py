@@ -76,10 +76,7 @@ def archive_path(class_path: list[Path]) -> Path | None:
 
 
 def class_data_sharing_enabled() -> bool:
-    value = settings.SPARK_CLASS_DATA_SHARING.get().strip().lower()
-    if value not in ("true", "false"):
-        raise SettingError(f"SPARK_CLASS_DATA_SHARING must be true or false, not {value!r}")
-    return value == "true"
+    return settings.SPARK_CLASS_DATA_SHARING.choice(("true", "false")) == "true"
 
 
 def jit_options() -> list[str]:

@@ -118,7 +118,7 @@ def test_postgres_and_rest_catalogs_and_s3_warehouse_by_environment(tmp_paths, m
     assert remote.pyiceberg_properties()["type"] == "rest" and remote.uri == "http://rest:8181"
     assert not remote.is_local_rest_server, "a remote REST catalog must not start the local server"
     monkeypatch.setenv("ICEBERG_CATALOG_TYPE", "hive")
-    with pytest.raises(ValueError, match="ICEBERG_CATALOG_TYPE='hive' is not supported"):
+    with pytest.raises(ValueError, match="ICEBERG_CATALOG_TYPE must be one of rest, jdbc, not 'hive'"):
         settings.CatalogSettings.current(tmp_paths)
 
 

@@ -109,7 +109,7 @@ def test_an_unknown_metadata_database_is_refused_naming_the_variable(tmp_path, m
     if not value.strip():
         assert settings.metadata_db_kind(settings.Paths(tmp_path)) == "sqlite"  # blank is unset: auto
         return
-    with pytest.raises(settings.SettingError, match="AIRFLOW_METADATA_DB="):
+    with pytest.raises(settings.SettingError, match="AIRFLOW_METADATA_DB must be one of auto, postgres, sqlite, not "):
         settings.metadata_db_kind(settings.Paths(tmp_path))
 
 

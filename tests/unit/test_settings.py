@@ -86,7 +86,7 @@ def test_the_configuration_page_holds_the_generated_table():
     [
         ("ICEBERG_REST_PORT", "http", "ICEBERG_REST_PORT='http' is not a TCP port"),
         ("ICEBERG_REST_PORT", "70000", "ICEBERG_REST_PORT='70000' is not a TCP port"),
-        ("ICEBERG_CATALOG_TYPE", "hive", "ICEBERG_CATALOG_TYPE='hive' is not supported"),
+        ("ICEBERG_CATALOG_TYPE", "hive", "ICEBERG_CATALOG_TYPE must be one of rest, jdbc, not 'hive'"),
         ("DEMO_ROWS_PER_MONTH", "many", "DEMO_ROWS_PER_MONTH='many' is not an integer"),
         ("DEMO_ROWS_PER_MONTH", "0", "DEMO_ROWS_PER_MONTH='0' is less than 1"),
         ("KAFKA_PORT", "-1", "KAFKA_PORT='-1' is not a TCP port"),

@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import jsonschema_rs
-from jsonschema import Draft202012Validator
-from referencing import Registry, Resource
 
 from include.core import settings
 
@@ -36,32 +34,83 @@ class Validation:
     facets_without_schema: set[str] = field(default_factory=set)
 
 
-class EventValidator:
+def load_schemas(spec: Path | None = None) -> list[dict]:
+    """The event schema, then every facet schema (the spec's own, its registry's, the project's), parsed, in an
+    order that is the same on every machine: where two schemas define one key for the same place, the later wins."""
+    spec = spec or spec_dir()
+    if not (spec / "OpenLineage.json").exists():
+        raise FileNotFoundError(f"OpenLineage spec not found at {spec} (set OPENLINEAGE_SPEC_DIR)")
+    files = [
+        spec / "OpenLineage.json",
+        *sorted(spec.glob("facets/*.json")),
+        *sorted(spec.glob("registry/**/facets/*.json")),
+        *sorted(PROJECT_SCHEMAS.glob("*.json")),
+    ]
+    return [json.loads(path.read_text()) for path in files]
+
+
+_FACET_KINDS = (  # suffix of a facet's $defs name -> where in an event it belongs (longest suffix first)
+    ("InputDatasetFacet", "InputDatasetFacet"),
+    ("OutputDatasetFacet", "OutputDatasetFacet"),
+    ("DatasetFacet", "DatasetFacet"),
+    ("JobFacet", "JobFacet"),
+    ("RunFacet", "RunFacet"),
+)
+
+
+def _facet_kind(ref: str) -> str | None:
+    name = ref.rsplit("/", 1)[-1]
+    return next((kind for suffix, kind in _FACET_KINDS if name.endswith(suffix)), None)
+
+
+def facet_schema_refs(schemas: list[dict]) -> dict[tuple[str, str], str]:
+    """(the kind of facet, its key) -> the JSON reference of the schema that defines it there. One key can have a
+    schema per place (``ownership`` of a job and of a dataset, ``tags`` of a run, a job and a dataset, the data
+    quality metrics of a dataset and of an input), told apart by the ``$defs`` its property refers to."""
+    refs: dict[tuple[str, str], str] = {}
+    for schema in schemas:
+        if schema["$id"] == EVENT_SCHEMA_ID:
+            continue
+        for key, prop in schema.get("properties", {}).items():
+            targets = [prop.get("$ref", "")] + [item.get("$ref", "") for item in prop.get("anyOf", [])]
+            for kind in {_facet_kind(target) for target in targets if target} - {None}:
+                refs[(kind, key)] = f"{schema['$id']}#/properties/{key}"
+    return refs
+
+
+class CompiledSchemas:
+    """The vendored schemas compiled once with jsonschema_rs, offline (no schema is ever fetched): each facet's
+    schema by (kind, key), and any definition of the event schema."""
+
     def __init__(self, spec: Path | None = None):
-        spec = spec or spec_dir()
-        if not (spec / "OpenLineage.json").exists():
-            raise FileNotFoundError(f"OpenLineage spec not found at {spec} (set OPENLINEAGE_SPEC_DIR)")
-        files = [
-            spec / "OpenLineage.json",
-            *spec.glob("facets/*.json"),
-            *spec.glob("registry/**/facets/*.json"),
-            *PROJECT_SCHEMAS.glob("*.json"),
-        ]
-        schemas = [json.loads(path.read_text()) for path in files]
-        self.registry = Registry().with_resources((s["$id"], Resource.from_contents(s)) for s in schemas)
-        self.facet_validators: dict[str, Draft202012Validator] = {}
-        for schema in schemas:
-            for key in schema.get("properties", {}):
-                if schema["$id"] != EVENT_SCHEMA_ID:
-                    self.facet_validators[key] = self._validator(f"{schema['$id']}#/properties/{key}")
-        self.event_validator = self._validator(EVENT_SCHEMA_ID)
+        schemas = load_schemas(spec)
+        self.registry = jsonschema_rs.Registry([(s["$id"], s) for s in schemas], retriever=_offline)
+        by_ref: dict[str, jsonschema_rs.Draft202012Validator] = {}
+        self.facets: dict[tuple[str, str], jsonschema_rs.Draft202012Validator] = {}
+        for place, ref in facet_schema_refs(schemas).items():
+            if ref not in by_ref:
+                by_ref[ref] = self.compile(ref)
+            self.facets[place] = by_ref[ref]
+
+    def compile(self, ref: str) -> jsonschema_rs.Draft202012Validator:
+        return jsonschema_rs.Draft202012Validator({"$ref": ref}, registry=self.registry, retriever=_offline)
+
+    def definition(self, name: str) -> jsonschema_rs.Draft202012Validator:
+        return self.compile(f"{EVENT_SCHEMA_ID}#/$defs/{name}")
+
+
+class EventValidator:
+    """What ``lineage validate`` checks: every event against the event schema and each facet against the schema of
+    its place, every problem reported (``lineage serve`` stops at the first: IngestValidator)."""
+
+    def __init__(self, spec: Path | None = None):
+        schemas = CompiledSchemas(spec)
+        self.facet_validators = schemas.facets
+        self.event_validator = schemas.compile(EVENT_SCHEMA_ID)
         self.base = {
-            kind: self._validator(f"{EVENT_SCHEMA_ID}#/$defs/{kind}")
+            kind: schemas.definition(kind)
             for kind in ("RunFacet", "JobFacet", "DatasetFacet", "InputDatasetFacet", "OutputDatasetFacet")
         }
-
-    def _validator(self, ref: str) -> Draft202012Validator:
-        return Draft202012Validator({"$ref": ref}, registry=self.registry)
 
     def _facets(self, event: dict):
         yield "RunFacet", event.get("run", {}).get("facets", {})
@@ -82,37 +131,29 @@ class EventValidator:
         for index, event in enumerate(events):
             place = places[index] if places is not None else f"event {index}"
             where = f"{place} ({event.get('eventType')} {event.get('job', {}).get('name')})"
-            result.errors += [f"{where}: {e.message}" for e in self.event_validator.iter_errors(event)]
+            result.errors += [_problem(where, e) for e in self.event_validator.iter_errors(event)]
             for kind, facets in self._facets(event):
                 for key, facet in (facets or {}).items():
-                    validator = self.facet_validators.get(key)
+                    validator = self.facet_validators.get((kind, key))
                     if validator is None:
                         result.facets_without_schema.add(key)
                         validator = self.base[kind]
                     result.facets_checked[key] = result.facets_checked.get(key, 0) + 1
-                    result.errors += [f"{where}: facet {key}: {e.message}" for e in validator.iter_errors(facet)]
+                    result.errors += [_problem(f"{where}: facet {key}", e) for e in validator.iter_errors(facet)]
         return result
 
 
 # ---------------------------------------------------------------- on ingest (``lineage serve``)
-_FACET_KINDS = (  # suffix of a facet's $defs name -> where in an event it belongs (longest suffix first)
-    ("InputDatasetFacet", "InputDatasetFacet"),
-    ("OutputDatasetFacet", "OutputDatasetFacet"),
-    ("DatasetFacet", "DatasetFacet"),
-    ("JobFacet", "JobFacet"),
-    ("RunFacet", "RunFacet"),
-)
 _EVENT_KINDS = ("RunEvent", "JobEvent", "DatasetEvent")
 _VALID_FACETS_KEPT = 20_000
 
 
-def _facet_kind(ref: str) -> str | None:
-    name = ref.rsplit("/", 1)[-1]
-    return next((kind for suffix, kind in _FACET_KINDS if name.endswith(suffix)), None)
-
-
 def _offline(uri: str):
     raise ValueError(f"{uri} is not among the vendored schemas (no schema is fetched)")
+
+
+def _problem(where: str, error) -> str:
+    return f"{where}: at {_json_path(error.instance_path)}: {error.message}"
 
 
 def _json_path(path) -> str:
@@ -145,35 +186,14 @@ class IngestValidator:
     :meth:`check` raises InvalidEventError naming the facet and the JSON path of what is wrong."""
 
     def __init__(self, spec: Path | None = None):
-        spec = spec or spec_dir()
-        if not (spec / "OpenLineage.json").exists():
-            raise FileNotFoundError(f"OpenLineage spec not found at {spec} (set OPENLINEAGE_SPEC_DIR)")
-        files = [
-            spec / "OpenLineage.json",
-            *sorted(spec.glob("facets/*.json")),
-            *sorted(spec.glob("registry/**/facets/*.json")),
-            *sorted(PROJECT_SCHEMAS.glob("*.json")),
-        ]
-        schemas = [json.loads(path.read_text()) for path in files]
-        self.registry = jsonschema_rs.Registry([(s["$id"], s) for s in schemas], retriever=_offline)
-        self.events = {kind: self._validator(f"{EVENT_SCHEMA_ID}#/$defs/{kind}") for kind in _EVENT_KINDS}
-        self.base = self._validator(f"{EVENT_SCHEMA_ID}#/$defs/BaseFacet")
-        self.facets: dict[tuple[str, str], jsonschema_rs.Draft202012Validator] = {}
+        schemas = CompiledSchemas(spec)
+        self.events = {kind: schemas.definition(kind) for kind in _EVENT_KINDS}
+        self.base = schemas.definition("BaseFacet")
+        self.facets = schemas.facets
         # Facets found valid, by (kind, key, digest of their canonical JSON): a run's schema and column lineage
         # come again with every event of every run of a job, and are checked once.
         self._valid: OrderedDict[tuple[str, str, bytes], None] = OrderedDict()
         self._lock = threading.Lock()
-        for schema in schemas:
-            if schema["$id"] == EVENT_SCHEMA_ID:
-                continue
-            for key, prop in schema.get("properties", {}).items():
-                refs = [prop.get("$ref", "")] + [item.get("$ref", "") for item in prop.get("anyOf", [])]
-                validator = self._validator(f"{schema['$id']}#/properties/{key}")
-                for kind in {_facet_kind(ref) for ref in refs if ref} - {None}:
-                    self.facets[(kind, key)] = validator
-
-    def _validator(self, ref: str):
-        return jsonschema_rs.Draft202012Validator({"$ref": ref}, registry=self.registry, retriever=_offline)
 
     @staticmethod
     def _facet_groups(event: dict):

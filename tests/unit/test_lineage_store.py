@@ -525,7 +525,8 @@ def test_lineage_validate_names_a_line_that_is_no_event_and_checks_the_rest(tmp_
     assert f"{paths.lineage_events}:2: not valid JSON" in printed
     assert f"{paths.lineage_events}:3: an OpenLineage event is a JSON object, not list" in printed
     assert (
-        f"{paths.lineage_events}:4 (COMPLETE job-t): facet nominalTime: '_producer' is a required property" in printed
+        f'{paths.lineage_events}:4 (COMPLETE job-t): facet nominalTime: at $: "_producer" is a required property'
+        in printed
     )
     assert printed.rstrip().endswith(", 4 errors"), printed  # the event schema's own error for line 4 too
 

@@ -11,6 +11,7 @@ import pytest
 
 from include.core import settings
 from include.lineage import validation
+from include.lineage.errors import InvalidEventError
 from include.setup import vendored_specs
 
 
@@ -45,7 +46,8 @@ def test_the_validator_loads_every_facet_schema_from_the_repository(monkeypatch)
     for path in facet_files:
         schema = json.loads(path.read_text())
         for key in schema.get("properties", {}):
-            assert key in validator.facet_validators, f"{path.name}: facet {key} has no validator"
+            places = [kind for kind, facet_key in validator.facet_validators if facet_key == key]
+            assert places, f"{path.name}: facet {key} has no validator"
     event = {
         "eventType": "COMPLETE",
         "eventTime": datetime.now(UTC).isoformat(),
@@ -71,3 +73,73 @@ def test_the_validator_loads_every_facet_schema_from_the_repository(monkeypatch)
     assert validator.validate([event]).errors == []
     event["outputs"][0]["facets"]["schema"]["fields"] = [{"type": "int"}]
     assert validator.validate([event]).errors, "a schema facet field without a name must be rejected"
+
+
+@pytest.mark.parametrize("validator", [validation.EventValidator, validation.IngestValidator])
+def test_a_spec_folder_without_the_event_schema_is_refused_naming_the_folder(tmp_path, validator):
+    (tmp_path / "facets").mkdir()
+    shutil.copy(vendored_specs.OPENLINEAGE_SPEC_DIR / "facets" / "SchemaDatasetFacet.json", tmp_path / "facets")
+    with pytest.raises(FileNotFoundError, match=f"OpenLineage spec not found at {tmp_path}"):
+        validator(tmp_path)
+
+
+def test_both_validators_read_the_same_schemas_in_one_order_whatever_order_the_folder_lists(monkeypatch):
+    """Where two schemas define one key for one place the later wins, so the order must not depend on the file
+    system's."""
+    monkeypatch.delenv("OPENLINEAGE_SPEC_DIR", raising=False)
+    listed = validation.load_schemas()
+    assert listed[0]["$id"] == validation.EVENT_SCHEMA_ID
+    real_glob = type(validation.spec_dir()).glob
+    monkeypatch.setattr(
+        type(validation.spec_dir()), "glob", lambda self, pattern: reversed(list(real_glob(self, pattern)))
+    )
+    assert [schema["$id"] for schema in validation.load_schemas()] == [schema["$id"] for schema in listed]
+
+
+def _event_with(place: str, key: str, facet: dict) -> dict:
+    event = {
+        "eventType": "COMPLETE",
+        "eventTime": datetime.now(UTC).isoformat(),
+        "producer": "https://github.com/lineage-aware-pipelines/airflow-spark-iceberg",
+        "schemaURL": validation.EVENT_SCHEMA_ID + "#/$defs/RunEvent",
+        "run": {"runId": str(uuid.uuid4()), "facets": {}},
+        "job": {"namespace": "test", "name": "job", "facets": {}},
+        "inputs": [{"namespace": "file", "name": "/tmp/in", "facets": {}, "inputFacets": {}}],
+        "outputs": [],
+    }
+    owner = {"run": event["run"]["facets"], "job": event["job"]["facets"]}.get(place)
+    if owner is None:
+        owner = event["inputs"][0][place]
+    owner[key] = facet
+    return event
+
+
+def _tags(schema: str, **extra) -> dict:
+    url = f"https://openlineage.io/spec/facets/1-0-0/{schema}.json#/$defs/{schema}"
+    return {"_producer": "p", "_schemaURL": url, "tags": [{"key": "pii", "value": "true"}], **extra}
+
+
+# One key, one schema per place: ``tags`` of a dataset is a DatasetFacet (``_deleted`` a boolean), of a run a
+# RunFacet (no ``_deleted`` at all); validated against whichever schema of the key came last, the dataset's
+# ``_deleted: "yes"`` passed as a run's would.
+PLACED_FACETS = [
+    ("facets", "tags", _tags("TagsDatasetFacet"), True),
+    ("facets", "tags", _tags("TagsDatasetFacet", _deleted="yes"), False),
+    ("run", "tags", _tags("TagsRunFacet", _deleted="yes"), True),
+    ("job", "tags", _tags("TagsJobFacet", _deleted="yes"), False),
+    ("job", "documentation", {"_producer": "p", "_schemaURL": "https://x", "description": "d"}, True),
+    ("facets", "documentation", {"_producer": "p", "_schemaURL": "https://x", "description": 3}, False),
+]
+
+
+@pytest.mark.parametrize(("place", "key", "facet", "valid"), PLACED_FACETS)
+def test_a_facet_is_checked_against_the_schema_of_its_place_by_both_validators(monkeypatch, place, key, facet, valid):
+    monkeypatch.delenv("OPENLINEAGE_SPEC_DIR", raising=False)
+    event = _event_with(place, key, facet)
+    errors = validation.EventValidator().validate([event]).errors
+    assert (errors == []) == valid, errors
+    if valid:
+        validation.IngestValidator().check(event)
+    else:
+        with pytest.raises(InvalidEventError, match=key):
+            validation.IngestValidator().check(event)

@@ -153,7 +153,17 @@ def _offline(uri: str):
 
 
 def _problem(where: str, error) -> str:
-    return f"{where}: at {_json_path(error.instance_path)}: {error.message}"
+    return f"{where}: {_at_path(error)}"
+
+
+def _at_path(error, longest: int = 200) -> str:
+    """Where in the instance and what is wrong. A message that quotes a large instance (a whole event or facet) keeps
+    its start and its end, where the reason is ("... is not valid under any of the schemas listed in ...")."""
+    message = error.message
+    if len(message) > longest:
+        half = (longest - 5) // 2
+        message = f"{message[:half]} ... {message[-half:]}"
+    return f"at {_json_path(error.instance_path)}: {message}"
 
 
 def _json_path(path) -> str:
@@ -166,8 +176,7 @@ def _first_error(validator, instance, most: int = 3) -> str | None:
         return None
     problems = []
     for error in validator.iter_errors(instance):
-        message = error.message if len(error.message) <= 200 else error.message[:197] + "..."
-        problems.append(f"at {_json_path(error.instance_path)}: {message}")
+        problems.append(_at_path(error))
         if len(problems) >= most:
             break
     return "; ".join(problems)

@@ -143,3 +143,17 @@ def test_a_facet_is_checked_against_the_schema_of_its_place_by_both_validators(m
     else:
         with pytest.raises(InvalidEventError, match=key):
             validation.IngestValidator().check(event)
+
+
+def test_an_error_about_a_large_event_keeps_its_reason_and_stays_short(monkeypatch):
+    """jsonschema-rs quotes the whole instance before the reason of a ``oneOf`` failure: for a 20 KB event the reason
+    came after 20 KB of the event, and a cut that kept only the start dropped it."""
+    monkeypatch.delenv("OPENLINEAGE_SPEC_DIR", raising=False)
+    event = _event_with("job", "padding", {"_producer": "p", "_schemaURL": "https://x", "text": "x" * 20_000})
+    event["inputs"] = None  # valid under neither RunEvent nor the others: a oneOf failure at $
+    (error,) = validation.EventValidator().validate([event]).errors
+    assert error.endswith("is not valid under any of the schemas listed in the 'oneOf' keyword"), error
+    assert len(error) < 300, len(error)
+    with pytest.raises(InvalidEventError) as refused:
+        validation.IngestValidator().check(event)
+    assert "at $.inputs: null is not of type" in str(refused.value) and len(str(refused.value)) < 300  # its event kind

@@ -63,6 +63,17 @@ def _facet_kind(ref: str) -> str | None:
     return next((kind for suffix, kind in _FACET_KINDS if name.endswith(suffix)), None)
 
 
+def _facet_places(schema: dict, ref: str) -> set[str]:
+    """Where a facet whose property refers to ``ref`` may stand: what its name says and what its definition extends.
+    They differ once in the spec: ``DataQualityAssertionsDatasetFacet`` extends ``InputDatasetFacet`` (an input
+    facet, where consumers read it) while its name says a dataset facet (where producers also put it)."""
+    places = {_facet_kind(ref)}
+    if ref.startswith("#/$defs/"):
+        definition = schema.get("$defs", {}).get(ref.rsplit("/", 1)[-1], {})
+        places |= {_facet_kind(part["$ref"]) for part in definition.get("allOf", []) if "$ref" in part}
+    return places - {None}
+
+
 def facet_schema_refs(schemas: list[dict]) -> dict[tuple[str, str], str]:
     """(the kind of facet, its key) -> the JSON reference of the schema that defines it there. One key can have a
     schema per place (``ownership`` of a job and of a dataset, ``tags`` of a run, a job and a dataset, the data
@@ -73,7 +84,7 @@ def facet_schema_refs(schemas: list[dict]) -> dict[tuple[str, str], str]:
             continue
         for key, prop in schema.get("properties", {}).items():
             targets = [prop.get("$ref", "")] + [item.get("$ref", "") for item in prop.get("anyOf", [])]
-            for kind in {_facet_kind(target) for target in targets if target} - {None}:
+            for kind in set().union(*(_facet_places(schema, target) for target in targets if target)):
                 refs[(kind, key)] = f"{schema['$id']}#/properties/{key}"
     return refs
 

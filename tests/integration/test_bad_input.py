@@ -245,7 +245,7 @@ def test_bad_rows_are_quarantined_with_reasons_counted_and_good_rows_ingested(ba
     ][0]
     assertions = {
         a["assertion"]: (a["success"], a["actual"])
-        for a in load["inputs"][0]["facets"]["dataQualityAssertions"]["assertions"]
+        for a in load["inputs"][0]["inputFacets"]["dataQualityAssertions"]["assertions"]  # an input facet
     }
     assert assertions == {
         "null_pickup_zone": (False, "1"),

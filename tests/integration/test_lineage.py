@@ -199,6 +199,10 @@ def test_complete_events_carry_iceberg_facets_that_match_the_catalog(events, cat
     assert (days["success"], days["severity"], days["expected"], days["actual"]) == (True, "error", "<= 0", "0")
     file_metrics = load["inputs"][0]["inputFacets"]["dataQualityMetrics"]
     assert file_metrics["rowCount"] > 0 and file_metrics["columnMetrics"]["PULocationID"]["nullCount"] == 0
+    # the file's checks where OpenLineage defines them and its consumers read them: an input facet
+    file_checks = load["inputs"][0]["inputFacets"]["dataQualityAssertions"]["assertions"]
+    assert {a["assertion"] for a in file_checks} >= {"null_pickup_zone", "negative_total"}
+    assert "dataQualityAssertions" not in load["inputs"][0]["facets"]
     actuals = _task_events(events, "compute_hourly_actuals")[0]["outputs"][0]["facets"]["columnLineage"]["fields"]
     assert {(f["field"], f["transformations"][0]["type"]) for f in actuals["total_rides"]["inputFields"]} >= {
         ("tpep_pickup_datetime", "INDIRECT"),

@@ -129,6 +129,10 @@ PLACED_FACETS = [
     ("job", "tags", _tags("TagsJobFacet", _deleted="yes"), False),
     ("job", "documentation", {"_producer": "p", "_schemaURL": "https://x", "description": "d"}, True),
     ("facets", "documentation", {"_producer": "p", "_schemaURL": "https://x", "description": 3}, False),
+    # dataQualityAssertions extends InputDatasetFacet while its name says DatasetFacet: checked in both places
+    ("inputFacets", "dataQualityAssertions", {"_producer": "p", "_schemaURL": "https://x", "assertions": []}, True),
+    ("inputFacets", "dataQualityAssertions", {"_producer": "p", "_schemaURL": "https://x", "assertions": 1}, False),
+    ("facets", "dataQualityAssertions", {"_producer": "p", "_schemaURL": "https://x", "assertions": [{}]}, False),
 ]
 
 

@@ -375,6 +375,9 @@ def provenance(queries: LineageQueries, run_ref: str, depth: int = DEFAULT_DEPTH
     }
 
 
+DATA_QUALITY_FACETS = ("dataQualityAssertions", "dataQualityMetrics")
+
+
 def _writer_statistics(queries: LineageQueries, run_id: str, namespace: str, name: str) -> dict:
     """The output statistics and data-quality facets a run reported for one dataset."""
     found: dict = {}
@@ -384,9 +387,32 @@ def _writer_statistics(queries: LineageQueries, run_id: str, namespace: str, nam
                 stats = (output.get("outputFacets") or {}).get("outputStatistics")
                 if stats:
                     found["outputStatistics"] = {k: v for k, v in stats.items() if not k.startswith("_")}
-                for facet in ("dataQualityAssertions", "dataQualityMetrics"):
+                for facet in DATA_QUALITY_FACETS:
                     if (output.get("facets") or {}).get(facet):
                         found[facet] = {k: v for k, v in output["facets"][facet].items() if not k.startswith("_")}
+    return found
+
+
+def _reader_data_quality(queries: LineageQueries, dataset_id: int, namespace: str, name: str) -> dict:
+    """The data-quality input facets the latest run that read one dataset reported for it: where OpenLineage puts an
+    input's checks and metrics (a landed file's row checks), not among the dataset's own facets."""
+    rd, r = run_datasets_table, runs_table
+    with queries.store.engine.connect() as conn:
+        run_id = conn.execute(
+            select(rd.c.run_id)
+            .join(r, r.c.id == rd.c.run_id)
+            .where(rd.c.dataset_id == dataset_id, rd.c.direction == "input")
+            .order_by(r.c.first_event_time.desc(), r.c.id.desc())
+            .limit(1)
+        ).scalar()
+    found: dict = {}
+    for lineage_event in iter_events(queries.store, run_id) if run_id else ():
+        for dataset in lineage_event.get("inputs") or []:
+            if dataset.get("namespace") == namespace and dataset.get("name") == name:
+                for facet in DATA_QUALITY_FACETS:
+                    value = (dataset.get("inputFacets") or {}).get(facet)
+                    if isinstance(value, dict):
+                        found[facet] = {k: v for k, v in value.items() if not k.startswith("_")}
     return found
 
 
@@ -437,9 +463,9 @@ def node_detail(queries: LineageQueries, ref: str, blocked: dict[str, dict] | No
             ]
             detail["dataQuality"] = {
                 k: {x: y for x, y in facets[k].items() if not x.startswith("_")}
-                for k in ("dataQualityAssertions", "dataQualityMetrics")
+                for k in DATA_QUALITY_FACETS
                 if facets.get(k)
-            }
+            } or _reader_data_quality(queries, row.id, node.namespace, node.name)
             latest_stats = next((v["outputStatistics"] for v in detail["versions"] if v.get("outputStatistics")), None)
             detail["statistics"] = latest_stats
             detail["storage"] = {

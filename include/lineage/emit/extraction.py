@@ -250,9 +250,13 @@ def _dataset_facets(key: str, role: str, report: JobReport, catalog) -> tuple[di
             },
         )
     if key in report.assertions:
-        facets["dataQualityAssertions"] = data_quality_assertions_dataset.DataQualityAssertionsDatasetFacet(
+        # OpenLineage defines dataQualityAssertions as an input facet (its schema extends InputDatasetFacet; the Java
+        # client's InputDatasetInputFacets and DataHub read it from inputFacets), like the file's dataQualityMetrics
+        # above. The spec has no output place for it: a table's checks after its write stay among its facets.
+        assertions = data_quality_assertions_dataset.DataQualityAssertionsDatasetFacet(
             assertions=[data_quality_assertions_dataset.Assertion(**a) for a in report.assertions[key]]
         )
+        (io_facets if role == "input" else facets)["dataQualityAssertions"] = assertions
     return facets, io_facets
 
 

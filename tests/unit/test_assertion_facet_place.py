@@ -1,6 +1,7 @@
 """Where the extractor puts a dataset's checks: OpenLineage defines ``dataQualityAssertions`` as an input facet (its
 schema extends ``InputDatasetFacet``, in the vendored spec; openlineage-java's ``InputDatasetInputFacets`` and
-DataHub's OpenLineage converter read it from ``inputFacets``), and has no output place for it."""
+DataHub's OpenLineage converter read it from ``inputFacets``; Marquez's ``DatasetFacetsDao`` types it, like
+``dataQualityMetrics``, as an ``INPUT`` facet), and has no output place for it."""
 
 from __future__ import annotations
 

@@ -49,6 +49,9 @@ def test_writes_through_the_wap_branch_leave_main_untouched_and_reads_follow_the
 
 
 def _sql_executions(spark) -> int:
+    """SQL executions so far, as Spark's status store counts them once its listener has seen every event posted
+    (the store is filled on Spark's listener thread, after the statement returned)."""
+    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(30_000)
     return spark._jsparkSession.sharedState().statusStore().executionsCount()
 
 

@@ -89,6 +89,29 @@ def facet_schema_refs(schemas: list[dict]) -> dict[tuple[str, str], str]:
     return refs
 
 
+def facet_groups(event: dict):
+    """(path, kind, facets) of every facets object of an event, where OpenLineage puts them; ``facets`` as found
+    (None when absent, any type when the event is malformed)."""
+    run, job = event.get("run"), event.get("job")
+    if isinstance(run, dict):
+        yield "run.facets", "RunFacet", run.get("facets")
+    if isinstance(job, dict):
+        yield "job.facets", "JobFacet", job.get("facets")
+    if isinstance(event.get("dataset"), dict):
+        yield "dataset.facets", "DatasetFacet", event["dataset"].get("facets")
+    for side, own, kind in (
+        ("inputs", "inputFacets", "InputDatasetFacet"),
+        ("outputs", "outputFacets", "OutputDatasetFacet"),
+    ):
+        datasets = event.get(side)
+        if not isinstance(datasets, list):
+            continue
+        for index, dataset in enumerate(datasets):
+            if isinstance(dataset, dict):
+                yield f"{side}[{index}].facets", "DatasetFacet", dataset.get("facets")
+                yield f"{side}[{index}].{own}", kind, dataset.get(own)
+
+
 class CompiledSchemas:
     """The vendored schemas compiled once with jsonschema_rs, offline (no schema is ever fetched): each facet's
     schema by (kind, key), and any definition of the event schema."""
@@ -123,16 +146,6 @@ class EventValidator:
             for kind in ("RunFacet", "JobFacet", "DatasetFacet", "InputDatasetFacet", "OutputDatasetFacet")
         }
 
-    def _facets(self, event: dict):
-        yield "RunFacet", event.get("run", {}).get("facets", {})
-        yield "JobFacet", event.get("job", {}).get("facets", {})
-        for dataset in event.get("inputs") or []:
-            yield "DatasetFacet", dataset.get("facets", {})
-            yield "InputDatasetFacet", dataset.get("inputFacets", {})
-        for dataset in event.get("outputs") or []:
-            yield "DatasetFacet", dataset.get("facets", {})
-            yield "OutputDatasetFacet", dataset.get("outputFacets", {})
-
     def validate(
         self, events: list[dict], result: Validation | None = None, places: list[str] | None = None
     ) -> Validation:
@@ -143,8 +156,8 @@ class EventValidator:
             place = places[index] if places is not None else f"event {index}"
             where = f"{place} ({event.get('eventType')} {event.get('job', {}).get('name')})"
             result.errors += [_problem(where, e) for e in self.event_validator.iter_errors(event)]
-            for kind, facets in self._facets(event):
-                for key, facet in (facets or {}).items():
+            for _path, kind, facets in facet_groups(event):
+                for key, facet in facets.items() if isinstance(facets, dict) else ():
                     validator = self.facet_validators.get((kind, key))
                     if validator is None:
                         result.facets_without_schema.add(key)
@@ -216,28 +229,6 @@ class IngestValidator:
         self._lock = threading.Lock()
 
     @staticmethod
-    def _facet_groups(event: dict):
-        """(path, kind, facets) of every facets object of the event."""
-        run, job = event.get("run"), event.get("job")
-        if isinstance(run, dict):
-            yield "run.facets", "RunFacet", run.get("facets")
-        if isinstance(job, dict):
-            yield "job.facets", "JobFacet", job.get("facets")
-        if isinstance(event.get("dataset"), dict):
-            yield "dataset.facets", "DatasetFacet", event["dataset"].get("facets")
-        for side, own, kind in (
-            ("inputs", "inputFacets", "InputDatasetFacet"),
-            ("outputs", "outputFacets", "OutputDatasetFacet"),
-        ):
-            datasets = event.get(side)
-            if not isinstance(datasets, list):
-                continue
-            for index, dataset in enumerate(datasets):
-                if isinstance(dataset, dict):
-                    yield f"{side}[{index}].facets", "DatasetFacet", dataset.get("facets")
-                    yield f"{side}[{index}].{own}", kind, dataset.get(own)
-
-    @staticmethod
     def _without_facets(event: dict) -> dict:
         """A copy of the event whose facet objects are empty (their content is checked facet by facet)."""
 
@@ -274,7 +265,7 @@ class IngestValidator:
         problem = _first_error(self.events[kind], self._without_facets(event))
         if problem is not None:
             raise InvalidEventError(f"not an OpenLineage {kind} (OpenLineage.json) {problem}")
-        for path, facet_kind, facets in self._facet_groups(event):
+        for path, facet_kind, facets in facet_groups(event):
             if not isinstance(facets, dict):
                 continue  # absent (the event's schema refused any other type)
             for key, facet in facets.items():

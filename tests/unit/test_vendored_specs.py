@@ -160,3 +160,23 @@ def test_an_error_about_a_large_event_keeps_its_reason_and_stays_short(monkeypat
     with pytest.raises(InvalidEventError) as refused:
         validation.IngestValidator().check(event)
     assert "at $.inputs: null is not of type" in str(refused.value) and len(str(refused.value)) < 300  # its event kind
+
+
+def test_both_validators_check_the_facets_of_a_dataset_event(monkeypatch):
+    """One walk over an event's facets (validation.facet_groups) serves both: lineage validate skipped a
+    DatasetEvent's ``dataset.facets`` while lineage serve checked them."""
+    monkeypatch.delenv("OPENLINEAGE_SPEC_DIR", raising=False)
+    schema = {"_producer": "p", "_schemaURL": "https://x", "fields": [{"type": "int"}]}  # a field without its name
+    event = {
+        "eventTime": datetime.now(UTC).isoformat(),
+        "producer": "https://github.com/lineage-aware-pipelines/airflow-spark-iceberg",
+        "schemaURL": validation.EVENT_SCHEMA_ID + "#/$defs/DatasetEvent",
+        "dataset": {"namespace": "file", "name": "/tmp/d", "facets": {"schema": schema}},
+    }
+    (error,) = validation.EventValidator().validate([event]).errors
+    assert "facet schema" in error and '"name" is a required property' in error, error
+    with pytest.raises(InvalidEventError, match="schema"):
+        validation.IngestValidator().check(event)
+    schema["fields"][0]["name"] = "a"
+    assert validation.EventValidator().validate([event]).errors == []
+    validation.IngestValidator().check(event)

@@ -74,7 +74,30 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
             if outbox is not None:
                 from include.lineage.emit import spark_forwarder
 
+                # Read before the forward, which deletes the file once it is sent: the task's own listener events
+                # are what its COMPLETE reports (include/lineage/emit/observed.py).
+                self.spark_lineage_events = spark_forwarder.events_of(outbox)
                 spark_forwarder.after_task(outbox)  # bounded, never raises
+            self._observe(report)
+
+    def _observe(self, report) -> None:
+        """What the task did, against what it declares: kept for the extractor, and the drift written into the job's
+        report for the notifier's alert. Never raises: lineage must not fail the task."""
+        import logging
+        from dataclasses import asdict
+
+        from include.lineage.emit import extraction, observed
+
+        try:
+            job_report = extraction.read_report(report)
+            self.observed_lineage = extraction.observe(self, job_report)
+            declared_inputs, declared_outputs = self.lineage_keys()
+            if (declared_inputs or declared_outputs) and report.exists():
+                found = observed.drift(declared_inputs, declared_outputs, self.observed_lineage)
+                job_report.lineage_drift = asdict(found) if found else None
+                job_report.write(report)
+        except Exception:
+            logging.getLogger(__name__).warning("lineage: what %s did was not observed", self.task_id, exc_info=True)
 
     def _spark_lineage_outbox(self, context):
         """The Spark listener writes this application's own file (include/lineage/emit/spark_forwarder.py), whose

@@ -65,6 +65,13 @@ def main(argv: list[str] | None = None) -> None:
             naming.WEATHER_STAGING: column_metrics(staged, ["region_code", "year", "month", "meteorological_element"])
         },
         "inputs": {naming.WEATHER_STAGING: {"snapshot_id": staging_snapshot, "rows": staged.count()}},
+        # The MERGE's source is materialised (tables.merge_source), so Spark's plan, and the listener, map raw's
+        # columns to raw itself: the job says where each came from, column for column of the source it merged.
+        "column_lineage": {
+            naming.WEATHER_RAW: {
+                column: [[naming.WEATHER_STAGING, column, "DIRECT", "IDENTITY"]] for column in staged.columns
+            }
+        },
         "assertions": {naming.WEATHER_RAW: audited["results"]},
         "audit": audited,
     }

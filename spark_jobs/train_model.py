@@ -61,6 +61,8 @@ def main(argv: list[str] | None = None) -> None:
                 )
             },
             "inputs": {table: {"snapshot_id": snapshot} for table, snapshot in inputs.snapshots.items()},
+            # Saved by plain Python as well as Spark ML (models.save_model): the job says it wrote the model
+            "outputs": {naming.model_key(args.model): {}},
             "model": {"path": str(folder), **metrics},
         },
         spark,

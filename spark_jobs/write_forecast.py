@@ -73,7 +73,15 @@ def main(argv: list[str] | None = None) -> None:
                     *audited["results"],
                 ]
             },
-            "inputs": {table: {"snapshot_id": snapshot} for table, snapshot in inputs.snapshots.items()},
+            "inputs": {
+                **{table: {"snapshot_id": snapshot} for table, snapshot in inputs.snapshots.items()},
+                naming.model_key(args.model): {},  # loaded by plain Python (models.load_model): Spark may not see it
+            },
+            # The forecast is a DataFrame built in the driver: Spark's plan, and the listener, map its columns to
+            # themselves. What it is computed from is what the fitted model uses, read off the model.
+            "column_lineage": {
+                naming.HOURLY_FORECAST: forecasting.forecast_column_lineage(models.used_inputs(args.model, fitted))
+            },
             "model": {"path": str(naming.model_dir(args.model)), **metadata},
             "outputs": {
                 naming.HOURLY_FORECAST: {

@@ -174,6 +174,13 @@ class JobReport:
     # Why the job wrote nothing: its outputs already held this month from the same source (spark_jobs/common/
     # loaded_source.py); its outputs then name their current snapshots, unchanged
     unchanged: str | None = None
+    # What the job knows of its outputs' columns at run time and Spark's plan cannot show (a MERGE from a
+    # materialised source, a forecast computed by a fitted model): output key -> column -> [[input key, input column,
+    # transformation type, subtype], ...]. It wins over the listener's column lineage for the columns it names.
+    column_lineage: dict[str, dict[str, list[list[str]]]] = field(default_factory=dict)
+    # The task's declared datasets against what it did (include/lineage/emit/observed.py), added by the operator
+    # once its Spark application ended: what the notifier's drift alert reads.
+    lineage_drift: dict[str, list[str]] | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "job report") -> JobReport:

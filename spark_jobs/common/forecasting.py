@@ -5,11 +5,47 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from include.core import naming
+
 SEASON_HOURS = 168
 HORIZON_HOURS = 24
 LAGS = (24, SEASON_HOURS)
 MODEL_NAMES = ("seasonal_naive", "weather")
 FEATURES = ["lag_24", "lag_168", "prcp_mm", "tavg_c"]
+
+# The table columns each model input is computed from, beside the code that computes it (``with_lags``: rides of the
+# zone h hours before, from the actuals' ``total_rides``; ``with_weather``: the day's value among ``weather_raw``'s
+# day columns, of the rows its element and county select; ``with_calendar``: the target hour's calendar, from the
+# actuals' hours the horizon follows). A forecast's column lineage is the sources of the inputs its fitted model
+# really used (``models.used_inputs``), not of every input the code could compute.
+_ACTUALS_HOUR = ("year", "month", "day", "hour")
+_WEATHER_DAY = [f"day_{day:02d}" for day in range(1, 32)]
+INPUT_SOURCES: dict[str, list[tuple[str, str, str, str]]] = {
+    **{f"lag_{lag}": [(naming.HOURLY_ACTUALS, "total_rides", "DIRECT", "TRANSFORMATION")] for lag in LAGS},
+    **{
+        feature: [(naming.WEATHER_RAW, column, "DIRECT", "AGGREGATION") for column in _WEATHER_DAY]
+        + [(naming.WEATHER_RAW, column, "INDIRECT", "FILTER") for column in ("meteorological_element", "region_code")]
+        for feature in ("prcp_mm", "tavg_c")
+    },
+    "hour": [(naming.HOURLY_ACTUALS, "hour", "DIRECT", "TRANSFORMATION")],
+    "weekday": [(naming.HOURLY_ACTUALS, column, "DIRECT", "TRANSFORMATION") for column in ("year", "month", "day")],
+}
+
+
+def forecast_column_lineage(used_inputs: list[str]) -> dict[str, list[list[str]]]:
+    """Column lineage of the forecast table (``forecast_rows``) for a model that used ``used_inputs``: the job
+    report's ``column_lineage`` entry of the table."""
+    prediction: list[list[str]] = []
+    for model_input in used_inputs:
+        for source in INPUT_SOURCES[model_input]:
+            if list(source) not in prediction:
+                prediction.append(list(source))
+    horizon = {column: [[naming.HOURLY_ACTUALS, column, "DIRECT", "TRANSFORMATION"]] for column in _ACTUALS_HOUR}
+    return {
+        **horizon,
+        "pulocationid": [[naming.HOURLY_ACTUALS, "pulocationid", "DIRECT", "IDENTITY"]],
+        "forecasted_total_rides": prediction,
+    }
 
 
 def with_hour_timestamp(actuals: DataFrame) -> DataFrame:

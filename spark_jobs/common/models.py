@@ -109,6 +109,22 @@ def fit_and_predict(model_name: str, train: DataFrame, score: DataFrame):
     return fitted, fitted.transform(score)
 
 
+def used_inputs(model_name: str, fitted) -> list[str]:
+    """The model inputs (``forecasting.INPUT_SOURCES``' keys) a fitted model really uses, read off the model: the
+    seasonal-naive forecast is the seasonal lag; a fitted pipeline's are its assembler's input columns, an encoded
+    column traced back through its encoder to the column it encodes."""
+    if fitted is None:
+        return [f"lag_{forecasting.SEASON_HOURS}"]
+    from pyspark.ml.feature import OneHotEncoderModel, VectorAssembler
+
+    encoded = {}
+    for stage in fitted.stages:
+        if isinstance(stage, OneHotEncoderModel):
+            encoded.update(zip(stage.getOutputCols(), stage.getInputCols(), strict=True))
+    [assembler] = [stage for stage in fitted.stages if isinstance(stage, VectorAssembler)]
+    return [encoded.get(column, column) for column in assembler.getInputCols()]
+
+
 def save_model(model_name: str, fitted, metrics: dict) -> Path:
     folder = naming.model_dir(model_name)
     staging = folder.with_name(folder.name + naming.MODEL_STAGING_SUFFIX)

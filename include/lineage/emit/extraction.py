@@ -1,10 +1,12 @@
-"""Task-level lineage of a Spark task: its declared datasets, enriched on completion.
+"""Task-level lineage of a Spark task: what its applications were observed to read and write, enriched on completion.
 
-Used by ``plugins/lakehouse_extractor.py``. On START: the declared inputs and outputs with their identity (and
-symlinks for Iceberg tables). On COMPLETE and FAIL: the same datasets with the Iceberg table's facets (schema,
-snapshot as version, output statistics, catalog) as the job's report carries them (read by the job from the table
-it just wrote; pyiceberg only for a script that leaves none), and from the job's report (data-quality
-metrics and assertions, fingerprints, model metrics, schema drift), plus column lineage and the script's source.
+Used by ``plugins/lakehouse_extractor.py``. On START: no datasets (nothing has run), the script's source, and the
+DAG's declaration as the ``lineageDrift`` run facet. On COMPLETE and FAIL: the datasets the task's Spark applications
+read and wrote, rolled up from the OpenLineage listener's events with what the job reported at run time
+(``include/lineage/emit/observed.py``), each with the Iceberg table's facets (schema, snapshot as version, output
+statistics, catalog) as the job's report carries them (pyiceberg only for a script that leaves none; the listener's
+facets for anything else), the job's data-quality metrics and assertions, fingerprints, model metrics, schema drift,
+the observed column lineage, and the drift of the declaration from what ran.
 Every lookup runs under one time budget; what does not finish in time is left out, never waited for.
 """
 
@@ -31,12 +33,13 @@ from openlineage.client.facet_v2 import (
 
 from include.core import contract, naming, settings
 from include.core.contract import JobReport, ReportError
-from include.lineage.emit import column_lineage
+from include.lineage.emit import column_lineage, observed, spark_forwarder
 from include.lineage.emit.facets import (
     FileFingerprintDatasetFacet,
     ModelMetricsDatasetFacet,
     SchemaDriftRunFacet,
     input_dataset,
+    lineage_drift_facet,
     output_dataset,
     write_audit_publish_facet,
 )
@@ -260,51 +263,123 @@ def _dataset_facets(key: str, role: str, report: JobReport, catalog) -> tuple[di
     return facets, io_facets
 
 
-def _enriched(inputs: list[str], outputs: list[str], report: JobReport, script: str):
+def _listener_facets(key: str, facets: dict) -> dict:
+    """The facets of a dataset that is not an Iceberg table of the catalog (a file, a table of another namespace) as
+    the listener gave them: its schema and version."""
+    result: dict = {}
+    schema = facets.get("schema") or {}
+    if isinstance(schema.get("fields"), list):
+        result["schema"] = schema_dataset.SchemaDatasetFacet(
+            fields=[
+                schema_dataset.SchemaDatasetFacetFields(name=str(f.get("name")), type=f.get("type"))
+                for f in schema["fields"]
+                if isinstance(f, dict) and f.get("name")
+            ]
+        )
+    version = (facets.get("version") or {}).get("datasetVersion")
+    if version is not None:
+        result["version"] = dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion=str(version))
+    return result
+
+
+def _enriched(seen: observed.Observed, report: JobReport):
     catalog = functools.cache(settings.pyiceberg_catalog)
     enriched_inputs = []
-    for key in inputs:
+    for key in seen.input_keys():
         facets, input_facets = _dataset_facets(key, "input", report, catalog)
-        enriched_inputs.append(input_dataset(key, facets, input_facets))
+        enriched_inputs.append(input_dataset(key, {**_listener_only(key, seen.inputs[key]), **facets}, input_facets))
     enriched_outputs = []
-    for key in outputs:
+    for key in seen.output_keys():
         facets, output_facets = _dataset_facets(key, "output", report, catalog)
-        column_facet = column_lineage.facet_for(script, key, inputs)
+        facets = {**_listener_only(key, seen.outputs[key]), **facets}
+        column_facet = column_lineage.facet_of(seen.columns.get(key, {}))
         if column_facet is not None:
             facets["columnLineage"] = column_facet
         enriched_outputs.append(output_dataset(key, facets, output_facets))
     return enriched_inputs, enriched_outputs
 
 
+def _listener_only(key: str, facets: dict) -> dict:
+    """An Iceberg table's facets come from the job's report or the catalog (``_TableFacets``); any other dataset's
+    from the listener."""
+    return {} if naming.is_table_key(key) else _listener_facets(key, facets)
+
+
+def task_run_id(operator) -> str | None:
+    """The OpenLineage run id of the task, as the provider gave it to the Spark listener as its parent."""
+    return (getattr(operator, "conf", None) or {}).get(observed.PARENT_RUN_ID_PROPERTY)
+
+
+def listener_file(operator) -> Path:
+    """Where the listener of a stock operator's application writes: its ``conf``'s file, else the project's."""
+    conf = getattr(operator, "conf", None) or {}
+    if conf.get("spark.openlineage.transport.type") == "file" and conf.get(spark_forwarder.LISTENER_LOCATION):
+        return Path(conf[spark_forwarder.LISTENER_LOCATION])
+    return settings.Paths.current().spark_lineage_events
+
+
+def remember_listener_offset(operator) -> None:
+    """On START, before the application runs: where the listener's shared file ends now, so that COMPLETE reads
+    only what came after (a stock operator has no outbox of its own)."""
+    if getattr(operator, "spark_lineage_events", None) is not None:
+        return
+    try:
+        operator.listener_offset = listener_file(operator).stat().st_size
+    except OSError:
+        operator.listener_offset = 0
+
+
+def observe(operator, report: JobReport) -> observed.Observed:
+    """What the task did: its applications' listener events (the project operator keeps its outbox's events; a stock
+    operator's are read from the listener's file since START) with what the job reported at run time."""
+    own = getattr(operator, "spark_lineage_events", None)
+    if own is not None:
+        events, run_id = own, None
+    else:
+        events = observed.events_after(listener_file(operator), getattr(operator, "listener_offset", None))
+        run_id = task_run_id(operator)
+    return observed.with_report(observed.roll_up(events, run_id), report)
+
+
+def _declared_facet(operator, seen: observed.Observed | None) -> dict:
+    """The run facet of a task that declares datasets: the declaration, and on COMPLETE/FAIL its drift."""
+    inputs, outputs = declared_keys(operator)
+    if not inputs and not outputs:
+        return {}
+    return {"lineageDrift": lineage_drift_facet(inputs, outputs, seen)}
+
+
 def lineage_of(operator, task_instance=None, complete: bool = False):
-    """OperatorLineage of a Spark task; rich facets when ``complete`` (COMPLETE or FAIL)."""
+    """OperatorLineage of a Spark task. START: no datasets (nothing ran yet) and the declaration as a run facet.
+    COMPLETE and FAIL: the datasets the task was observed to read and write, with rich facets, and the drift of the
+    declaration from them."""
     from airflow.providers.openlineage.extractors import OperatorLineage
 
     started = time.monotonic()
-    inputs, outputs = declared_keys(operator)
-    plain = OperatorLineage(
-        inputs=[input_dataset(key) for key in inputs],
-        outputs=[output_dataset(key) for key in outputs],
-        job_facets=source_code_facets(str(operator.application), _argument(operator, "--model")),
-    )
+    job_facets = source_code_facets(str(operator.application), _argument(operator, "--model"))
     if not complete:
-        return plain
+        remember_listener_offset(operator)
+        return OperatorLineage(job_facets=job_facets, run_facets=_declared_facet(operator, None))
     report = read_report(contract.report_location(operator.application_args, task_instance))
-    script = Path(str(operator.application)).stem
-    future = _executor.submit(_enriched, inputs, outputs, report, script)
+
+    def extract():
+        seen = getattr(operator, "observed_lineage", None) or observe(operator, report)
+        return seen, *_enriched(seen, report)
+
+    future = _executor.submit(extract)
     try:
-        enriched_inputs, enriched_outputs = future.result(timeout=time_budget_seconds())
+        seen, enriched_inputs, enriched_outputs = future.result(timeout=time_budget_seconds())
     except FutureTimeout:
         log.warning(
-            "lineage: facets of %s not ready within %.1fs; emitting identities only",
+            "lineage: facets of %s not ready within %.1fs; emitting no datasets",
             operator.task_id,
             time_budget_seconds(),
         )
-        return plain
+        return OperatorLineage(job_facets=job_facets)
     except Exception as error:  # lineage must never fail the task
-        log.warning("lineage: could not read facets of %s: %s", operator.task_id, error)
-        return plain
-    run_facets = {}
+        log.warning("lineage: could not observe the datasets of %s: %s", operator.task_id, error, exc_info=True)
+        return OperatorLineage(job_facets=job_facets)
+    run_facets = _declared_facet(operator, seen)
     drift = report.schema_drift
     if drift and (drift.get("renamed") or drift.get("filled_with_null") or drift.get("unexpected")):
         run_facets["schemaDrift"] = SchemaDriftRunFacet(
@@ -316,5 +391,5 @@ def lineage_of(operator, task_instance=None, complete: bool = False):
         run_facets["writeAuditPublish"] = write_audit_publish_facet(report.audit)
     log.info("lineage: extracted %s in %.3fs", operator.task_id, time.monotonic() - started)
     return OperatorLineage(
-        inputs=enriched_inputs, outputs=enriched_outputs, job_facets=plain.job_facets, run_facets=run_facets
+        inputs=enriched_inputs, outputs=enriched_outputs, job_facets=job_facets, run_facets=run_facets
     )

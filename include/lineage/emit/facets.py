@@ -66,15 +66,18 @@ def output_dataset(key: str, facets: dict | None = None, output_facets: dict | N
 
 def land_source_lineage(pairs: list[tuple[str, Path]], downloads: list):
     """Source URL(s) -> landed file(s) of a LandSourceOperator (``pairs``, from ``include.sources.downloads``); each
-    file's fingerprint where its download (``downloads``, given on complete) has one."""
+    file's fingerprint where its download (``downloads``, given on complete) has one. On complete, only the files
+    the operator fetched (observed): a source it did not reach is not a dataset of the run."""
     from airflow.providers.openlineage.extractors import OperatorLineage
 
     by_url = {download.url: download for download in downloads}
     inputs, outputs = [], []
     for url, path in pairs:
+        download = by_url.get(url)
+        if downloads and download is None:
+            continue
         inputs.append(input_dataset(url))
         facets = {}
-        download = by_url.get(url)
         if download is not None and download.fingerprint:
             facets["fileFingerprint"] = FileFingerprintDatasetFacet(
                 fingerprint=download.fingerprint, sizeBytes=download.size_bytes, sourceUrl=url
@@ -163,3 +166,55 @@ def write_audit_publish_facet(audit: dict, reason: str | None = None) -> WriteAu
         reason=reason,
         results=list(audit.get("results", [])),
     )
+
+
+LINEAGE_DRIFT_FACET_SCHEMA_URL = FINGERPRINT_FACET_SCHEMA_URL.replace(
+    "FileFingerprintDatasetFacet.json#/$defs/FileFingerprintDatasetFacet",
+    "LineageDriftRunFacet.json#/$defs/LineageDriftRunFacet",
+)
+
+
+@attr.define
+class LineageDriftRunFacet(RunFacet):
+    """What the DAG declared a task reads and writes, and (on COMPLETE/FAIL, ``observed`` true) where that differs
+    from what the task was observed to do. Datasets as ``{"namespace", "name"}``."""
+
+    declaredInputs: list = attr.field(factory=list)  # noqa: N815
+    declaredOutputs: list = attr.field(factory=list)  # noqa: N815
+    observed: bool = False
+    drifted: bool = False
+    declaredNotRead: list = attr.field(factory=list)  # noqa: N815
+    declaredNotWritten: list = attr.field(factory=list)  # noqa: N815
+    readNotDeclared: list = attr.field(factory=list)  # noqa: N815
+    writtenNotDeclared: list = attr.field(factory=list)  # noqa: N815
+
+    @staticmethod
+    def _get_schema() -> str:
+        return LINEAGE_DRIFT_FACET_SCHEMA_URL
+
+
+def _dataset_refs(keys: list[str]) -> list[dict]:
+    refs = []
+    for key in keys:
+        namespace, name, _ = _identity(key)
+        refs.append({"namespace": namespace, "name": name})
+    return refs
+
+
+def lineage_drift_facet(declared_inputs: list[str], declared_outputs: list[str], seen=None) -> LineageDriftRunFacet:
+    """The declaration of a task; with ``seen`` (``observed.Observed``), its drift from what the task did."""
+    facet = LineageDriftRunFacet(
+        declaredInputs=_dataset_refs(declared_inputs), declaredOutputs=_dataset_refs(declared_outputs)
+    )
+    if seen is None:
+        return facet
+    from include.lineage.emit.observed import drift
+
+    found = drift(declared_inputs, declared_outputs, seen)
+    facet.observed = True
+    facet.drifted = bool(found)
+    facet.declaredNotRead = _dataset_refs(found.declared_not_read)
+    facet.declaredNotWritten = _dataset_refs(found.declared_not_written)
+    facet.readNotDeclared = _dataset_refs(found.read_not_declared)
+    facet.writtenNotDeclared = _dataset_refs(found.written_not_declared)
+    return facet

@@ -422,6 +422,13 @@ class ForwardReport:
         )
 
 
+def events_of(outbox: Outbox) -> list[dict]:
+    """The listener's events in an application's file, parsed (a torn last line is left out: still being written)."""
+    from include.lineage.emit.observed import read_event_lines
+
+    return read_event_lines((line for _, line in outbox.lines(0)), str(outbox.path))
+
+
 def pending_outboxes(paths: settings.Paths) -> list[Outbox]:
     folder = outbox_dir(paths)
     if not folder.exists():

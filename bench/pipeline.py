@@ -204,6 +204,30 @@ def ingest_efficiency(paths: settings.Paths, rows: int, repeats: int, baseline: 
     return results
 
 
+# Pairs measured before the stopping rule may stop the lineage section: a standard error estimated from two or three
+# pairs is small by chance as often as not (two pairs of 1.098 and 1.111 gave ± 0.007 and stopped a bench at a ratio
+# of 1.10); from ten on, the estimate itself is within about ±25 % of the spread it estimates.
+MIN_LINEAGE_PAIRS = 10
+
+
+def interval_95(values: list[float]) -> tuple[float, float] | None:
+    """The mean's 95 % interval (Student's t, two-sided), None under two values."""
+    if len(values) < 2:
+        return None
+    mean, error = statistics.fmean(values), statistics.stdev(values) / len(values) ** 0.5
+    degrees = len(values) - 1
+    quantile = _T_975[degrees - 1] if degrees <= len(_T_975) else statistics.NormalDist().inv_cdf(0.975)
+    return (mean - quantile * error, mean + quantile * error)
+
+
+# Student's t at 0.975 for 1 to 30 degrees of freedom (any statistics table); past 30, the normal's 1.96.
+_T_975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+
+
 def resolved(ratios: list[float], target_error: float, min_pairs: int) -> bool:
     """Whether the pairs so far pin the mean ratio down: at least ``min_pairs`` (and two, for an error at all) and a
     standard error of the mean no larger than ``target_error``. A pair's ratio varies by ±0.02 on an idle machine and
@@ -219,7 +243,8 @@ def lineage_overhead(
     """The taxi DAG with OpenLineage on and off, in alternating pairs: ``repeats`` of them, then more until the mean
     on ÷ off ratio's standard error is at most ``target_error`` or ``max_pairs`` ran (a ratio's 3 % takes about 10
     pairs on an idle machine, 45 on a busy one)."""
-    max_pairs = max(max_pairs or repeats, repeats)
+    min_pairs = max(repeats, MIN_LINEAGE_PAIRS)
+    max_pairs = max(max_pairs or min_pairs, min_pairs)
     source = paths.var / "bench-source"
     sample_server.publish_months(source, [(2025, 1)], rows)
     on, off, extractor = [], [], {}
@@ -228,7 +253,7 @@ def lineage_overhead(
     ratios = lambda: [a / b for a, b in zip(on, off, strict=True)]  # noqa: E731
     with sample_server.serve(source) as env:
         i = 0
-        while i < max_pairs and not resolved(ratios(), target_error, repeats):
+        while i < max_pairs and not resolved(ratios(), target_error, min_pairs):
             # Alternating which goes first cancels a drift of the machine; empty tables make every run load the
             # month (a forced run of a month already loaded is recognised and writes nothing: loaded_source).
             for label, extra in variants if i % 2 == 0 else reversed(variants):
@@ -246,7 +271,9 @@ def lineage_overhead(
     return {
         "pairs": len(on),
         "target_standard_error": target_error,
-        "resolved": resolved(ratios(), target_error, repeats),
+        "min_pairs": min_pairs,
+        "resolved": resolved(ratios(), target_error, min_pairs),
+        "overhead_ratio_interval_95": interval_95(ratios()),
         "dag_seconds_lineage_on": _summary(on),
         "dag_seconds_lineage_off": _summary(off),
         "overhead_ratio": _summary(ratios()),
@@ -412,7 +439,9 @@ def to_markdown(results: dict) -> str:
         if "pairs" not in lineage:
             return ""
         reached = "reached" if lineage["resolved"] else "not reached"
-        return f"; {lineage['pairs']} pairs, target ± {lineage['target_standard_error']:.3f} {reached}"
+        interval = lineage.get("overhead_ratio_interval_95")
+        within = f", 95 % interval {interval[0]:.3f}–{interval[1]:.3f}" if interval else ""
+        return f"; {lineage['pairs']} pairs, target ± {lineage['target_standard_error']:.3f} {reached}{within}"
 
     lines = [
         f"Machine: {results['machine']}. Ingest: {ing['rows']:,} rows ({ing['file_bytes'] / 2**20:.1f} MiB); "

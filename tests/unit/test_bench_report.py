@@ -175,24 +175,36 @@ def _fake_dag_runs(monkeypatch, seconds_by_label):
     return calls
 
 
-def test_the_lineage_section_stops_at_the_repeats_when_they_resolve_the_ratio(monkeypatch, tmp_path):
+def test_the_lineage_section_takes_the_minimum_pairs_before_its_stopping_rule_applies(monkeypatch, tmp_path):
+    """Two pairs of 1.098 and 1.111 have a standard error of 0.007 by chance: a bench once stopped there and called
+    1.10 resolved. The rule applies only from MIN_LINEAGE_PAIRS on, even where the repeats asked for fewer."""
+    assert not resolved([1.098, 1.111], 0.01, pipeline.MIN_LINEAGE_PAIRS)
     calls = _fake_dag_runs(monkeypatch, {"on": [10.3] * 20, "off": [10.0] * 20})
-    result = pipeline.lineage_overhead(SimpleNamespace(var=tmp_path), 10, 3, target_error=0.01, max_pairs=20)
-    assert result["pairs"] == 3 and result["resolved"] is True
-    assert calls == ["on", "off", "off", "on", "on", "off"], "pairs alternate which variant goes first"
+    result = pipeline.lineage_overhead(SimpleNamespace(var=tmp_path), 10, 2, target_error=0.01, max_pairs=2)
+    assert result["pairs"] == pipeline.MIN_LINEAGE_PAIRS == 10 and result["resolved"] is True
+    assert calls[:6] == ["on", "off", "off", "on", "on", "off"], "pairs alternate which variant goes first"
+    low, high = result["overhead_ratio_interval_95"]
+    assert low == pytest.approx(1.03) == high, "ten equal ratios: an interval of no width around them"
+
+
+def test_the_interval_is_the_means_students_t_interval():
+    values = [1.0, 1.02, 1.04, 1.03, 1.01]  # mean 1.02, stdev 0.01581, t(4) = 2.776
+    low, high = pipeline.interval_95(values)
+    assert (low, high) == pytest.approx((1.02 - 2.776 * 0.01581 / 5**0.5, 1.02 + 2.776 * 0.01581 / 5**0.5), abs=1e-4)
+    assert pipeline.interval_95([1.0]) is None
 
 
 def test_the_lineage_section_adds_pairs_until_the_target_error_or_the_most_pairs(monkeypatch, tmp_path):
-    noisy_on = [11.0, 9.5, 10.8, 9.6, 10.9, 9.4] + [10.3] * 14
-    _fake_dag_runs(monkeypatch, {"on": noisy_on, "off": [10.0] * 20})
-    result = pipeline.lineage_overhead(SimpleNamespace(var=tmp_path), 10, 3, target_error=0.01, max_pairs=20)
+    noisy_on = [11.0, 9.5, 10.8, 9.6, 10.9, 9.4] + [10.3] * 54
+    _fake_dag_runs(monkeypatch, {"on": noisy_on, "off": [10.0] * 60})
+    result = pipeline.lineage_overhead(SimpleNamespace(var=tmp_path), 10, 3, target_error=0.01, max_pairs=60)
     ratios = result["overhead_ratio"]["runs"]
-    assert 3 < result["pairs"] < 20 and result["resolved"] is True
-    assert resolved(ratios, 0.01, 3) and not resolved(ratios[:-1], 0.01, 3), "it stops at the first resolving pair"
+    assert 10 < result["pairs"] < 60 and result["resolved"] is True
+    assert resolved(ratios, 0.01, 10) and not resolved(ratios[:-1], 0.01, 10), "it stops at the first resolving pair"
 
     _fake_dag_runs(monkeypatch, {"on": [11.0, 9.0] * 10, "off": [10.0] * 20})
-    result = pipeline.lineage_overhead(SimpleNamespace(var=tmp_path), 10, 3, target_error=0.001, max_pairs=7)
-    assert result["pairs"] == 7 and result["resolved"] is False
+    result = pipeline.lineage_overhead(SimpleNamespace(var=tmp_path), 10, 3, target_error=0.001, max_pairs=12)
+    assert result["pairs"] == 12 and result["resolved"] is False
 
 
 def test_a_refs_code_zip_is_built_again_when_newer_zips_pushed_it_out(tmp_path, monkeypatch):

@@ -51,7 +51,10 @@ def test_events_of_other_tasks_are_not_this_tasks(paths):
 def _event(run_id: str, parent: str, inputs=(), outputs=(), event_type="COMPLETE") -> dict:
     return {
         "eventType": event_type,
-        "run": {"runId": run_id, "facets": {"parent": {"run": {"runId": parent}, "job": {"namespace": "n", "name": "p"}}}},
+        "run": {
+            "runId": run_id,
+            "facets": {"parent": {"run": {"runId": parent}, "job": {"namespace": "n", "name": "p"}}},
+        },
         "job": {"namespace": "n", "name": "j"},
         "inputs": list(inputs),
         "outputs": list(outputs),
@@ -175,7 +178,9 @@ def test_a_torn_or_broken_line_is_left_out_not_fatal(paths, tmp_path):
     assert len(observed.events_after(file, file.stat().st_size)) == 0
 
 
-@given(st.lists(st.sampled_from(["a", "b", "c", "d"]), max_size=4), st.lists(st.sampled_from(["a", "b", "c"]), max_size=3))
+@given(
+    st.lists(st.sampled_from(["a", "b", "c", "d"]), max_size=4), st.lists(st.sampled_from(["a", "b", "c"]), max_size=3)
+)
 def test_no_output_is_ever_an_input_and_every_column_source_is_an_input(inputs, outputs):
     seen = observed.Observed(
         inputs={key: {} for key in inputs},

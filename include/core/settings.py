@@ -1,10 +1,11 @@
 """Every setting of the project, read from the environment here and nowhere else, with the ``var/`` layout and the
 Iceberg catalog.
 
-Each environment variable is declared once below with ``_define`` (its default and a one-line description): code
-reads it through the returned ``Setting``; ``tests/unit/test_settings.py`` fails when any other module reads the
-environment, and checks the configuration table of ``docs/configuration.md`` against ``SETTINGS``.
-``python -m include.core.settings`` prints that table. Nothing here does I/O at import.
+Each environment variable is declared once below with ``_define`` (``include/core/setting.py``'s ``define``: its
+default and a one-line description): code reads it through the returned ``Setting``; ``tests/unit/test_settings.py``
+fails when any module but these two reads the environment, and checks the configuration table of
+``docs/configuration.md`` against ``SETTINGS``. ``python -m include.core.settings`` prints that table. Nothing here
+does I/O at import.
 
 Everything a run writes lives under ``var/`` (or ``$PIPELINE_VAR_DIR``). The Iceberg catalog is declared here once
 and rendered twice: as Spark properties (``include/spark/submit.py``) and as a pyiceberg catalog.
@@ -12,17 +13,22 @@ and rendered twice: as Spark properties (``include/spark/submit.py``) and as a p
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 import threading
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
 from include.core import ports
-from include.core.errors import ConfigurationError
+
+# What a setting is (declared, read, checked, tabled) lives in include/core/setting.py; code keeps naming it here.
+from include.core.setting import SETTINGS as SETTINGS
+from include.core.setting import Setting as Setting
+from include.core.setting import SettingError as SettingError
+from include.core.setting import configuration_table as configuration_table
+from include.core.setting import define as _define
+from include.core.setting import truthy as truthy
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 JARS_DIR = PROJECT_ROOT / "jars"
@@ -33,102 +39,6 @@ TEMPLATES_DIR = PROJECT_ROOT / "include" / "setup" / "templates"
 LOG4J2_PROPERTIES = TEMPLATES_DIR / "log4j2.properties"
 LINEAGE_PACKAGE_DIR = PROJECT_ROOT / "include" / "lineage"
 VENDORED_OPENLINEAGE_SPEC_DIR = LINEAGE_PACKAGE_DIR / "spec" / "openlineage"
-
-
-@dataclass(frozen=True)
-class Setting:
-    """One environment variable: its name, its default (``None``: unset means "not used") and what it means."""
-
-    name: str
-    default: str | None
-    description: str
-    section: str
-    minimum: float | None = None  # the least ``integer()`` and ``number()`` accept: below it is a SettingError
-
-    def raw(self) -> str | None:
-        """The value as set, stripped; ``None`` when unset or blank."""
-        value = os.environ.get(self.name, "").strip()
-        return value or None
-
-    def get(self) -> str | None:
-        return self.raw() or self.default
-
-    def text(self, default: str) -> str:
-        """The value, or ``default`` when unset (for defaults computed from the ``var/``)."""
-        return self.raw() or default
-
-    def integer(self) -> int:
-        value = self.get()
-        try:
-            number = int(value)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            raise SettingError(f"{self.name}={value!r} is not an integer") from None
-        return self._within(number, value)
-
-    def number(self) -> float:
-        value = self.get()
-        try:
-            number = float(value)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            raise SettingError(f"{self.name}={value!r} is not a number") from None
-        if not math.isfinite(number):  # float() takes "nan" and "inf"; no budget or limit means either
-            raise SettingError(f"{self.name}={value!r} is not a finite number")
-        return self._within(number, value)
-
-    def port(self, default: int | None = None) -> int:
-        """The value as a TCP port (1 to 65535), else ``default``, else the declared default; a SettingError naming
-        the setting otherwise."""
-        text = self.raw() or (str(default) if default is not None else self.default) or ""
-        if not text.isdigit() or not 0 < int(text) < 65536:
-            raise SettingError(f"{self.name}={text!r} is not a TCP port")
-        return int(text)
-
-    def _within(self, number: float, value: str | None) -> float:
-        """``number`` when it is not below the setting's least value; a SettingError naming the setting and its value
-        otherwise (a negative budget or a limit of 0 would act as something else without a word)."""
-        if self.minimum is not None and number < self.minimum:
-            raise SettingError(f"{self.name}={value!r} is less than {self.minimum:g}, the least it can be")
-        return number
-
-    def flag(self) -> bool:
-        return truthy(self.get())
-
-    def choice(self, choices: Iterable[str]) -> str:
-        """The value, in lower case, when it is one of ``choices``; a SettingError naming the setting and the choices
-        otherwise."""
-        value = (self.get() or "").lower()
-        allowed = list(choices)
-        if value not in allowed:
-            raise SettingError(f"{self.name} must be one of {', '.join(allowed)}, not {value!r}")
-        return value
-
-
-def truthy(text: str | bool | None) -> bool:
-    """Whether a text says yes, as a variable, a DAG param rendered into a job argument or an operator field does
-    ("1", "true", "yes", "on"; any case, blanks around it ignored); a bool is itself."""
-    if isinstance(text, bool):
-        return text
-    return str(text or "").strip().lower() in ("1", "true", "yes", "on")
-
-
-class SettingError(ConfigurationError):
-    """A setting has a value the project cannot use; the message names the variable."""
-
-
-SETTINGS: dict[str, Setting] = {}
-
-
-def _define(
-    name: str,
-    default: str | None,
-    description: str,
-    section: str,
-    minimum: float | None = None,
-) -> Setting:
-    if name in SETTINGS:
-        raise RuntimeError(f"{name} is defined twice")
-    SETTINGS[name] = setting = Setting(name, default, description, section, minimum)
-    return setting
 
 
 # -- run state
@@ -380,16 +290,6 @@ BENCH_EXPLORER_QUERIES = _define(
 BENCH_INGEST_EVENTS = _define(
     "BENCH_INGEST_EVENTS", "2000", "events posted to `lineage serve` per ingest-throughput figure", "bench", minimum=1
 )
-
-
-def configuration_table() -> str:
-    """The Markdown table of every setting (``docs/configuration.md`` holds it; a test keeps the two equal)."""
-    lines = ["| variable | default | meaning |", "|---|---|---|"]
-    for setting in SETTINGS.values():
-        default = f"`{setting.default}`" if setting.default is not None else "unset"
-        least = f"; at least {setting.minimum:g}" if setting.minimum is not None else ""
-        lines.append(f"| `{setting.name}` | {default} | {setting.description}{least} |")
-    return "\n".join(lines) + "\n"
 
 
 ICEBERG_NAMESPACE = "nyc_taxi"

@@ -1,5 +1,6 @@
-"""One settings module: every environment variable the project reads is declared there once, read nowhere else, and
-documented in docs/configuration.md exactly as declared."""
+"""One settings module: every environment variable the project reads is declared there once, read nowhere else (but
+through include/core/setting.py's ``Setting``, which it declares them with), and documented in docs/configuration.md
+exactly as declared."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from include.core import setting as setting_module
 from include.core import settings
 
 CODE_TREES = ("include", "plugins", "dags", "spark_jobs", "bench")
+# The modules that read the environment: the settings and what a setting is.
+READERS = {Path(settings.__file__), Path(setting_module.__file__)}
 
 
 def environment_reads(path: Path) -> list[str]:
@@ -41,10 +45,17 @@ def test_no_module_but_settings_reads_the_environment():
         read
         for tree in CODE_TREES
         for path in sorted((settings.PROJECT_ROOT / tree).rglob("*.py"))
-        if path != Path(settings.__file__)
+        if path not in READERS
         for read in environment_reads(path)
     ]
     assert reads == []
+
+
+def test_the_settings_module_declares_through_setting_and_is_the_one_named_for_it():
+    # one registry, one Setting class, whatever module a caller names them by
+    assert settings.SETTINGS is setting_module.SETTINGS and settings.Setting is setting_module.Setting
+    assert settings.SettingError is setting_module.SettingError and settings.truthy is setting_module.truthy
+    assert all(isinstance(item, setting_module.Setting) for item in settings.SETTINGS.values())
 
 
 def test_the_walk_finds_every_way_of_reading_the_environment(tmp_path):

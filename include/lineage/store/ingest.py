@@ -24,39 +24,58 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from sqlalchemy import (
-    bindparam,
-    case,
-    func,
-    or_,
-    select,
-    update,
-)
+from sqlalchemy import update
 from sqlalchemy.engine import Connection
 
 from include.lineage.events import dataset_aliases, dataset_label, digest, event_dedup_key, utc_time
 from include.lineage.store.schema import (
-    aliases_table,
-    ancestry_table,
-    closure_table,
     column_edges_table,
     dataset_versions_table,
     datasets_table,
-    edge_history_table,
-    edges_table,
-    events_table,
-    file_cursors_table,
     job_versions_table,
     jobs_table,
-    nodes_table,
-    rejected_lines_table,
-    run_datasets_table,
     runs_table,
 )
+from include.lineage.store.statements import (
+    DELETE_JOB_VERSION,
+    RUN_USING_VERSION,
+    SELECT_ALIASES,
+    SELECT_COLUMN_EDGE,
+    SELECT_DATASET,
+    SELECT_JOB,
+    SELECT_JOB_EDGES,
+    SELECT_JOB_LATEST,
+    SELECT_JOB_VERSION,
+    SELECT_LATEST_RUN,
+    SELECT_NODE,
+    SELECT_RUN,
+    SELECT_RUN_IO,
+    SELECT_RUN_NODES,
+    SELECT_VERSION,
+    UPDATE_COLUMN_EDGE,
+    UPDATE_CURRENT_VERSION,
+    UPDATE_DATASET_FACETS,
+    UPDATE_FIRST_VERSION,
+    UPDATE_JOB_FACETS,
+    UPDATE_JOB_LATEST,
+    UPDATE_NODE_LABEL,
+    UPDATE_RUN_VERSION,
+    UPDATE_VERSION,
+    dialect_statements,
+)
+
+# The names store.py imports the statements it shares with the ingest path by (they are built in statements.py).
+_SELECT_NODE, _SELECT_ALIASES, _SELECT_JOB_EDGES, _SELECT_JOB_LATEST = (
+    SELECT_NODE,
+    SELECT_ALIASES,
+    SELECT_JOB_EDGES,
+    SELECT_JOB_LATEST,
+)
+_dialect_statements = dialect_statements
 
 
 class StoreWriter(Protocol):
@@ -92,6 +111,24 @@ RUN_STATES = {
 }
 
 
+# A run not stored yet, as ``_Ingest._run_changes`` reads a stored one.
+NEW_RUN = {
+    "state_rank": 0,
+    "state_time": None,
+    "started_at": None,
+    "ended_at": None,
+    "facets": None,
+    "facets_time": None,
+    "facet_times": None,
+    "first_event_time": None,
+    "parent_run_id": None,
+    "nominal_start": None,
+    "code_hash": None,
+    "code_version": None,
+    "job_version_id": None,
+}
+
+
 def merge_facets(
     stored: str | None, stored_times: str | None, new: dict, stamp: tuple[str, int]
 ) -> tuple[str, str] | None:
@@ -124,184 +161,6 @@ class IngestResult:
         self.new += other.new
         self.new_run_ids |= other.new_run_ids
         return self
-
-
-def _p(name: str):
-    return bindparam(name)
-
-
-# Statements of the ingest path, built once: an event costs a handful of executions of already-compiled SQL.
-_SELECT_NODE = select(nodes_table.c.id).where(
-    nodes_table.c.kind == _p("p_kind"), nodes_table.c.namespace == _p("p_ns"), nodes_table.c.name == _p("p_name")
-)
-_SELECT_ALIASES = select(aliases_table.c.alias).where(aliases_table.c.node_id == _p("p_node"))
-_SELECT_JOB_EDGES = select(edges_table.c.source, edges_table.c.target).where(
-    or_(edges_table.c.source == _p("p_node"), edges_table.c.target == _p("p_node"))
-)
-_SELECT_JOB = select(jobs_table.c.id, jobs_table.c.facets, jobs_table.c.facet_times, jobs_table.c.updated_at).where(
-    jobs_table.c.namespace == _p("p_ns"), jobs_table.c.name == _p("p_name")
-)
-_UPDATE_JOB_FACETS = (
-    update(jobs_table)
-    .where(jobs_table.c.id == _p("p_id"))
-    .values(facets=_p("p_facets"), facet_times=_p("p_times"), updated_at=_p("p_time"))
-)
-_SELECT_JOB_LATEST = select(
-    jobs_table.c.latest_run_id, jobs_table.c.latest_run_time, jobs_table.c.current_version_id
-).where(jobs_table.c.id == _p("p_id"))
-_UPDATE_JOB_LATEST = (
-    update(jobs_table)
-    .where(jobs_table.c.id == _p("p_id"))
-    .values(latest_run_id=_p("p_run"), latest_run_time=_p("p_time"), current_version_id=_p("p_version"))
-)
-_SELECT_LATEST_RUN = (
-    select(runs_table.c.id, runs_table.c.first_event_time, runs_table.c.job_version_id)
-    .where(runs_table.c.job_id == _p("p_job"))
-    .order_by(runs_table.c.first_event_time.desc(), runs_table.c.id.desc())
-    .limit(1)
-)
-_SELECT_RUN_NODES = (
-    select(run_datasets_table.c.direction, datasets_table.c.node_id)
-    .join(datasets_table, datasets_table.c.id == run_datasets_table.c.dataset_id)
-    .where(run_datasets_table.c.run_id == _p("p_run"))
-)
-_SELECT_DATASET = select(
-    datasets_table.c.id, datasets_table.c.facets, datasets_table.c.facet_times, datasets_table.c.updated_at
-).where(datasets_table.c.namespace == _p("p_ns"), datasets_table.c.name == _p("p_name"))
-_UPDATE_DATASET_FACETS = (
-    update(datasets_table)
-    .where(datasets_table.c.id == _p("p_id"))
-    .values(facets=_p("p_facets"), facet_times=_p("p_times"), updated_at=_p("p_time"))
-)
-_UPDATE_NODE_LABEL = update(nodes_table).where(nodes_table.c.id == _p("p_id")).values(label=_p("p_label"))
-_SELECT_VERSION = select(
-    dataset_versions_table.c.id, dataset_versions_table.c.schema, dataset_versions_table.c.created_by_run_id
-).where(dataset_versions_table.c.dataset_id == _p("p_dataset"), dataset_versions_table.c.version == _p("p_version"))
-_UPDATE_VERSION = (
-    update(dataset_versions_table)
-    .where(dataset_versions_table.c.id == _p("p_id"))
-    .values(
-        schema=func.coalesce(dataset_versions_table.c.schema, _p("p_schema")),
-        schema_producer=case(
-            (dataset_versions_table.c.schema.is_(None), _p("p_producer")),
-            else_=dataset_versions_table.c.schema_producer,
-        ),
-        created_by_run_id=func.coalesce(dataset_versions_table.c.created_by_run_id, _p("p_run")),
-    )
-)
-_UPDATE_CURRENT_VERSION = (
-    update(datasets_table)
-    .where(
-        datasets_table.c.id == _p("p_id"),
-        or_(datasets_table.c.current_version_time.is_(None), datasets_table.c.current_version_time <= _p("p_time")),
-    )
-    .values(current_version_id=_p("p_version"), current_version_time=_p("p_time"))
-)
-_UPDATE_FIRST_VERSION = (
-    update(datasets_table)
-    .where(datasets_table.c.id == _p("p_id"), datasets_table.c.current_version_id.is_(None))
-    .values(current_version_id=_p("p_version"))
-)
-_SELECT_RUN = select(runs_table).where(runs_table.c.id == _p("p_run"))
-_SELECT_RUN_IO = (
-    select(run_datasets_table.c.direction, datasets_table.c.namespace, datasets_table.c.name)
-    .join(datasets_table, datasets_table.c.id == run_datasets_table.c.dataset_id)
-    .where(run_datasets_table.c.run_id == _p("p_run"))
-)
-_SELECT_JOB_VERSION = select(job_versions_table.c.id).where(
-    job_versions_table.c.job_id == _p("p_job"), job_versions_table.c.version == _p("p_version")
-)
-_UPDATE_RUN_VERSION = update(runs_table).where(runs_table.c.id == _p("p_run")).values(job_version_id=_p("p_version"))
-_RUN_USING_VERSION = select(runs_table.c.id).where(runs_table.c.job_version_id == _p("p_version")).limit(1)
-_DELETE_JOB_VERSION = job_versions_table.delete().where(job_versions_table.c.id == _p("p_version"))
-_SELECT_COLUMN_EDGE = select(column_edges_table.c.transformations).where(
-    column_edges_table.c.dataset_id == _p("p_dataset"),
-    column_edges_table.c.field == _p("p_field"),
-    column_edges_table.c.input_dataset_id == _p("p_input"),
-    column_edges_table.c.input_field == _p("p_input_field"),
-)
-_UPDATE_COLUMN_EDGE = (
-    update(column_edges_table)
-    .where(
-        column_edges_table.c.dataset_id == _p("p_dataset"),
-        column_edges_table.c.field == _p("p_field"),
-        column_edges_table.c.input_dataset_id == _p("p_input"),
-        column_edges_table.c.input_field == _p("p_input_field"),
-    )
-    .values(transformations=_p("p_transformations"))
-)
-
-
-def _dialect_statements(dialect: str) -> dict:
-    """The statements that need an upsert, in the dialect's own form (SQLite and PostgreSQL share the syntax)."""
-    if dialect == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert as dialect_insert
-    else:
-        from sqlalchemy.dialects.postgresql import insert as dialect_insert
-    up, down = closure_table.alias("up"), closure_table.alias("down")
-    # Every ancestor of the source (itself included) now reaches every descendant of the target (itself included),
-    # at distance d(x, source) + 1 + d(target, y); an existing pair keeps the shorter distance.
-    pairs = (
-        select(up.c.ancestor, down.c.descendant, (up.c.depth + 1 + down.c.depth).label("depth"))
-        .select_from(up)
-        .join(down, down.c.ancestor == _p("p_target"))
-        .where(up.c.descendant == _p("p_source"))
-    )
-    extend = dialect_insert(closure_table).from_select(["ancestor", "descendant", "depth"], pairs)
-    extend = extend.on_conflict_do_update(
-        index_elements=["ancestor", "descendant"],
-        set_={"depth": extend.excluded.depth},
-        where=extend.excluded.depth < closure_table.c.depth,
-    )
-    repack = dialect_insert(ancestry_table)
-    repack = repack.on_conflict_do_update(index_elements=["descendant"], set_={"packed": repack.excluded.packed})
-    raw = dialect_insert(events_table).on_conflict_do_nothing(index_elements=["dedup_key"]).returning(events_table.c.id)
-    history = dialect_insert(edge_history_table)
-    h = edge_history_table.c
-    history = history.on_conflict_do_update(
-        index_elements=["source", "target"],
-        set_={
-            "first_seen": case(
-                (history.excluded.first_seen < h.first_seen, history.excluded.first_seen), else_=h.first_seen
-            ),
-            "last_seen": case(
-                (history.excluded.last_seen > h.last_seen, history.excluded.last_seen), else_=h.last_seen
-            ),
-        },
-        where=or_(history.excluded.first_seen < h.first_seen, history.excluded.last_seen > h.last_seen),
-    )
-    run_dataset = dialect_insert(run_datasets_table)
-    run_dataset = run_dataset.on_conflict_do_update(
-        index_elements=["run_id", "dataset_id", "direction"],
-        set_={
-            "dataset_version_id": func.coalesce(
-                run_dataset.excluded.dataset_version_id, run_datasets_table.c.dataset_version_id
-            )
-        },
-    )
-    cursor = dialect_insert(file_cursors_table)
-    cursor = cursor.on_conflict_do_update(
-        index_elements=["path"],
-        set_={
-            "read_bytes": cursor.excluded.read_bytes,
-            "head_sha256": cursor.excluded.head_sha256,
-            "read_lines": cursor.excluded.read_lines,
-        },
-    )
-    rejected = (
-        dialect_insert(rejected_lines_table)
-        .on_conflict_do_nothing(index_elements=["path", "byte_offset", "line_sha256"])
-        .returning(rejected_lines_table.c.byte_offset)
-    )
-    return {
-        "upsert_file_cursor": cursor,
-        "insert_rejected_line": rejected,
-        "extend_closure": extend,
-        "upsert_ancestry": repack,
-        "insert_event": raw,
-        "upsert_run_dataset": run_dataset,
-        "upsert_edge_history": history,
-    }
 
 
 class _Ingest:
@@ -363,7 +222,7 @@ class _Ingest:
         job_id = store._ids.get(("job", namespace, name))
         if job_id is not None and not facets:
             return job_id, node_id
-        job_id = self._upsert_with_facets(jobs_table, _SELECT_JOB, _UPDATE_JOB_FACETS, node_id, namespace, name, facets)
+        job_id = self._upsert_with_facets(jobs_table, SELECT_JOB, UPDATE_JOB_FACETS, node_id, namespace, name, facets)
         store._ids[("job", namespace, name)] = job_id
         return job_id, node_id
 
@@ -396,11 +255,11 @@ class _Ingest:
         conn, store = self.conn, self.store
         node_id = store._node_id(conn, "dataset", namespace, name, dataset_label(namespace, name, facets))
         if store.add_aliases(conn, node_id, dataset_aliases(namespace, name, facets)) and facets.get("symlinks"):
-            conn.execute(_UPDATE_NODE_LABEL, {"p_id": node_id, "p_label": dataset_label(namespace, name, facets)})
+            conn.execute(UPDATE_NODE_LABEL, {"p_id": node_id, "p_label": dataset_label(namespace, name, facets)})
         dataset_id = store._ids.get(("dataset", namespace, name))
         if dataset_id is None or facets:
             dataset_id = self._upsert_with_facets(
-                datasets_table, _SELECT_DATASET, _UPDATE_DATASET_FACETS, node_id, namespace, name, facets
+                datasets_table, SELECT_DATASET, UPDATE_DATASET_FACETS, node_id, namespace, name, facets
             )
             store._ids[("dataset", namespace, name)] = dataset_id
         version_id = self._dataset_version(dataset_id, facets, direction)
@@ -416,6 +275,20 @@ class _Ingest:
             )
         return dataset_id, node_id
 
+    def _version_row(
+        self, cache_key: tuple, select_row, keys: dict, table, row: Callable[[], dict]
+    ) -> tuple[int, bool]:
+        """The id of a version row (a dataset's or a job's) and whether this event inserted it: the store's cache, else
+        the row looked up by ``keys``, else ``row()`` inserted into ``table``; the id is cached under ``cache_key``."""
+        version_id = self.store._ids.get(cache_key)
+        if version_id is None:
+            version_id = self.conn.execute(select_row, keys).scalar()
+        inserted = version_id is None
+        if inserted:
+            version_id = self.conn.execute(table.insert(), row()).inserted_primary_key[0]
+        self.store._ids[cache_key] = version_id
+        return version_id, inserted
+
     def _dataset_version(self, dataset_id: int, facets: dict, direction: str | None) -> int | None:
         version = (facets.get("version") or {}).get("datasetVersion")
         if version is None:
@@ -425,27 +298,26 @@ class _Ingest:
         fields = (facets.get("schema") or {}).get("fields") or []
         schema = json.dumps([[f.get("name"), f.get("type")] for f in fields]) if fields else None
         creator = self.run_id if direction == "output" else None
-        cache_key = ("version", dataset_id, version)
-        version_id = store._ids.get(cache_key)
-        if version_id is None:
-            version_id = conn.execute(_SELECT_VERSION, {"p_dataset": dataset_id, "p_version": version}).scalar()
-        if version_id is None:
-            version_id = conn.execute(
-                dataset_versions_table.insert(),
-                {
-                    "dataset_id": dataset_id,
-                    "version": version,
-                    "schema": schema,
-                    "schema_producer": self.event.get("producer") if schema else None,
-                    "created_by_run_id": creator,
-                    "created_at": self.time,
-                },
-            ).inserted_primary_key[0]
-        elif (schema and ("version_schema", version_id) not in store._ids) or (
-            creator and ("version_creator", version_id) not in store._ids
+        version_id, inserted = self._version_row(
+            ("version", dataset_id, version),
+            SELECT_VERSION,
+            {"p_dataset": dataset_id, "p_version": version},
+            dataset_versions_table,
+            lambda: {
+                "dataset_id": dataset_id,
+                "version": version,
+                "schema": schema,
+                "schema_producer": self.event.get("producer") if schema else None,
+                "created_by_run_id": creator,
+                "created_at": self.time,
+            },
+        )
+        if not inserted and (
+            (schema and ("version_schema", version_id) not in store._ids)
+            or (creator and ("version_creator", version_id) not in store._ids)
         ):
             conn.execute(
-                _UPDATE_VERSION,
+                UPDATE_VERSION,
                 {
                     "p_id": version_id,
                     "p_schema": schema,
@@ -453,45 +325,53 @@ class _Ingest:
                     "p_run": creator,
                 },
             )
-        store._ids[cache_key] = version_id
         if schema:
             store._ids[("version_schema", version_id)] = 1
         if creator:
             store._ids[("version_creator", version_id)] = 1
         if direction == "output":
-            conn.execute(_UPDATE_CURRENT_VERSION, {"p_id": dataset_id, "p_version": version_id, "p_time": self.time})
+            conn.execute(UPDATE_CURRENT_VERSION, {"p_id": dataset_id, "p_version": version_id, "p_time": self.time})
             store._ids[("has_version", dataset_id)] = 1
         elif ("has_version", dataset_id) not in store._ids:
-            conn.execute(_UPDATE_FIRST_VERSION, {"p_id": dataset_id, "p_version": version_id})
+            conn.execute(UPDATE_FIRST_VERSION, {"p_id": dataset_id, "p_version": version_id})
             store._ids[("has_version", dataset_id)] = 1
         return version_id
 
     def _run(self, job_id: int, job_node: int, edges: list[tuple[int, int]]) -> None:
         conn = self.conn
+        row = conn.execute(SELECT_RUN, {"p_run": self.run_id}).first()
+        current = NEW_RUN if row is None else row._mapping
+        values: dict = {} if row is not None else {"id": self.run_id, "job_id": job_id, "state": "NEW", "state_rank": 0}
+        values.update(self._run_changes(current))
+        if row is None:
+            conn.execute(runs_table.insert(), values)
+        elif values:
+            conn.execute(update(runs_table).where(runs_table.c.id == self.run_id).values(**values))
+        version_id = current["job_version_id"]
+        if row is None or edges or "code_hash" in values or "code_version" in values:
+            version_id = self._job_version(
+                job_id,
+                values.get("code_hash") or current["code_hash"],
+                values.get("code_version") or current["code_version"],
+                current["job_version_id"],
+            )
+        self._latest_run(
+            job_id,
+            job_node,
+            edges,
+            is_new=row is None,
+            run_time=values.get("first_event_time") or current["first_event_time"],
+            earlier=row is not None and "first_event_time" in values,
+            version_id=version_id,
+        )
+
+    def _run_changes(self, current) -> dict:
+        """What this event changes of its run's row (``current``: as stored, or ``NEW_RUN``): its first event time,
+        state, start and end, facets, parent, error, nominal time and code."""
         run_facets = (self.event.get("run") or {}).get("facets") or {}
         job_facets = (self.event.get("job") or {}).get("facets") or {}
         state, rank = RUN_STATES.get(self.event.get("eventType") or "", (None, 0))
-        row = conn.execute(_SELECT_RUN, {"p_run": self.run_id}).first()
         values: dict = {}
-        if row is None:
-            current = {
-                "state_rank": 0,
-                "state_time": None,
-                "started_at": None,
-                "ended_at": None,
-                "facets": None,
-                "facets_time": None,
-                "facet_times": None,
-                "first_event_time": None,
-                "parent_run_id": None,
-                "nominal_start": None,
-                "code_hash": None,
-                "code_version": None,
-                "job_version_id": None,
-            }
-            values.update(id=self.run_id, job_id=job_id, state="NEW", state_rank=0)
-        else:
-            current = row._mapping
         if current["first_event_time"] is None or self.time < current["first_event_time"]:
             values["first_event_time"] = self.time
         if state and (rank, self.time) >= (current["state_rank"], current["state_time"] or ""):
@@ -529,57 +409,35 @@ class _Ingest:
         location_version = (job_facets.get("sourceCodeLocation") or {}).get("version")
         if location_version and location_version != current["code_version"]:
             values["code_version"] = location_version
-        if row is None:
-            conn.execute(runs_table.insert(), values)
-        elif values:
-            conn.execute(update(runs_table).where(runs_table.c.id == self.run_id).values(**values))
-        version_id = current["job_version_id"]
-        if row is None or edges or "code_hash" in values or "code_version" in values:
-            version_id = self._job_version(
-                job_id,
-                values.get("code_hash") or current["code_hash"],
-                values.get("code_version") or current["code_version"],
-                current["job_version_id"],
-            )
-        self._latest_run(
-            job_id,
-            job_node,
-            edges,
-            is_new=row is None,
-            run_time=values.get("first_event_time") or current["first_event_time"],
-            earlier=row is not None and "first_event_time" in values,
-            version_id=version_id,
-        )
+        return values
 
     def _job_version(self, job_id: int, code_hash: str | None, code_version: str | None, previous: int | None) -> int:
         """The run's job version: its inputs and outputs (all events of the run so far) and its source code."""
         conn, store = self.conn, self.store
-        io = conn.execute(_SELECT_RUN_IO, {"p_run": self.run_id}).all()
+        io = conn.execute(SELECT_RUN_IO, {"p_run": self.run_id}).all()
         inputs = sorted(f"{ns}:{name}" for direction, ns, name in io if direction == "input")
         outputs = sorted(f"{ns}:{name}" for direction, ns, name in io if direction == "output")
         version = digest({"inputs": inputs, "outputs": outputs, "code": code_hash or code_version})
-        version_id = store._ids.get(("job_version", job_id, version))
-        if version_id is None:
-            version_id = conn.execute(_SELECT_JOB_VERSION, {"p_job": job_id, "p_version": version}).scalar()
-        if version_id is None:
-            version_id = conn.execute(
-                job_versions_table.insert(),
-                {
-                    "job_id": job_id,
-                    "version": version,
-                    "inputs": json.dumps(inputs),
-                    "outputs": json.dumps(outputs),
-                    "code_hash": code_hash,
-                    "code_version": code_version,
-                    "created_at": self.time,
-                },
-            ).inserted_primary_key[0]
-        store._ids[("job_version", job_id, version)] = version_id
+        version_id, _ = self._version_row(
+            ("job_version", job_id, version),
+            SELECT_JOB_VERSION,
+            {"p_job": job_id, "p_version": version},
+            job_versions_table,
+            lambda: {
+                "job_id": job_id,
+                "version": version,
+                "inputs": json.dumps(inputs),
+                "outputs": json.dumps(outputs),
+                "code_hash": code_hash,
+                "code_version": code_version,
+                "created_at": self.time,
+            },
+        )
         if previous != version_id:
-            conn.execute(_UPDATE_RUN_VERSION, {"p_run": self.run_id, "p_version": version_id})
-            if previous is not None and conn.execute(_RUN_USING_VERSION, {"p_version": previous}).first() is None:
+            conn.execute(UPDATE_RUN_VERSION, {"p_run": self.run_id, "p_version": version_id})
+            if previous is not None and conn.execute(RUN_USING_VERSION, {"p_version": previous}).first() is None:
                 conn.execute(
-                    _DELETE_JOB_VERSION, {"p_version": previous}
+                    DELETE_JOB_VERSION, {"p_version": previous}
                 )  # a version only a partial event of this run had
                 store._ids = {k: v for k, v in store._ids.items() if not (k[0] == "job_version" and v == previous)}
         return version_id
@@ -605,7 +463,7 @@ class _Ingest:
         latest_run, latest_time, current_version = store.job_latest(conn, job_id)
         if self.run_id == latest_run:
             if earlier:
-                top = conn.execute(_SELECT_LATEST_RUN, {"p_job": job_id}).first()
+                top = conn.execute(SELECT_LATEST_RUN, {"p_job": job_id}).first()
                 if top is not None and top.id != self.run_id:
                     self._set_latest(job_id, top.id, top.first_event_time, top.job_version_id)
                     store.set_job_edges(conn, job_node, self._run_edges(top.id, job_node))
@@ -632,7 +490,7 @@ class _Ingest:
 
     def _set_latest(self, job_id: int, run_id: str | None, run_time: str, version_id: int | None) -> None:
         self.conn.execute(
-            _UPDATE_JOB_LATEST, {"p_id": job_id, "p_run": run_id, "p_time": run_time, "p_version": version_id}
+            UPDATE_JOB_LATEST, {"p_id": job_id, "p_run": run_id, "p_time": run_time, "p_version": version_id}
         )
         self.store.job_latest_known(job_id, (run_id, run_time, version_id))
 
@@ -640,7 +498,7 @@ class _Ingest:
         """The graph edges of a run: its input datasets -> its job -> its output datasets (all its events)."""
         return [
             (node, job_node) if direction == "input" else (job_node, node)
-            for direction, node in self.conn.execute(_SELECT_RUN_NODES, {"p_run": run_id})
+            for direction, node in self.conn.execute(SELECT_RUN_NODES, {"p_run": run_id})
         ]
 
     def _column_lineage(self, dataset: dict, dataset_id: int) -> None:
@@ -663,7 +521,7 @@ class _Ingest:
                     "p_input": input_id,
                     "p_input_field": input_field["field"],
                 }
-                existing = conn.execute(_SELECT_COLUMN_EDGE, keys).first()
+                existing = conn.execute(SELECT_COLUMN_EDGE, keys).first()
                 if existing is None:
                     conn.execute(
                         column_edges_table.insert(),
@@ -676,4 +534,4 @@ class _Ingest:
                         },
                     )
                 elif existing.transformations != transformations:
-                    conn.execute(_UPDATE_COLUMN_EDGE, {**keys, "p_transformations": transformations})
+                    conn.execute(UPDATE_COLUMN_EDGE, {**keys, "p_transformations": transformations})

@@ -43,15 +43,11 @@ from include.lineage.store.schema import (
 from include.lineage.store.statements import (
     DELETE_JOB_VERSION,
     RUN_USING_VERSION,
-    SELECT_ALIASES,
     SELECT_COLUMN_EDGE,
     SELECT_DATASET,
     SELECT_JOB,
-    SELECT_JOB_EDGES,
-    SELECT_JOB_LATEST,
     SELECT_JOB_VERSION,
     SELECT_LATEST_RUN,
-    SELECT_NODE,
     SELECT_RUN,
     SELECT_RUN_IO,
     SELECT_RUN_NODES,
@@ -65,17 +61,7 @@ from include.lineage.store.statements import (
     UPDATE_NODE_LABEL,
     UPDATE_RUN_VERSION,
     UPDATE_VERSION,
-    dialect_statements,
 )
-
-# The names store.py imports the statements it shares with the ingest path by (they are built in statements.py).
-_SELECT_NODE, _SELECT_ALIASES, _SELECT_JOB_EDGES, _SELECT_JOB_LATEST = (
-    SELECT_NODE,
-    SELECT_ALIASES,
-    SELECT_JOB_EDGES,
-    SELECT_JOB_LATEST,
-)
-_dialect_statements = dialect_statements
 
 
 class StoreWriter(Protocol):
@@ -111,7 +97,7 @@ RUN_STATES = {
 }
 
 
-# A run not stored yet, as ``_Ingest._run_changes`` reads a stored one.
+# A run not stored yet, as ``EventIngest._run_changes`` reads a stored one.
 NEW_RUN = {
     "state_rank": 0,
     "state_time": None,
@@ -163,7 +149,7 @@ class IngestResult:
         return self
 
 
-class _Ingest:
+class EventIngest:
     """Ingest of one event inside the batch's transaction."""
 
     def __init__(self, store: StoreWriter, conn: Connection, lineage_event: dict, source: str):

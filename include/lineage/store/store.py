@@ -47,21 +47,20 @@ from include.core import settings
 from include.lineage.errors import InvalidEventError, LineageError, UnreadableEventFileError
 from include.lineage.events import SourcedEvent, check_event, dataset_key, job_key, read_event_file
 from include.lineage.store import ancestry, migrate
-from include.lineage.store.ingest import (
-    _SELECT_ALIASES,
-    _SELECT_JOB_EDGES,
-    _SELECT_JOB_LATEST,
-    _SELECT_NODE,
-    IngestResult,
-    _dialect_statements,
-    _Ingest,
-)
+from include.lineage.store.ingest import EventIngest, IngestResult
 from include.lineage.store.schema import (
     aliases_table,
     closure_table,
     edges_table,
     events_table,
     nodes_table,
+)
+from include.lineage.store.statements import (
+    SELECT_ALIASES,
+    SELECT_JOB_EDGES,
+    SELECT_JOB_LATEST,
+    SELECT_NODE,
+    dialect_statements,
 )
 
 _CHUNK = 500  # values of one IN (...) list
@@ -98,7 +97,7 @@ class LineageStore:
         except BaseException:
             self.engine.dispose()
             raise
-        self.statements = _dialect_statements(self.dialect)
+        self.statements = dialect_statements(self.dialect)
         self._lock = threading.Lock()
         self._ids: dict[tuple, int] = {}  # ids of rows that never change once written: nodes, jobs, datasets, versions
         self._aliases: dict[int, set[str]] = {}
@@ -166,7 +165,7 @@ class LineageStore:
                     for item in batch:
                         try:
                             check_event(item.event)
-                            new = _Ingest(self, conn, item.event, item.source).run()
+                            new = EventIngest(self, conn, item.event, item.source).run()
                         except InvalidEventError as error:
                             raise InvalidEventError(_where(item, str(error))) from error
                         # A value of a type the database cannot take (a list bound as text: ProgrammingError; an
@@ -215,7 +214,7 @@ class LineageStore:
         cached = self._ids.get(("node", kind, namespace, name))
         if cached is not None:
             return cached
-        node_id = conn.execute(_SELECT_NODE, {"p_kind": kind, "p_ns": namespace, "p_name": name}).scalar()
+        node_id = conn.execute(SELECT_NODE, {"p_kind": kind, "p_ns": namespace, "p_name": name}).scalar()
         if node_id is None:
             key = dataset_key(namespace, name) if kind == "dataset" else job_key(namespace, name)
             node_id = conn.execute(
@@ -234,7 +233,7 @@ class LineageStore:
         ``symlinks`` claim one table): it is added to each, never moved, and looking it up finds them all."""
         known = self._aliases.get(node_id)
         if known is None:
-            known = self._aliases[node_id] = set(conn.execute(_SELECT_ALIASES, {"p_node": node_id}).scalars())
+            known = self._aliases[node_id] = set(conn.execute(SELECT_ALIASES, {"p_node": node_id}).scalars())
         missing = aliases - known
         if missing:
             conn.execute(aliases_table.insert(), [{"alias": alias, "node_id": node_id} for alias in sorted(missing)])
@@ -257,7 +256,7 @@ class LineageStore:
         """(latest run id, its time, current version id) of a job, read once per transaction."""
         known = self._job_latest.get(job_id)
         if known is None:
-            row = conn.execute(_SELECT_JOB_LATEST, {"p_id": job_id}).one()
+            row = conn.execute(SELECT_JOB_LATEST, {"p_id": job_id}).one()
             known = self._job_latest[job_id] = (row.latest_run_id, row.latest_run_time, row.current_version_id)
         return known
 
@@ -268,9 +267,7 @@ class LineageStore:
         """The job's edges in the graph (its inputs' and outputs'), read once per transaction."""
         edges = self._graph.get(job_node)
         if edges is None:
-            edges = self._graph[job_node] = {
-                tuple(row) for row in conn.execute(_SELECT_JOB_EDGES, {"p_node": job_node})
-            }
+            edges = self._graph[job_node] = {tuple(row) for row in conn.execute(SELECT_JOB_EDGES, {"p_node": job_node})}
         return edges
 
     def add_job_edges(self, conn: Connection, job_node: int, edges: list[tuple[int, int]]) -> None:

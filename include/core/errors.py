@@ -1,7 +1,7 @@
 """The project's one error family: every error a user can act on is a ``PipelineError``.
 
 Each kind carries what the two front doors need to answer it the same way everywhere: ``exit_code`` for the command
-lines (0 ok, 1 failure, 2 bad usage or unknown input; ``include/cli.py`` and ``include/lineage/cli.py``) and
+lines (0 ok, 1 failure, 2 bad usage or unknown input; ``include/cli.py`` and ``include/lineage/cli/``) and
 ``http_status`` for the HTTP API (``include/lineage/api/errors.py`` maps it, once, for both apps). Errors keep
 their older built-in base (``ValueError``, ``RuntimeError``) so code that caught those still does.
 """

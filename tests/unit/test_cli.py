@@ -82,3 +82,21 @@ def test_sample_source_started_as_a_scripts_background_command_stops_on_ctrl_c(t
         process.wait()
     with pytest.raises(requests.ConnectionError):
         requests.get(f"http://127.0.0.1:{port}/", timeout=1)
+
+
+def test_every_lineage_command_registers_its_own_arguments_and_has_a_handler():
+    """`lineage`'s parser is built one command at a time (include/lineage/cli/parser.py); each command it lists runs
+    a handler, and its options are its own (`--limit` of `runs` is not `rejected`'s)."""
+    from include.lineage import cli as lineage_cli
+    from include.lineage.cli import parser
+
+    names = [register.__name__ for register in parser.COMMANDS]
+    assert len(names) == len(set(names)) >= 17
+    for name in names:
+        assert callable(lineage_cli.handler(name)), name
+    built = lineage_cli.build_parser()
+    assert built.parse_args(["runs", "job"]).limit == 20
+    assert built.parse_args(["rejected"]).limit is None
+    assert built.parse_args(["upstream", "node", "--store", "sqlite://"]).store == "sqlite://"
+    with pytest.raises(SystemExit):
+        built.parse_args(["downstream", "node", "--run", "r"])  # --run is upstream's and impact's

@@ -21,6 +21,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from include.core import ports
+from include.core.errors import ConfigurationError as ConfigurationError  # named here by callers (SettingError's base)
 
 # What a setting is (declared, read, checked, tabled) lives in include/core/setting.py; code keeps naming it here.
 from include.core.setting import SETTINGS as SETTINGS

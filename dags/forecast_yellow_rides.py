@@ -16,7 +16,7 @@ from airflow.sdk import DAG, Param
 from lakehouse_notifier import LineageAlertNotifier
 from lakehouse_operators import LakehouseSparkSubmitOperator
 
-from include.airflow.schedules import DEFAULT_ARGS, START_DATE
+from include.airflow.schedules import START_DATE, alerting_default_args
 from include.core import naming
 
 MODEL = "{{ params.model }}"
@@ -28,12 +28,7 @@ with DAG(
     start_date=START_DATE,
     catchup=False,
     max_active_runs=1,
-    # A failed task, a blocked publish, a publish with failed warn expectations: one alert (plugins/lakehouse_notifier.py)
-    default_args={
-        **DEFAULT_ARGS,
-        "on_failure_callback": [LineageAlertNotifier()],
-        "on_success_callback": [LineageAlertNotifier(on="success")],
-    },
+    default_args=alerting_default_args(LineageAlertNotifier),  # plugins/lakehouse_notifier.py
     params={"model": Param("seasonal_naive", enum=["seasonal_naive", "weather"], description="Forecast model")},
     tags=["forecast", "ml", "iceberg", "openlineage"],
     doc_md=__doc__,

@@ -12,7 +12,7 @@ from airflow.timetables.interval import CronDataIntervalTimetable
 from lakehouse_notifier import LineageAlertNotifier
 from lakehouse_operators import LakehouseSparkSubmitOperator, LandSourceOperator
 
-from include.airflow.schedules import DEFAULT_ARGS, MONTH, WEATHER_START_DATE, refuse_unsupported_month
+from include.airflow.schedules import MONTH, WEATHER_START_DATE, alerting_default_args, land_month
 from include.core import naming
 
 with DAG(
@@ -21,25 +21,14 @@ with DAG(
     start_date=WEATHER_START_DATE,
     catchup=False,
     max_active_runs=1,
-    # A failed task, a blocked publish, a publish with failed warn expectations: one alert (plugins/lakehouse_notifier.py)
-    default_args={
-        **DEFAULT_ARGS,
-        "on_failure_callback": [LineageAlertNotifier()],
-        "on_success_callback": [LineageAlertNotifier(on="success")],
-    },
+    default_args=alerting_default_args(LineageAlertNotifier),  # plugins/lakehouse_notifier.py
     params={
         "force": Param(False, type="boolean", description="Re-ingest even if the files' fingerprints were ingested")
     },
     tags=["ingest", "weather", "iceberg", "openlineage"],
     doc_md=__doc__,
 ):
-    download = LandSourceOperator(
-        task_id="download_noaa_month",
-        source="noaa",
-        month=MONTH,
-        force="{{ params.force }}",
-        pre_execute=refuse_unsupported_month("noaa"),
-    )
+    download = LandSourceOperator(task_id="download_noaa_month", **land_month("noaa"))
     stage = LakehouseSparkSubmitOperator(
         task_id="stage_weather",
         script="stage_weather",

@@ -19,7 +19,7 @@ from airflow.timetables.interval import CronDataIntervalTimetable
 from lakehouse_notifier import LineageAlertNotifier
 from lakehouse_operators import LakehouseSparkSubmitOperator, LandSourceOperator
 
-from include.airflow.schedules import DEFAULT_ARGS, MONTH, TAXI_START_DATE, refuse_unsupported_month
+from include.airflow.schedules import MONTH, TAXI_START_DATE, alerting_default_args, land_month
 from include.core import naming
 
 with DAG(
@@ -28,12 +28,7 @@ with DAG(
     start_date=TAXI_START_DATE,
     catchup=False,
     max_active_runs=1,
-    # A failed task, a blocked publish, a publish with failed warn expectations: one alert (plugins/lakehouse_notifier.py)
-    default_args={
-        **DEFAULT_ARGS,
-        "on_failure_callback": [LineageAlertNotifier()],
-        "on_success_callback": [LineageAlertNotifier(on="success")],
-    },
+    default_args=alerting_default_args(LineageAlertNotifier),  # plugins/lakehouse_notifier.py
     params={
         "force": Param(
             False,
@@ -49,13 +44,7 @@ with DAG(
     tags=["ingest", "taxi", "iceberg", "openlineage"],
     doc_md=__doc__,
 ):
-    download = LandSourceOperator(
-        task_id="download_tlc_month",
-        source="tlc",
-        month=MONTH,
-        force="{{ params.force }}",
-        pre_execute=refuse_unsupported_month("tlc"),
-    )
+    download = LandSourceOperator(task_id="download_tlc_month", **land_month("tlc"))
     load = LakehouseSparkSubmitOperator(
         task_id="load_yellow_taxi_raw",
         script="load_taxi",

@@ -53,3 +53,22 @@ def refuse_unsupported_month(source: str):
             raise AirflowFailException(reason)
 
     return check
+
+
+def alerting_default_args(notifier) -> dict:
+    """``DEFAULT_ARGS`` with the project's alerts, one per failed task, blocked publish or publish with failed warn
+    expectations: ``notifier()`` on failure, ``notifier(on="success")`` on success. ``notifier`` is
+    ``plugins/lakehouse_notifier.py``'s ``LineageAlertNotifier``, passed in by the DAG file (the library never
+    imports ``plugins/``)."""
+    return {**DEFAULT_ARGS, "on_failure_callback": [notifier()], "on_success_callback": [notifier(on="success")]}
+
+
+def land_month(source: str) -> dict:
+    """The arguments of an ingest DAG's first task (a ``LandSourceOperator``): this run's month of ``source``, again
+    when the run's ``force`` param says so, refused at once for a month before the first supported one."""
+    return {
+        "source": source,
+        "month": MONTH,
+        "force": "{{ params.force }}",
+        "pre_execute": refuse_unsupported_month(source),
+    }

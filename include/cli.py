@@ -139,48 +139,54 @@ def cmd_ui(options: argparse.Namespace) -> int:
             postgres.stop_metadata_db(paths)  # after Airflow's components: the next `make airflow` starts it again
 
 
-def cmd_catalog(options: argparse.Namespace) -> int:
+def _local_server_command(action: str, name: str, start, stop, running, describe) -> int:
+    """``pipeline catalog|kafka start|stop|status``: this ``var/``'s local server ``name``. ``start()`` starts it (and
+    says where); ``stop(paths)`` and ``running(paths)`` are its module's; ``describe(state)`` is the status line."""
     paths = settings.Paths.current()
-    if options.action == "start":
-        _ensure_catalog()
+    if action == "start":
+        start()
         return 0
-    if options.action == "stop":
-        stopped = catalog_server.stop(paths)
-        print("pipeline: catalog server stopped" if stopped else "pipeline: no catalog server was running")
+    if action == "stop":
+        print(f"pipeline: {name} stopped" if stop(paths) else f"pipeline: no {name} was running")
         return 0
-    state = catalog_server.running(paths)
+    state = running(paths)
     if not state:
-        print(f"pipeline: no catalog server running for {paths.var}")
+        print(f"pipeline: no {name} running for {paths.var}")
         return EXIT_FAILURE
-    rss = catalog_server.memory_rss_kib(state)
-    print(
-        f"pipeline: catalog {state.catalog_name} at {state.endpoint}, pid {state.pid}, started in {state.start_seconds}s, "
-        f"RSS {rss // 1024 if rss else '?'} MiB"
-    )
+    print(f"pipeline: {describe(state)}")
     return 0
+
+
+def cmd_catalog(options: argparse.Namespace) -> int:
+    def describe(state: catalog_server.ServerState) -> str:
+        rss = catalog_server.memory_rss_kib(state)
+        return (
+            f"catalog {state.catalog_name} at {state.endpoint}, pid {state.pid}, started in {state.start_seconds}s, "
+            f"RSS {rss // 1024 if rss else '?'} MiB"
+        )
+
+    return _local_server_command(
+        options.action, "catalog server", _ensure_catalog, catalog_server.stop, catalog_server.running, describe
+    )
 
 
 def cmd_kafka(options: argparse.Namespace) -> int:
     from include.services import kafka_broker
 
-    paths = settings.Paths.current()
-    if options.action == "start":
+    def start() -> None:
+        paths = settings.Paths.current()
         state = kafka_broker.ensure_running(paths)
         print(
             f"pipeline: kafka broker at {state.bootstrap} (topics {naming.KAFKA_EVENTS_TOPIC}, "
             f"{naming.KAFKA_DEAD_LETTER_TOPIC}; log {kafka_broker.log_file(paths)})"
         )
-        return 0
-    if options.action == "stop":
-        stopped = kafka_broker.stop(paths)
-        print("pipeline: kafka broker stopped" if stopped else "pipeline: no kafka broker was running")
-        return 0
-    state = kafka_broker.running(paths)
-    if not state:
-        print(f"pipeline: no kafka broker running for {paths.var}")
-        return EXIT_FAILURE
-    print(f"pipeline: kafka broker at {state.bootstrap}, pid {state.pid}, started in {state.start_seconds}s")
-    return 0
+
+    def describe(state: kafka_broker.BrokerState) -> str:
+        return f"kafka broker at {state.bootstrap}, pid {state.pid}, started in {state.start_seconds}s"
+
+    return _local_server_command(
+        options.action, "kafka broker", start, kafka_broker.stop, kafka_broker.running, describe
+    )
 
 
 def take_ctrl_c() -> None:

@@ -139,10 +139,9 @@ def read_state(paths: settings.Paths) -> ServerState | None:
 
 def running(paths: settings.Paths | None = None) -> ServerState | None:
     paths = paths or settings.Paths.current()
-    state = read_state(paths)
-    if state and local_service.alive(state.pid, SERVER_MARKER) and is_healthy(state.endpoint):
-        return state
-    return None
+    return local_service.running(
+        _state_file(paths), ServerState, SERVER_MARKER, lambda state: is_healthy(state.endpoint)
+    )
 
 
 def ensure_running(
@@ -180,35 +179,22 @@ def _start(paths: settings.Paths, catalog: settings.CatalogSettings) -> ServerSt
     if missing:
         raise CatalogServerError(f"catalog server: jars missing ({missing[0]} …); run `make setup`")
     log_path = log_file(paths)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(
-            command,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            cwd=paths.var,
-            start_new_session=True,  # outlives the command that started it: one server per var/
-        )
-    deadline = started + START_TIMEOUT_SECONDS
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise CatalogServerError(
-                f"catalog server exited with code {process.returncode} while starting; log {log_path}:\n"
-                + local_service.tail(log_path)
-            )
-        if is_healthy(endpoint, timeout=0.5):
-            state = ServerState(
-                process.pid, host, port, catalog.name, time.time(), round(time.monotonic() - started, 2)
-            )
-            write_private(_state_file(paths), json.dumps(asdict(state)))
-            return state
-        time.sleep(0.2)
-    process.kill()
-    raise CatalogServerError(
-        f"catalog server did not answer on {endpoint} within {START_TIMEOUT_SECONDS:.0f}s; log {log_path}"
+    process = local_service.launch(command, log_path, paths.var)
+    seconds = local_service.wait_until_healthy(
+        process,
+        lambda: is_healthy(endpoint, timeout=0.5),
+        started=started,
+        timeout=START_TIMEOUT_SECONDS,
+        poll=0.2,
+        name="catalog server",
+        address=endpoint,
+        log_path=log_path,
+        error=CatalogServerError,
     )
+    state = ServerState(process.pid, host, port, catalog.name, time.time(), seconds)
+    write_private(_state_file(paths), json.dumps(asdict(state)))
+    return state
 
 
 def foreground_command(paths: settings.Paths, catalog: settings.CatalogSettings, host: str) -> list[str]:

@@ -202,10 +202,7 @@ def read_state(paths: settings.Paths) -> BrokerState | None:
 
 def running(paths: settings.Paths | None = None) -> BrokerState | None:
     paths = paths or settings.Paths.current()
-    state = read_state(paths)
-    if state and local_service.alive(state.pid, MAIN_CLASS) and is_healthy(state.bootstrap):
-        return state
-    return None
+    return local_service.running(_state_file(paths), BrokerState, MAIN_CLASS, lambda state: is_healthy(state.bootstrap))
 
 
 def ensure_running(paths: settings.Paths | None = None) -> BrokerState:
@@ -237,38 +234,29 @@ def _start(paths: settings.Paths, client_port: int) -> BrokerState:
         _properties_file(paths).unlink()
         controller_port = _write_server_properties(paths, client_port)
     log_path = log_file(paths)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    with log_path.open("ab") as log:
-        _format_storage(paths, log)
-        process = subprocess.Popen(
-            [_java(), f"-Xmx{BROKER_HEAP}", "-Xms64m", *_log4j(paths), "-cp", _classpath(), MAIN_CLASS]
-            + [str(_properties_file(paths))],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            cwd=paths.var,
-            start_new_session=True,  # outlives the command that started it: one broker per var/
-        )
-    bootstrap = f"{HOST}:{client_port}"
-    deadline = started + START_TIMEOUT_SECONDS
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise KafkaBrokerError(
-                f"kafka broker exited with code {process.returncode} while starting; log {log_path}:\n"
-                + local_service.tail(log_path)
-            )
-        if is_healthy(bootstrap, timeout=1.0):
-            state = BrokerState(
-                process.pid, HOST, client_port, controller_port, time.time(), round(time.monotonic() - started, 2)
-            )
-            _state_file(paths).write_text(json.dumps(asdict(state)))
-            return state
-        time.sleep(0.3)
-    process.kill()
-    raise KafkaBrokerError(
-        f"kafka broker did not answer on {bootstrap} within {START_TIMEOUT_SECONDS:.0f}s; log {log_path}"
+    process = local_service.launch(
+        [_java(), f"-Xmx{BROKER_HEAP}", "-Xms64m", *_log4j(paths), "-cp", _classpath(), MAIN_CLASS]
+        + [str(_properties_file(paths))],
+        log_path,
+        paths.var,
+        prepare=lambda log: _format_storage(paths, log),
     )
+    bootstrap = f"{HOST}:{client_port}"
+    seconds = local_service.wait_until_healthy(
+        process,
+        lambda: is_healthy(bootstrap, timeout=1.0),
+        started=started,
+        timeout=START_TIMEOUT_SECONDS,
+        poll=0.3,
+        name="kafka broker",
+        address=bootstrap,
+        log_path=log_path,
+        error=KafkaBrokerError,
+    )
+    state = BrokerState(process.pid, HOST, client_port, controller_port, time.time(), seconds)
+    _state_file(paths).write_text(json.dumps(asdict(state)))
+    return state
 
 
 def ensure_topics(bootstrap: str, timeout: float = 30.0) -> None:

@@ -9,10 +9,12 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from include.core import settings
 from include.core.errors import ServiceError
@@ -65,6 +67,57 @@ def read_state(state_file: Path, state_type):
         return state_type(**json.loads(state_file.read_text()))
     except (OSError, ValueError, TypeError):
         return None
+
+
+def running(state_file: Path, state_type, marker: str, healthy: Callable) -> object | None:
+    """The state of the service of ``state_file`` when its process is ours and alive and ``healthy(state)``; else
+    None."""
+    state = read_state(state_file, state_type)
+    if state and alive(state.pid, marker) and healthy(state):
+        return state
+    return None
+
+
+def launch(
+    command: list[str], log_path: Path, cwd: Path, prepare: Callable[[BinaryIO], None] | None = None
+) -> subprocess.Popen:
+    """Start ``command`` detached, its output appended to ``log_path``: in a session of its own, it outlives the
+    command that started it (one server per ``var/``). ``prepare(log)`` runs first, writing to the same log."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log:
+        if prepare is not None:
+            prepare(log)
+        return subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd, start_new_session=True
+        )
+
+
+def wait_until_healthy(
+    process: subprocess.Popen,
+    healthy: Callable[[], bool],
+    *,
+    started: float,
+    timeout: float,
+    poll: float,
+    name: str,
+    address: str,
+    log_path: Path,
+    error: type[ServiceError],
+) -> float:
+    """Seconds from ``started`` (``time.monotonic()``) until ``healthy()``. ``error`` naming the service (``name``)
+    and its log when the process exits first (with the log's tail), or when ``timeout`` passes (the process
+    killed)."""
+    deadline = started + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise error(
+                f"{name} exited with code {process.returncode} while starting; log {log_path}:\n" + tail(log_path)
+            )
+        if healthy():
+            return round(time.monotonic() - started, 2)
+        time.sleep(poll)
+    process.kill()
+    raise error(f"{name} did not answer on {address} within {timeout:.0f}s; log {log_path}")
 
 
 def port_taken(host: str, port: int) -> bool:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from include.core.errors import ProvisioningError
 from include.core.settings import JARS_DIR
-from include.core.verified_download import BadDownloadError, with_retries
+from include.core.verified_download import BadDownloadError, verify_and_report, with_retries
 from include.core.verified_download import download_to as download
 
 LOCK_FILE = JARS_DIR / "jars.lock.json"
@@ -127,13 +127,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jars-dir", type=Path, default=JARS_DIR)
     parser.add_argument("--lock-file", type=Path, default=LOCK_FILE)
     args = parser.parse_args(argv)
-    try:
-        paths = ensure_jars(args.jars_dir, args.lock_file)
-    except JarProvisioningError as error:
-        print(error, file=sys.stderr)
-        return 1
-    print(f"jars: {len(paths)} verified in {args.jars_dir}")
-    return 0
+    return verify_and_report(
+        lambda: f"jars: {len(ensure_jars(args.jars_dir, args.lock_file))} verified in {args.jars_dir}",
+        JarProvisioningError,
+    )
 
 
 if __name__ == "__main__":

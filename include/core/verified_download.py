@@ -8,6 +8,7 @@ truncated body), then reported with what was received against what the lock says
 from __future__ import annotations
 
 import os
+import sys
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import TypeVar
 
 from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from include.core.errors import ProvisioningError
+from include.core.errors import EXIT_FAILURE, EXIT_OK, ProvisioningError
 
 DOWNLOAD_ATTEMPTS = 3
 DOWNLOAD_TIMEOUT_SECONDS = 60
@@ -59,3 +60,16 @@ def with_retries(
         last = error.last_attempt.exception()
         detail = str(last) if isinstance(last, BadDownloadError) else f"download failed: {last}"
         raise error_class(f"{failure} after {DOWNLOAD_ATTEMPTS} attempts: {detail}") from last
+
+
+def verify_and_report(provision: Callable[[], str], error_class: type[ProvisioningError] = ProvisioningError) -> int:
+    """The end of a command that provisions and verifies pinned things (``python -m include.core.jars``, the page's
+    scripts, set-up): ``provision()``'s one-line summary printed and exit status 0; ``error_class``'s message (what
+    could not be provisioned, and why) on stderr and 1."""
+    try:
+        summary = provision()
+    except error_class as error:
+        print(error, file=sys.stderr)
+        return EXIT_FAILURE
+    print(summary)
+    return EXIT_OK

@@ -14,6 +14,7 @@ from string import Template
 
 from include.core import jars, settings
 from include.core.private_file import read_secrets, write_private
+from include.core.verified_download import verify_and_report
 from include.spark import submit
 
 TEMPLATE = settings.TEMPLATES_DIR / "airflow.cfg.template"
@@ -165,13 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--no-db", action="store_true", help="skip `airflow db migrate`")
     args = parser.parse_args(argv)
-    try:
-        paths = setup(with_db=not args.no_db)
-    except jars.JarProvisioningError as error:
-        print(error, file=sys.stderr)
-        return 1
-    print(f"setup: ready (AIRFLOW_HOME={paths.airflow_home})")
-    return 0
+    return verify_and_report(
+        lambda: f"setup: ready (AIRFLOW_HOME={setup(with_db=not args.no_db).airflow_home})", jars.JarProvisioningError
+    )
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from include.core.errors import ProvisioningError
 from include.core.settings import PROJECT_ROOT
-from include.core.verified_download import BadDownloadError, with_retries
+from include.core.verified_download import BadDownloadError, verify_and_report, with_retries
 from include.core.verified_download import download_bytes as _download
 
 STATIC_DIR = PROJECT_ROOT / "include" / "lineage" / "api" / "static"
@@ -195,16 +195,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lock", nargs="+", metavar="NAME@VERSION", help="rewrite the lock file for these packages")
     args = parser.parse_args(argv)
-    try:
+
+    def provision() -> str:
         if args.lock:
             write_lock(args.lock)
             print(f"frontend assets: wrote {LOCK_FILE}")
-        paths = ensure_assets()
-    except AssetProvisioningError as error:
-        print(error, file=sys.stderr)
-        return 1
-    print(f"frontend assets: {len(paths)} files verified in {VENDOR_DIR}")
-    return 0
+        return f"frontend assets: {len(ensure_assets())} files verified in {VENDOR_DIR}"
+
+    return verify_and_report(provision, AssetProvisioningError)
 
 
 if __name__ == "__main__":

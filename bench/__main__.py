@@ -18,7 +18,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__, epilog=EXIT_STATUS)
     parser.parse_args(argv)  # no arguments: an unknown one is an error (exit 2), never dropped
     project = settings.Paths.current()
-    # wap: ingest.wap_overhead_ratio; ingest_throughput: explorer.(batch_)ingest_events_per_second; into results.json
+    # wap: ingest.wap_overhead_ratio; ingest_throughput: lineage_serve.(single|batch)_post_events_per_second; into
+    # results.json
     return pipeline.main() or wap.main(project) or ingest_throughput.main(project)
 
 

@@ -35,7 +35,7 @@ os.environ["_PIPELINE_TEST_VAR"] = os.environ["PIPELINE_VAR_DIR"]
 os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
 
 
-from tests.support import CHROMIUM, free_port  # noqa: E402
+from tests.support import MISSING_SYSTEM_PACKAGE, chromium, free_port  # noqa: E402
 
 # The session's own catalog server (one per var/) on a port no other session or demo uses.
 os.environ.setdefault("ICEBERG_REST_PORT", str(free_port()))
@@ -161,14 +161,34 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="module")
 def browser():
-    """Debian's headless Chromium through playwright, for a module's page tests (skipped where it is not installed)."""
-    if CHROMIUM is None:
-        pytest.skip("Debian's chromium is not installed (make test installs it with apt-get)")
+    """Debian's headless Chromium through playwright, for a module's page tests (where it is not installed: a failure
+    under CI, a skip listed in the session's summary elsewhere; tests/support.py require_system_tool)."""
+    executable = chromium("the module's page tests drive it")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        launched = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox", "--disable-gpu"])
         try:
             yield launched
         finally:
             launched.close()
+
+
+def missing_system_package_skips(skipped_reports) -> list[tuple[str, str]]:
+    """(test id, reason) of each skip that ``require_system_tool`` made: the tests a missing system package left out."""
+    found = []
+    for report in skipped_reports:
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+        if MISSING_SYSTEM_PACKAGE in reason:
+            found.append((report.nodeid, reason.split(MISSING_SYSTEM_PACKAGE, 1)[1]))
+    return found
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Every test left out because a system package is missing, named at the end (under CI they failed instead)."""
+    missing = missing_system_package_skips(terminalreporter.stats.get("skipped", []))
+    if missing:
+        terminalreporter.section("skipped for a missing system package", sep="-", yellow=True)
+        for nodeid, reason in missing:
+            terminalreporter.line(f"{MISSING_SYSTEM_PACKAGE}{nodeid}: {reason}")

@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from include.core import naming, settings
 from include.core.ports import free_port  # noqa: F401  (the tests' one way to a free port, as the project's)
@@ -204,8 +205,45 @@ def tap_node(page_or_frame, node_id: str) -> None:
     page_or_frame.evaluate("id => { window.lineageGraph.getElementById(id).emit('tap'); }", node_id)
 
 
-# Debian's headless Chromium, for the tests that drive the lineage page and the Airflow UI (None: those are skipped)
+# Debian's headless Chromium, for the tests that drive the lineage page and the Airflow UI (None: those go through
+# require_system_tool: they fail under CI, are skipped elsewhere)
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+# What the skip of a test whose system package is missing says; tests/conftest.py lists those skips at the session's end.
+MISSING_SYSTEM_PACKAGE = "skipped for a missing system package: "
+INSTALLED_BY = "make test installs it: include/setup/system_packages.sh, as root on Debian"
+
+
+def in_ci() -> bool:
+    """Whether this session runs in CI (``$CI`` true, as CI services and `.ci/run`'s callers set it)."""
+    return settings.truthy(os.environ.get("CI"))
+
+
+def require_system_tool(name: str, reason: str) -> NoReturn:
+    """The end of a test that needs ``name`` (a system package: chromium, postgresql) where it is not installed: under
+    CI the test fails with ``reason``, for a CI run must run every test; elsewhere it is skipped, and the session's
+    terminal summary lists it (tests/conftest.py). Never a test that returns early and reports "passed"."""
+    import pytest
+
+    message = f"{name} is not installed: {reason}"
+    if in_ci():
+        pytest.fail(f"CI={os.environ.get('CI')}: {message} (under CI a missing system package fails)", pytrace=False)
+    pytest.skip(MISSING_SYSTEM_PACKAGE + message)
+
+
+def chromium(needed_for: str = "this test drives a page in a real browser") -> str:
+    """The path of Debian's headless Chromium; where it is not installed, ``require_system_tool`` ends the test."""
+    if CHROMIUM is None:
+        require_system_tool("chromium", f"{needed_for} ({INSTALLED_BY})")
+    return CHROMIUM
+
+
+def postgresql(needed_for: str = "this test starts a PostgreSQL cluster of its own") -> None:
+    """Return when Debian's PostgreSQL server (initdb, pg_ctl) is installed; else ``require_system_tool`` ends the
+    test."""
+    from include.services import postgres
+
+    if not postgres.available():
+        require_system_tool("postgresql", f"{needed_for} ({INSTALLED_BY})")
 
 
 def read_topic(bootstrap: str, topic: str, timeout: float = 60) -> list:

@@ -16,7 +16,7 @@ import pytest
 from include.core import settings
 from include.services import postgres
 from tests.integration.running_airflow import EXTRA_LOGICAL_DATES, FORECAST_DAG, INGEST_DAGS, UI_SPARK_MASTER
-from tests.support import CHROMIUM
+from tests.support import chromium
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(2700)]  # a slow machine: the whole chain runs in the fixture
 
@@ -197,14 +197,14 @@ def test_scheduled_runs_of_unpublished_months_end_skipped(airflow_ui, concurrent
             )
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (make test installs it with apt-get)")
 def test_forecast_graph_view_in_a_real_browser(airflow_ui, concurrent_runs):
+    executable = chromium("the forecast DAG's graph view is checked in a real browser")
     from playwright.sync_api import sync_playwright
 
     screenshot = airflow_ui.paths.var / "screenshots" / "forecast-graph.png"
     screenshot.parent.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        browser = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox", "--disable-gpu"])
         try:
             page = browser.new_page(viewport={"width": 1600, "height": 1000})
             airflow_ui.log_in(page, f"/dags/{FORECAST_DAG}", landed=f"**/dags/{FORECAST_DAG}**")

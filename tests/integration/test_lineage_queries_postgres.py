@@ -15,17 +15,14 @@ from include.lineage.queries import LineageQueries, NotYetSeenError, parse_insta
 from include.lineage.store import LineageStore
 from include.lineage.store.schema import nodes_table, runs_table
 from include.services import postgres
-from tests.support import free_port
+from tests.support import free_port, postgresql
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
 
 @pytest.fixture(scope="module")
 def both_stores(paths, tmp_path_factory):
-    if not postgres.available():
-        pytest.skip(
-            "PostgreSQL is not installed (make test installs Debian's package: include/setup/system_packages.sh)"
-        )
+    postgresql("the queries are compared on a PostgreSQL store")
     password = secrets.token_hex(16)
     cluster = postgres.Cluster(paths.var / "postgres-lineage-queries", free_port()).init().start(durable=False)
     try:

@@ -26,7 +26,7 @@ from include.lineage.store import LineageStore
 from include.lineage.store.schema import events_table
 from include.services import postgres
 from tests.integration.test_kafka import consume, produce
-from tests.support import free_port, start_lineage_serve
+from tests.support import free_port, postgresql, start_lineage_serve
 from tests.unit.test_store_closure import _check
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
@@ -73,10 +73,7 @@ def _events(seed: int = 24) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def postgres_store(paths):
-    if not postgres.available():
-        pytest.skip(
-            "PostgreSQL is not installed (make test installs Debian's package: include/setup/system_packages.sh)"
-        )
+    postgresql("the lineage store is checked on PostgreSQL")
     password = secrets.token_hex(16)
     # under the session's var/: as root the server runs as Debian's postgres user, who must reach the folder
     cluster = postgres.Cluster(paths.var / "postgres-lineage-store", free_port()).init().start(durable=False)

@@ -16,7 +16,7 @@ import requests
 
 from include.core import settings
 from tests.integration.running_airflow import FORECAST_DAG, RunningAirflow
-from tests.support import CHROMIUM
+from tests.support import chromium
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]  # airflow standalone and three DAG runs on 2 cores
 
@@ -98,12 +98,11 @@ def test_plugin_registers_a_navigation_entry_and_a_dag_tab(airflow):
 
 @pytest.fixture(scope="module")
 def browser_page(airflow):
-    if CHROMIUM is None:
-        pytest.skip("Debian's chromium is not installed (make test installs it with apt-get)")
+    executable = chromium("the Lineage page inside Airflow's UI is checked in a real browser")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        browser = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox", "--disable-gpu"])
         try:
             page = browser.new_page(viewport={"width": 1700, "height": 1000})
             airflow.log_in(page, "/plugin/lineage", landed="**/plugin/lineage")

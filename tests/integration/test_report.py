@@ -8,7 +8,7 @@ import json
 import pytest
 
 from include.lineage.api import report
-from tests.support import CHROMIUM, tap_node
+from tests.support import chromium, tap_node
 
 pytestmark = pytest.mark.integration
 
@@ -28,8 +28,8 @@ def _events_nodes(paths) -> tuple[set[str], set[str]]:
     return airflow, spark
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (make test installs it with apt-get)")
 def test_exported_page_opens_from_disk_offline_and_shows_every_node(pipeline_run, tmp_path):
+    executable = chromium("the exported page is opened from disk in a real browser")
     from playwright.sync_api import sync_playwright
 
     path = report.write_report(pipeline_run.paths, tmp_path / "lineage.html")
@@ -38,7 +38,7 @@ def test_exported_page_opens_from_disk_offline_and_shows_every_node(pipeline_run
     screenshot = pipeline_run.paths.var / "screenshots" / "lineage-report.png"
     screenshot.parent.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        browser = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox", "--disable-gpu"])
         try:
             context = browser.new_context(offline=True, viewport={"width": 1600, "height": 900})
             page = context.new_page()

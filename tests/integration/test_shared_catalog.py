@@ -27,7 +27,7 @@ from include.services import catalog_server
 from include.services import postgres as postgres_service
 from include.sources import sample_server
 from tests.integration.isolated_var import IsolatedVar
-from tests.support import free_port
+from tests.support import free_port, postgresql
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(3600)]  # module fixtures run several DAGs
 
@@ -56,8 +56,7 @@ class ThrowawayPostgres(postgres_service.Cluster):
 
 @pytest.fixture(scope="module")
 def postgres(paths):
-    if not postgres_service.available():
-        pytest.skip("PostgreSQL is not installed (include/setup/system_packages.sh installs Debian's package as root)")
+    postgresql("the shared Iceberg JDBC catalog lives in a throwaway PostgreSQL cluster")
     server = ThrowawayPostgres(paths.var / "postgres", free_port()).init().start(durable=False)
     try:
         server.ensure_role(USER, PASSWORD)

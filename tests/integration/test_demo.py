@@ -5,6 +5,7 @@ socket its processes listened on while it ran.
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -42,14 +43,23 @@ def test_the_three_dags_ran_with_both_models(demo_run):
         assert f"demo: model {metrics['model_version']}: holdout MAE" in demo_run.output
 
 
+FORECAST_HOURS = 24  # the forecast's horizon (spark_jobs/write_forecast.py), as the seed's query shows it
+
+
 def test_the_forecast_query_prints_zone_10(demo_run):
-    """The seed's example query: 24 forecast hours of pickup zone 10 from the weather model."""
+    """The seed's example query: 24 forecast hours of pickup zone 10 from the weather model. The demo's var/ is its
+    own and ran one weather forecast, so the query (``LIMIT 50``) prints exactly its 24 hours, one after another."""
     lines = demo_run.output.splitlines()
     assert "WHERE pulocationid = 10 AND model_name = 'weather'" in demo_run.output
     header = lines.index("datetime_hour       | pulocationid | forecasted_total_rides")
     rows = [line for line in lines[header + 2 :] if "|" in line]
-    assert rows and all(line.split("|")[1].strip() == "10" for line in rows), rows
-    assert f"({len(rows)} rows)" in lines[header + 2 + len(rows)]
+    assert len(rows) == FORECAST_HOURS, f"{len(rows)} rows, not {FORECAST_HOURS}: {rows}"
+    assert all(line.split("|")[1].strip() == "10" for line in rows), rows
+    hours = [datetime.strptime(line.split("|")[0].strip(), "%Y-%m-%d %H:%M:%S") for line in rows]
+    steps = [later - earlier for earlier, later in zip(hours, hours[1:], strict=False)]
+    assert steps == [timedelta(hours=1)] * (FORECAST_HOURS - 1), f"not {FORECAST_HOURS} consecutive hours: {hours}"
+    assert all(float(line.split("|")[2]) >= 0 for line in rows), rows
+    assert lines[header + 2 + len(rows)] == f"({FORECAST_HOURS} rows)"
 
 
 def test_lineage_reached_the_store_and_the_page(demo_run):

@@ -62,7 +62,10 @@ def _output_statistics(task_event: dict, key: tuple[str, str]) -> tuple[int, int
 
 @pytest.fixture(scope="module")
 def spark_events(pipeline_run):
-    return _events(pipeline_run.paths.spark_lineage_events)
+    """The listener's events of the shared run; none would make every loop below check nothing."""
+    events = _events(pipeline_run.paths.spark_lineage_events)
+    assert events, f"no Spark listener event in {pipeline_run.paths.spark_lineage_events}"
+    return events
 
 
 def _spark_runs_under(task_run_id: str, spark_events: list[dict]) -> set[str]:
@@ -141,11 +144,19 @@ def test_no_internal_or_temporary_folder_is_a_dataset(pipeline_run, spark_events
     warehouse = naming.storage_id(str(pipeline_run.paths.warehouse)).name
     tables = {naming.table_id(t).name for t in TABLES}
     models = {naming.model_id(m).name for m in ("seasonal_naive", "weather")}
+    checked, in_warehouse, in_models = 0, set(), set()
     for event in spark_events:
         for dataset in event.get("inputs", []) + event.get("outputs", []):
             name = dataset["name"]
+            checked += 1
             assert not name.endswith(("/data", "/metadata")) and ".tmp" not in name, f"internal folder {name}"
             if name.startswith(warehouse):
                 assert name in tables, f"a warehouse path that is not a table: {name}"
+                in_warehouse.add(name)
             if name.startswith(str(pipeline_run.paths.models)):
                 assert name in models, f"a model path that is not the model's final folder: {name}"
+                in_models.add(name)
+    # not a loop over nothing: every table of the DAGs and the Spark-trained model were among the names checked
+    assert checked, f"the {len(spark_events)} listener events name no dataset"
+    assert in_warehouse == tables, f"tables named by the listener: {sorted(in_warehouse)}"
+    assert naming.model_id("weather").name in in_models, f"models named by the listener: {sorted(in_models)}"

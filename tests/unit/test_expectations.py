@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 
 import pytest
 from hypothesis import given
@@ -116,14 +117,43 @@ def test_trailing_months_are_the_calendar_months_before(month, trailing):
     assert ex.trailing_months(month) == trailing
 
 
+def _median_ratio(current: float, trailing: list[float]) -> float | None:
+    """The ratio computed independently: ``current`` / ``statistics.median`` of the measured months."""
+    measured = [value for value in trailing if value is not None]
+    if not measured or statistics.median(measured) == 0:
+        return None
+    return current / statistics.median(measured)
+
+
 @given(
     current=st.floats(min_value=0, max_value=1e9, allow_nan=False),
-    trailing=st.lists(st.floats(min_value=1e-3, max_value=1e9, allow_nan=False), min_size=1, max_size=3),
+    trailing=st.lists(
+        st.one_of(st.none(), st.floats(min_value=0, max_value=1e9, allow_nan=False)), min_size=0, max_size=6
+    ),
 )
-def test_the_ratio_to_the_trailing_median_is_one_for_a_month_equal_to_the_median(current, trailing):
+def test_the_ratio_to_the_trailing_median_is_the_month_over_the_median_of_the_measured_months(current, trailing):
     ratio = ex.ratio_to_trailing_median(current, trailing)
-    assert ratio is not None and ratio >= 0
-    assert (
-        ex.ratio_to_trailing_median(sorted(trailing)[len(trailing) // 2], [sorted(trailing)[len(trailing) // 2]]) == 1
-    )
-    assert ex.ratio_to_trailing_median(current, []) is None
+    expected = _median_ratio(current, trailing)
+    if expected is None:
+        assert ratio is None, (current, trailing, ratio)
+    else:
+        assert ratio == pytest.approx(expected, rel=1e-12), (current, trailing)
+    measured = [value for value in trailing if value is not None]
+    if measured and statistics.median(measured) != 0:
+        assert ex.ratio_to_trailing_median(statistics.median(measured), trailing) == pytest.approx(1, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "current, trailing, ratio",
+    [
+        (30, [10, 20, 40], 1.5),  # odd: the middle value, not the mean (23.3)
+        (30, [40, 20], 1.0),  # even: the mean of the two middle values, (20 + 40) / 2
+        (60, [100, 10, 30, 20], 2.4),  # even, unsorted: (20 + 30) / 2 = 25
+        (45, [None, 30, None], 1.5),  # a month not measured is left out
+        (10, [None], None),  # nothing to compare with
+        (10, [0, 0, 5], None),  # a median of 0
+        (0, [4, 8], 0.0),
+    ],
+)
+def test_the_ratio_to_the_trailing_median_on_known_months(current, trailing, ratio):
+    assert ex.ratio_to_trailing_median(current, trailing) == ratio

@@ -33,10 +33,14 @@ SMTP_CONN_ID = "alerts_smtp"
 
 def _connection(conn_id: str):
     from airflow.sdk import Connection
+    from airflow.sdk.exceptions import AirflowNotFoundException
 
     try:
         return Connection.get(conn_id)
-    except Exception:  # not defined: the channel is not used
+    except AirflowNotFoundException:  # not defined: the channel is not used
+        return None
+    except Exception:  # defined or not, it could not be read: the channel is not used for this alert, said here
+        log.warning("alert channel %s not used: its connection could not be read", conn_id, exc_info=True)
         return None
 
 
@@ -71,13 +75,26 @@ def channels() -> list:
     return found
 
 
+def _task(context) -> str:
+    """``dag_id.task_id run_id`` of the context's task instance, for a log line; never raises."""
+    try:
+        ti = context["ti"]
+        return f"{ti.dag_id}.{ti.task_id} {ti.run_id}"
+    except Exception:
+        return f"an unknown task (context {sorted(context) if isinstance(context, dict) else type(context).__name__})"
+
+
 def _report(context):
     from include.core import contract
 
-    ti = context["ti"]
+    ti, path = context["ti"], None
     try:
-        return contract.JobReport.read(contract.report_path_for(ti))
-    except Exception:  # no report (not a Spark task, or it died before writing one)
+        path = contract.report_path_for(ti)
+        return contract.JobReport.read(path)
+    except FileNotFoundError:  # no report (not a Spark task, or it died before writing one)
+        return None
+    except Exception:  # a report that cannot be read: the alert is made without it (a warn alert is lost), said here
+        log.warning("report of %s not read (%s): alert made without its audit", _task(context), path, exc_info=True)
         return None
 
 
@@ -94,7 +111,7 @@ class LineageAlertNotifier(BaseNotifier):
         try:
             self._notify(context)
         except Exception as error:  # an alert must never fail or hold a task
-            log.warning("alert not sent: %s", error)
+            log.warning("alert not sent on %s of %s: %s", self.on, _task(context), error, exc_info=True)
 
     def _notify(self, context) -> None:
         from include.quality import alerts

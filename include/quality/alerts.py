@@ -14,6 +14,7 @@ lineage store: datasets, jobs, DAGs, with their owners), kept in an outbox until
 from __future__ import annotations
 
 import json
+import logging
 import os
 import smtplib
 import time
@@ -27,6 +28,8 @@ from email.message import EmailMessage
 from pathlib import Path
 
 from include.core import naming, settings
+
+log = logging.getLogger(__name__)
 
 KINDS = ("blocked", "failed", "warn")
 SEND_TIMEOUT_SECONDS = 2.0
@@ -61,7 +64,12 @@ def impact_of(table: str, store_url: str | None = None, paths: settings.Paths | 
         try:  # only what was appended since the store last read the file
             StoreFollower(store, paths).refresh([paths.lineage_events])
         except Exception:  # a bad event file must not cost the alert; the store reports it to `lineage ingest`
-            pass
+            log.warning(
+                "lineage store not refreshed from %s: the impact set of %s is as of its last refresh",
+                paths.lineage_events,
+                table,
+                exc_info=True,
+            )
         label = f"{settings.ICEBERG_NAMESPACE}.{table}" if naming.is_table_key(table) else table
         sub = LineageQueries(store).downstream(label, all_history=True)
         datasets = [n for n in sub.datasets() if sub.depths[n.id] > 0]

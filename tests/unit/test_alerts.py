@@ -4,6 +4,7 @@ to each channel, kept in the outbox and re-sent when a channel was down, bounded
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import threading
 import time
@@ -156,6 +157,38 @@ def test_impact_of_catches_up_with_only_the_runs_since_the_last_alert(tmp_path, 
     impact = alerts.impact_of("yellow_taxi_raw")
     assert read == [50, 1], "the second alert read the one appended event only"
     assert [d["name"] for d in impact["datasets"]] == ["nyc_taxi.yellow_rides_hourly_actuals"]
+
+
+def test_a_store_refresh_that_fails_is_logged_and_the_impact_set_is_the_stores_last(tmp_path, monkeypatch, caplog):
+    """A refresh that raises must not cost the alert (the impact set is the store's as of its last refresh), but it
+    is logged, with the file it read and the table the alert is about."""
+    from include.core import settings
+    from include.lineage.store.follower import StoreFollower
+    from tests.unit.test_lineage_page import _event as lineage_page_event
+
+    monkeypatch.setenv("PIPELINE_VAR_DIR", str(tmp_path))
+    paths = settings.Paths.current()
+    paths.lineage_events.parent.mkdir(parents=True)
+    paths.lineage_events.write_text(
+        json.dumps(lineage_page_event("forecast.actuals", ["yellow_taxi_raw"], ["yellow_rides_hourly_actuals"])) + "\n"
+    )
+    assert [d["name"] for d in alerts.impact_of("yellow_taxi_raw")["datasets"]] == [
+        "nyc_taxi.yellow_rides_hourly_actuals"
+    ]
+
+    def broken_refresh(self, files):
+        raise OSError("event file unreadable")
+
+    monkeypatch.setattr(StoreFollower, "refresh", broken_refresh)
+    with caplog.at_level(logging.WARNING, logger="include.quality.alerts"):
+        impact = alerts.impact_of("yellow_taxi_raw")
+    assert [d["name"] for d in impact["datasets"]] == ["nyc_taxi.yellow_rides_hourly_actuals"], "the store's last"
+    logged = [r for r in caplog.records if r.name == "include.quality.alerts"]
+    assert [r.getMessage() for r in logged] == [
+        f"lineage store not refreshed from {paths.lineage_events}: the impact set of yellow_taxi_raw is as of its "
+        "last refresh"
+    ]
+    assert logged[0].levelno == logging.WARNING and str(logged[0].exc_info[1]) == "event file unreadable"
 
 
 def test_an_alert_made_while_no_channel_was_configured_is_never_sent_later(tmp_path):

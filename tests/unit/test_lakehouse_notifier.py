@@ -4,6 +4,7 @@ and that a notifier never raises. Channels are the real loopback receivers (test
 from __future__ import annotations
 
 import importlib
+import logging
 import sys
 from types import SimpleNamespace
 
@@ -85,8 +86,68 @@ def test_a_notifier_never_raises_and_keeps_the_alert_when_nothing_answers(notifi
     monkeypatch.setattr(notifier_module, "channels", lambda: [alerts.Webhook("http://127.0.0.1:9/hook")])
     notifier_module.LineageAlertNotifier().notify(_context(tmp_path, monkeypatch, contract.JobReport(audit=AUDIT)))
     assert len(list((tmp_path / "alerts" / "outbox").glob("*.json"))) == 1
+
+
+def test_a_notifier_that_fails_logs_what_failed_instead_of_raising(notifier_module, caplog):
     broken = {"ti": None, "task": None}
-    notifier_module.LineageAlertNotifier().notify(broken)  # logged, not raised
+    with caplog.at_level(logging.WARNING, logger="lakehouse_notifier"):
+        notifier_module.LineageAlertNotifier().notify(broken)  # logged, not raised
+    sent = [r for r in caplog.records if r.name == "lakehouse_notifier" and "alert not sent" in r.getMessage()]
+    assert len(sent) == 1, [r.getMessage() for r in caplog.records]
+    assert sent[0].levelno == logging.WARNING
+    assert "alert not sent on failure of an unknown task" in sent[0].getMessage()
+    assert "'NoneType' object has no attribute 'dag_id'" in sent[0].getMessage()
+    assert sent[0].exc_info and sent[0].exc_info[0] is AttributeError, "the traceback is kept"
+
+
+def test_a_connection_that_cannot_be_read_is_logged_and_an_undefined_one_is_not(notifier_module, monkeypatch, caplog):
+    from airflow.sdk import Connection
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    def undefined(conn_id):
+        raise AirflowNotFoundException(f"The conn_id `{conn_id}` isn't defined")
+
+    monkeypatch.setattr(Connection, "get", staticmethod(undefined))
+    with caplog.at_level(logging.WARNING, logger="lakehouse_notifier"):
+        assert notifier_module.channels() == []
+    assert caplog.records == [], "a channel not configured is not news"
+
+    def unreadable(conn_id):
+        raise RuntimeError("secrets backend unreachable")
+
+    monkeypatch.setattr(Connection, "get", staticmethod(unreadable))
+    with caplog.at_level(logging.WARNING, logger="lakehouse_notifier"):
+        assert notifier_module.channels() == [], "the channel is still left out (behaviour unchanged)"
+    messages = {r.getMessage() for r in caplog.records if r.name == "lakehouse_notifier"}
+    assert messages == {
+        f"alert channel {conn_id} not used: its connection could not be read"
+        for conn_id in (notifier_module.WEBHOOK_CONN_ID, notifier_module.SMTP_CONN_ID)
+    }
+    assert all("secrets backend unreachable" in str(r.exc_info[1]) for r in caplog.records)
+
+
+def test_an_unreadable_report_is_logged_with_its_path_and_a_missing_one_is_not(
+    notifier_module, tmp_path, monkeypatch, caplog
+):
+    with webhook_receiver() as (url, hook):
+        monkeypatch.setattr(notifier_module, "channels", lambda: [alerts.Webhook(url)])
+        context = _context(tmp_path, monkeypatch, None)  # no report: a task that is not a Spark job
+        with caplog.at_level(logging.WARNING, logger="lakehouse_notifier"):
+            notifier_module.LineageAlertNotifier(on="success").notify(context)
+        assert caplog.records == [] and hook.bodies == []
+        (tmp_path / "report.json").write_text('{"audit": {"warnings": ["cut short')  # a report half written
+        with caplog.at_level(logging.WARNING, logger="lakehouse_notifier"):
+            notifier_module.LineageAlertNotifier(on="success").notify(context)
+    assert hook.bodies == [], "no warn alert without the report (behaviour unchanged)"
+    logged = [r for r in caplog.records if r.name == "lakehouse_notifier"]
+    assert len(logged) == 1, f"the unreadable report is logged once: {[r.getMessage() for r in logged]}"
+    record = logged[0]
+    assert record.levelno == logging.WARNING
+    assert record.getMessage() == (
+        f"report of ingest_yellow_taxi_data.load_yellow_taxi_raw r1 not read ({tmp_path / 'report.json'}): "
+        "alert made without its audit"
+    )
+    assert isinstance(record.exc_info[1], contract.ReportError)
 
 
 def test_a_notifier_refuses_an_unknown_moment():

@@ -278,3 +278,59 @@ def test_docs_are_served_only_when_asked(tmp_path):
     with LineageStore(f"sqlite:///{tmp_path / 's.db'}") as store:
         assert TestClient(create_app(store=store)).get("/openapi.json").status_code == 404
         assert TestClient(create_app(store=store, docs=True)).get("/openapi.json").status_code == 200
+
+
+@pytest.fixture
+def base_hook():
+    """Airflow's BaseHook, imported before the test runs: Airflow's first import configures logging, which would
+    drop the handler ``caplog`` put on the root logger for the test."""
+    from airflow.sdk import BaseHook
+
+    return BaseHook
+
+
+def test_an_airflow_connection_that_cannot_be_read_is_logged_and_the_tokens_file_answers(
+    tmp_path, monkeypatch, caplog, base_hook
+):
+    """The provider then sends the tokens file's token, which `lineage serve` may refuse: without the log line that
+    401 would be unexplained. A connection that is not defined, or no Airflow at all, is the expected case: quiet."""
+    import types
+
+    file = tmp_path / "secrets" / tokens.TOKENS_FILE_NAME
+    tokens.ensure_tokens(file)
+    writer = next(t.value for t in tokens.load_tokens(file) if t.name == "writer")
+    monkeypatch.delenv("LINEAGE_SERVE_TOKEN", raising=False)
+    monkeypatch.delenv("AIRFLOW_CONN_LINEAGE_SERVE", raising=False)
+    unread = (
+        "lineage serve token: Airflow connection lineage_serve could not be read; the next source's token is sent "
+        "instead"
+    )
+
+    def logged() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.name == tokens.__name__ and r.levelno >= 30]
+
+    caplog.set_level("WARNING", logger=tokens.__name__)
+    assert tokens.client_token(conn_id="lineage_serve", path=file) == writer
+    assert logged() == [], "a connection not defined is not news"
+
+    def unreachable(cls, conn_id):
+        raise RuntimeError("secrets backend unreachable")
+
+    monkeypatch.setattr(base_hook, "get_connection", classmethod(unreachable))
+    assert tokens.client_token(conn_id="lineage_serve", path=file) == writer, "the next source answers, as before"
+    assert logged() == [unread]
+    assert str(caplog.records[-1].exc_info[1]) == "secrets backend unreachable"
+
+    caplog.clear()
+    monkeypatch.setitem(sys.modules, "airflow.sdk", None)  # no Airflow here
+    assert tokens.client_token(conn_id="lineage_serve", path=file) == writer
+    assert logged() == []
+    broken = types.ModuleType("airflow.sdk")
+
+    def refuse(name):
+        raise RuntimeError(f"airflow.sdk.{name}: bad airflow.cfg")
+
+    broken.__getattr__ = refuse
+    monkeypatch.setitem(sys.modules, "airflow.sdk", broken)  # Airflow there, but it would not import
+    assert tokens.client_token(conn_id="lineage_serve", path=file) == writer
+    assert logged() == [unread]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 import secrets
 import stat
 from dataclasses import dataclass
@@ -33,6 +34,8 @@ from openlineage.client.transport.http import TokenProvider
 from include.core import settings
 from include.core.errors import ConfigurationError
 from include.core.private_file import write_private
+
+log = logging.getLogger(__name__)
 
 TOKENS_FILE_NAME = "lineage-tokens.json"
 SCOPES = ("read", "write")
@@ -154,11 +157,21 @@ def client_token(scope: str = "write", conn_id: str | None = None, path: Path | 
 
 
 def _connection_password(conn_id: str) -> str | None:
+    unread = "lineage serve token: Airflow connection %s could not be read; the next source's token is sent instead"
     try:
         from airflow.sdk import BaseHook
-
+        from airflow.sdk.exceptions import AirflowNotFoundException
+    except ImportError:  # no Airflow: the next source is asked
+        return None
+    except Exception:  # Airflow is there but would not import: the next source is asked, said here
+        log.warning(unread, conn_id, exc_info=True)
+        return None
+    try:
         return BaseHook.get_connection(conn_id).password or None
-    except Exception:  # no Airflow, no such connection: the next source is asked
+    except AirflowNotFoundException:  # no such connection: the next source is asked
+        return None
+    except Exception:  # it could not be read: the next source is asked, whose token lineage serve may refuse (a 401)
+        log.warning(unread, conn_id, exc_info=True)
         return None
 
 

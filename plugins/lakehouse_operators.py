@@ -1,8 +1,10 @@
 """Lineage-aware operators of the project.
 
-``LakehouseSparkSubmitOperator`` is a ``SparkSubmitOperator`` that runs a script of ``spark_jobs/`` with the
-project's Spark settings (built in ``execute``, never at parse time) and declares the datasets it reads and writes
-as lineage keys (table names, ``model:<name>``, URIs), templated so they may depend on params.
+``LakehouseSparkSubmitOperator`` is a ``SparkSubmitOperator`` that runs a script of ``spark_jobs/`` (or any PySpark
+script by path) with the project's Spark settings (built in ``execute``, never at parse time). Its lineage is what
+its Spark application did (include/lineage/emit/observed.py); the datasets it may declare as lineage keys (table
+names, ``model:<name>``, URIs; templated so they may depend on params) are what the author expects, checked against
+what ran (the ``lineageDrift`` run facet and the notifier's drift alert), and make the Airflow Assets it updates.
 
 ``LandSourceOperator`` downloads one month of a source into ``var/landing/`` and reports the source URL and the
 landed file as OpenLineage datasets.
@@ -35,12 +37,10 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
     ) -> None:
         kwargs.setdefault("name", kwargs.get("task_id"))
         kwargs.setdefault("outlets", [naming.table_asset(key) for key in outputs or [] if naming.is_table_key(key)])
-        super().__init__(
-            application=str(settings.SPARK_JOBS_DIR / f"{script}.py"),
-            application_args=list(job_args or []),
-            **kwargs,
-        )
-        self.script = script
+        # A name of spark_jobs/ (the project's jobs), or a path to any PySpark script ("bring your own job")
+        application = script if script.endswith(".py") else str(settings.SPARK_JOBS_DIR / f"{script}.py")
+        super().__init__(application=application, application_args=list(job_args or []), **kwargs)
+        self.script = script.rsplit("/", 1)[-1].removesuffix(".py")
         self.inputs = list(inputs or [])
         self.outputs = list(outputs or [])
 

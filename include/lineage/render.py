@@ -8,8 +8,14 @@ from collections.abc import Callable
 
 from include.core import settings
 from include.lineage.events import discover_event_files
-from include.lineage.queries import LineageQueries, Node, Subgraph, _short
+from include.lineage.queries import LineageQueries, Node, Subgraph
 from include.lineage.store import LineageStore, default_store_url
+
+
+def _short(value: str | None, width: int = 12) -> str:
+    """A version or run id cut to ``width`` for a line of text: its first characters tell it apart, a whole one would
+    break the columns."""
+    return "—" if value is None else (value if len(value) <= width else value[:width] + "…")
 
 
 def _node_line(node: Node, depth: int | None = None) -> str:
@@ -215,7 +221,7 @@ def render_upstream_changes(upstream: dict) -> list[str]:
     for item in upstream["jobs"]:
         runs_a, runs_b = (", ".join(_short(r, 12) for r in runs) or "—" for runs in item["runs"])
         where = (
-            "a task of the run"  # a DAG run's task runs: compared through them (queries._provenance_through_children)
+            "a task of the run"  # a DAG run's task runs: compared through them (queries/provenance.py)
             if item["depth"] == 0
             else f"{item['depth']} level{'s' if item['depth'] != 1 else ''} up"
         )

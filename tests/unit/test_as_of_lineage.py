@@ -150,7 +150,7 @@ from hypothesis import HealthCheck, given  # noqa: E402
 from hypothesis import settings as hypothesis_settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from include.lineage.queries import _directed_depths  # noqa: E402
+from include.lineage.queries.walks import as_of_edges, as_of_walk, as_of_walk_by_levels, directed_depths  # noqa: E402
 from tests.unit.test_store_closure import _histories, _ingest_in_pieces  # noqa: E402
 
 
@@ -175,9 +175,9 @@ def test_upstream_and_downstream_walks_equal_a_walk_of_the_whole_graph_now_and_a
     empty_store, events, seed, seconds, depth
 ):
     """`lineage upstream|downstream` answer from the closure table (nodes and the edges among them, joined to it), and
-    with `--as-of` walk from the node (``_as_of_walk``: one recursive query on SQLite; ``_as_of_walk_by_levels``, level
+    with `--as-of` walk from the node (``as_of_walk``: one recursive query on SQLite; ``as_of_walk_by_levels``, level
     by level with indexed queries, elsewhere): the same nodes,
-    distances and edges as walking the whole graph of that instant (``_as_of_edges``, pinned by the tests above), on
+    distances and edges as walking the whole graph of that instant (``as_of_edges``, pinned by the tests above), on
     random histories (version changes, ties, out-of-order arrival, duplicates, cycles) and instants."""
     import shutil
 
@@ -194,26 +194,26 @@ def test_upstream_and_downstream_walks_equal_a_walk_of_the_whole_graph_now_and_a
                 for key in conn.execute(select(nodes_table.c.key).order_by(nodes_table.c.id)).scalars()
             ]
             current = set(conn.execute(select(edges_table.c.source, edges_table.c.target)).all())
-            for node in nodes:  # the current graph: from the closure table, edges joined to it (_closure_subgraph)
+            for node in nodes:  # the current graph: from the closure table, edges joined to it (closure_subgraph)
                 for direction in ("upstream", "downstream"):
-                    expected = _directed_depths(current, node.id, direction == "downstream", depth)
+                    expected = directed_depths(current, node.id, direction == "downstream", depth)
                     among = sorted(e for e in current if e[0] in expected and e[1] in expected)
                     sub = getattr(queries, direction)(node.key, depth)
                     assert (sub.depths, sub.edges, set(sub.nodes)) == (expected, among, set(expected)), node.key
             for second in seconds:
                 as_of = parse_instant(f"2025-01-01T00:00:{second:02d}Z")
-                whole = queries._as_of_edges(conn, as_of)[0]
+                whole = as_of_edges(conn, as_of)[0]
                 for node in nodes:
                     for direction in ("upstream", "downstream"):
-                        expected = _directed_depths(whole, node.id, direction == "downstream", depth)
+                        expected = directed_depths(whole, node.id, direction == "downstream", depth)
                         among = sorted(e for e in whole if e[0] in expected and e[1] in expected)
-                        assert queries._as_of_walk(conn, node, direction, depth, as_of) == (expected, among), (
+                        assert as_of_walk(conn, node, direction, depth, as_of) == (expected, among), (
                             node.key,
                             direction,
                             as_of,
                         )
                         # the level-by-level walk (PostgreSQL's) too: SQLite answers with one recursive query
-                        by_levels = queries._as_of_walk_by_levels(conn, node, direction, depth, as_of)
+                        by_levels = as_of_walk_by_levels(conn, node, direction, depth, as_of)
                         assert by_levels == (expected, among), (node.key, direction, as_of)
     finally:
         store.close()

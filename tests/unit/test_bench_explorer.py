@@ -63,5 +63,5 @@ def test_no_two_bench_sections_write_the_same_key(figures, tmp_path, monkeypatch
 
 def test_every_baseline_is_one_recursive_walk_shape():
     # one helper builds them all (the current graph's, the as-of one, the run provenance one)
-    for sql in (explorer.ASOF_UPSTREAM_CTE, explorer.RUN_UPSTREAM_CTE, *queries._CTE.values()):
+    for sql in (explorer.ASOF_UPSTREAM_CTE, explorer.RUN_UPSTREAM_CTE, *queries.sql.CTE_WALK_SQL.values()):
         assert sql.startswith("WITH RECURSIVE walk(node, depth) AS (SELECT ")

@@ -10,15 +10,14 @@ import json
 
 from sqlalchemy import func, or_, select
 
-from include.core import naming, settings
-from include.lineage.queries import (
-    DEFAULT_DEPTH,
-    LineageQueries,
-    Node,
-    _chunks,
-    closure_downstream,
-    parse_instant,
-)
+# DISCARD_JOB, PUBLISH_JOB, audit_runs: re-exported, as include/quality/review.py imports them from here
+from include.lineage.api.audits import DISCARD_JOB as DISCARD_JOB
+from include.lineage.api.audits import PUBLISH_JOB as PUBLISH_JOB
+from include.lineage.api.audits import audit_runs as audit_runs
+from include.lineage.api.audits import blocked_of, blocked_spans, blocked_summary, blocked_tables
+from include.lineage.queries import DEFAULT_DEPTH, LineageQueries, Node, closure_downstream, parse_instant
+from include.lineage.queries.sql import chunks
+from include.lineage.queries.walks import as_of_edges
 from include.lineage.store import iter_events
 from include.lineage.store.schema import (
     column_edges_table,
@@ -37,11 +36,6 @@ RECENT_VERSIONS = 10
 DIFFED_RUNS = 5  # the exported page carries the diff of every pair among a job's newest runs
 PICKER_RUNS = 30  # the DAG runs the "as of a run" picker offers
 _SPARK_JOB_TYPES = {"APPLICATION", "SQL_JOB", "RDD_JOB", "JOB"}
-# The operator's decisions about a kept audit branch (``pipeline publish`` / ``pipeline discard``, include/quality/
-# review.py): runs of these jobs carry the ``writeAuditPublish`` facet of the branch they decided.
-PUBLISH_JOB = "pipeline.publish"
-DISCARD_JOB = "pipeline.discard"
-DECISION_JOBS = (PUBLISH_JOB, DISCARD_JOB)
 
 
 def _job_level(facets: dict) -> str:
@@ -60,142 +54,11 @@ def short_label(node: Node) -> str:
     return label
 
 
-# ------------------------------------------------------------------ write-audit-publish: audits and blocked tables
-def audit_runs(store) -> list[dict]:
-    """Every run that carries a ``writeAuditPublish`` run facet (an audited write, a publish or a discard of a kept
-    branch), oldest first: its job, state, time (start, else its latest event) and the facet's facts."""
-    r, j = runs_table, jobs_table
-    with store.engine.connect() as conn:
-        rows = conn.execute(
-            select(r.c.id, r.c.state, r.c.started_at, r.c.state_time, r.c.facets, j.c.name)
-            .join(j, j.c.id == r.c.job_id)
-            .where(r.c.facets.like('%"writeAuditPublish"%'))
-        ).all()
-    found = []
-    for row in rows:
-        facet = json.loads(row.facets or "{}").get("writeAuditPublish")
-        if not isinstance(facet, dict) or not isinstance(facet.get("table"), str) or not facet["table"]:
-            continue  # not a facet this project wrote: nothing to show
-        found.append(
-            {
-                "run_id": row.id,
-                "job": row.name,
-                "state": row.state,
-                "time": row.started_at or row.state_time,
-                "table": facet["table"],
-                "branch": _text(facet.get("branch")),
-                "published": facet.get("published") is True,
-                "blocked": facet.get("published") is not True and row.name not in DECISION_JOBS,
-                "reason": _text(facet.get("reason")),
-                "blocking": _texts(facet.get("blocking")),
-                "warnings": _texts(facet.get("warnings")),
-                "results": [r for r in facet.get("results") or [] if isinstance(r, dict)]
-                if isinstance(facet.get("results"), list)
-                else [],
-            }
-        )
-    found.sort(key=lambda item: (item["time"] or "", item["run_id"]))
-    return found
-
-
-def _text(value) -> str | None:
-    return None if value is None else str(value)
-
-
-def _texts(values) -> list[str]:
-    return [str(value) for value in values] if isinstance(values, list) else []
-
-
-def failed_expectations(results: list[dict]) -> list[dict]:
-    """The failed entries of an audit's results, as the page lists them: name, observed, threshold, severity."""
-    return [
-        {
-            "name": _text(result.get("name") or result.get("assertion")),
-            "observed": _text(result.get("actual")),
-            "threshold": _text(result.get("expected")),
-            "severity": _text(result.get("severity")),
-        }
-        for result in results
-        if result.get("success") is False
-    ]
-
-
-def blocked_spans(store) -> list[dict]:
-    """Each blocked audit with the span of time its table was waiting for review: from the audit until the
-    operator published or discarded its branch, or a newer audit of the table (``until`` None: still waiting).
-    One rule for the page served now, as of a time, and in the exported file (``lineage.js`` reads the spans)."""
-    audits = audit_runs(store)
-    spans = []
-    for index, audit in enumerate(audits):
-        if not audit["blocked"]:
-            continue
-        ends = [
-            later["time"]
-            for later in audits[index + 1 :]
-            if later["table"] == audit["table"]
-            and (later["job"] not in DECISION_JOBS or later["branch"] == audit["branch"])
-        ]
-        spans.append(
-            {
-                "table": audit["table"],
-                "label": f"{settings.ICEBERG_NAMESPACE}.{audit['table']}",
-                "since": audit["time"],
-                "until": min(ends) if ends else None,
-                "decided": next(
-                    (
-                        "published" if later["job"] == PUBLISH_JOB else "discarded"
-                        for later in audits[index + 1 :]
-                        if later["job"] in DECISION_JOBS
-                        and later["table"] == audit["table"]
-                        and later["branch"] == audit["branch"]
-                    ),
-                    None,
-                ),
-                **{name: audit[name] for name in ("branch", "run_id", "blocking", "warnings", "results")},
-                "failed": failed_expectations(audit["results"]),
-            }
-        )
-    return spans
-
-
-def blocked_tables(store, as_of: str | None = None) -> dict[str, dict]:
-    """{table label (``nyc_taxi.yellow_taxi_raw``): its blocked audit} for each table waiting for review (now, or as
-    of ``as_of``): its newest audit was blocked, and its branch was neither published nor discarded since."""
-    blocked = {}
-    for span in blocked_spans(store):
-        since_ok = as_of is None or (span["since"] or "") <= as_of
-        open_then = span["until"] is None if as_of is None else (span["until"] is None or span["until"] > as_of)
-        if since_ok and open_then:
-            blocked[span["label"]] = span
-    return blocked
-
-
-def _blocked_of(node, blocked: dict[str, dict]) -> dict | None:
-    """The blocked audit of a dataset node: by its table name, or by the dataset the table's key names."""
-    if node.label in blocked:
-        return blocked[node.label]
-    for span in blocked.values():
-        dataset_id, _ = naming.dataset_for_key(span["table"])
-        if (node.namespace, node.name) == (dataset_id.namespace, dataset_id.name):
-            return span
-    return None
-
-
-def _blocked_summary(span: dict) -> dict:
-    return {
-        "branch": span["branch"],
-        "since": span["since"],
-        "runId": span["run_id"],
-        "failed": span["failed"],
-        "blocking": span["blocking"],
-    }
-
-
 def graph(queries: LineageQueries, as_of: str | None = None) -> dict:
     """Every job and dataset as a node, every lineage edge; a task sits inside its DAG, a Spark job is marked.
 
     ``as_of`` (ISO-8601 with its offset): the graph as it was then, by the same rule as ``GET /api/v1/lineage?asOf=``
-    (``LineageQueries._as_of_edges``: each job as the version of its latest run started by then, datasets first seen by
+    (``queries.walks.as_of_edges``: each job as the version of its latest run started by then, datasets first seen by
     then), with each job's state and each dataset's version of then. ``runs`` lists the newest DAG runs (the page's
     "as of a run" picker) in both forms."""
     as_of = parse_instant(as_of) if as_of is not None else None
@@ -204,8 +67,8 @@ def graph(queries: LineageQueries, as_of: str | None = None) -> dict:
         if as_of is None:
             edges = conn.execute(select(edges_table.c.source, edges_table.c.target)).all()
         else:
-            as_of_edges, latest_then = queries._as_of_edges(conn, as_of)
-            edges = list(as_of_edges)
+            edges_then, latest_then = as_of_edges(conn, as_of)
+            edges = list(edges_then)
             seen = {
                 row.node_id
                 for table in (jobs_table, datasets_table)
@@ -245,30 +108,10 @@ def graph(queries: LineageQueries, as_of: str | None = None) -> dict:
     }
     out = []
     for node in sorted(nodes, key=lambda n: n.key):
-        item = {
-            "id": node.key,
-            "kind": node.kind,
-            "label": short_label(node),
-            "fullName": node.label,
-            "namespace": node.namespace,
-            "name": node.name,
-        }
         if node.kind == "job":
-            item["level"] = _job_level(job_facets.get(node.id, {}))
-            item["state"] = latest_state.get(node.id)
-            dag_name = node.name.split(".", 1)[0]
-            if item["level"] == "task" and dag_name in dag_keys:
-                item["parent"] = dag_keys[dag_name]
-                item["label"] = node.name.split(".", 1)[1]  # the task id: its DAG's box carries the DAG id
+            out.append(_graph_job(node, job_facets.get(node.id, {}), latest_state.get(node.id), dag_keys))
         else:
-            info = dataset_info.get(node.id)
-            facets = json.loads(info.facets or "{}") if info else {}
-            item["level"] = "table" if (facets.get("symlinks") or facets.get("catalog")) else "file"
-            item["version"] = info.version if info else None
-            span = _blocked_of(node, blocked)
-            if span is not None:  # its newest audit kept the data on a branch: waiting for review
-                item["blocked"] = _blocked_summary(span)
-        out.append(item)
+            out.append(_graph_dataset(node, dataset_info.get(node.id), blocked))
     return {
         "asOf": as_of,
         "nodes": out,
@@ -278,6 +121,39 @@ def graph(queries: LineageQueries, as_of: str | None = None) -> dict:
         ),
         "runs": picker,
     }
+
+
+def _graph_item(node: Node) -> dict:
+    return {
+        "id": node.key,
+        "kind": node.kind,
+        "label": short_label(node),
+        "fullName": node.label,
+        "namespace": node.namespace,
+        "name": node.name,
+    }
+
+
+def _graph_job(node: Node, facets: dict, state: str | None, dag_keys: dict[str, str]) -> dict:
+    item = _graph_item(node)
+    item["level"] = _job_level(facets)
+    item["state"] = state
+    dag_name = node.name.split(".", 1)[0]
+    if item["level"] == "task" and dag_name in dag_keys:
+        item["parent"] = dag_keys[dag_name]
+        item["label"] = node.name.split(".", 1)[1]  # the task id: its DAG's box carries the DAG id
+    return item
+
+
+def _graph_dataset(node: Node, info, blocked: dict[str, dict]) -> dict:
+    item = _graph_item(node)
+    facets = json.loads(info.facets or "{}") if info else {}
+    item["level"] = "table" if (facets.get("symlinks") or facets.get("catalog")) else "file"
+    item["version"] = info.version if info else None
+    span = blocked_of(node, blocked)
+    if span is not None:  # its newest audit kept the data on a branch: waiting for review
+        item["blocked"] = blocked_summary(span)
+    return item
 
 
 _STATES = {"START": "RUNNING", "RUNNING": "RUNNING", "COMPLETE": "COMPLETED", "FAIL": "FAILED", "ABORT": "ABORTED"}
@@ -293,7 +169,7 @@ def _states_then(conn, latest_then: dict[int, tuple], as_of: str) -> dict[int, s
     e = events_table
     run_job = {run_id: job_node for job_node, (_, run_id) in latest_then.items()}
     states: dict[int, str] = {}
-    for chunk in _chunks(list(run_job)):
+    for chunk in chunks(list(run_job)):
         for run_id, event_type, _time in conn.execute(
             select(e.c.run_id, e.c.event_type, e.c.event_time)
             .where(e.c.run_id.in_(chunk), e.c.event_time <= as_of, e.c.event_type.in_(list(_STATES)))
@@ -432,75 +308,81 @@ def node_detail(queries: LineageQueries, ref: str, blocked: dict[str, dict] | No
         "runs": runs,
     }
     with queries.store.engine.connect() as conn:
-        if node.kind == "dataset":
-            row = conn.execute(select(datasets_table).where(datasets_table.c.node_id == node.id)).first()
-            facets = json.loads(row.facets or "{}")
-            dv = dataset_versions_table
-            versions = conn.execute(
-                select(dv.c.version, dv.c.created_at, dv.c.created_by_run_id, dv.c.id)
-                .where(dv.c.dataset_id == row.id)
-                .order_by(dv.c.created_at.desc(), dv.c.id.desc())
-                .limit(RECENT_VERSIONS)
-            ).all()
-            current = conn.execute(select(dv.c.version).where(dv.c.id == row.current_version_id)).scalar()
-            detail["schema"] = [
-                {"name": f.get("name"), "type": f.get("type")} for f in (facets.get("schema") or {}).get("fields") or []
-            ]
-            detail["currentVersion"] = current
-            detail["versions"] = [
-                {
-                    "version": v.version,
-                    "createdAt": v.created_at,
-                    "runId": v.created_by_run_id,
-                    "current": v.version == current,
-                    **(
-                        _writer_statistics(queries, v.created_by_run_id, node.namespace, node.name)
-                        if v.created_by_run_id
-                        else {}
-                    ),
-                }
-                for v in versions
-            ]
-            detail["dataQuality"] = {
-                k: {x: y for x, y in facets[k].items() if not x.startswith("_")}
-                for k in DATA_QUALITY_FACETS
-                if facets.get(k)
-            } or _reader_data_quality(queries, row.id, node.namespace, node.name)
-            latest_stats = next((v["outputStatistics"] for v in detail["versions"] if v.get("outputStatistics")), None)
-            detail["statistics"] = latest_stats
-            detail["storage"] = {
-                k: (facets.get(k) or {}).get(f) for k, f in (("catalog", "framework"), ("storage", "storageLayer"))
-            }
-            detail["symlinks"] = [i.get("name") for i in (facets.get("symlinks") or {}).get("identifiers") or []]
-            span = _blocked_of(node, blocked_tables(queries.store) if blocked is None else blocked)
-            detail["blocked"] = (
-                {
-                    **_blocked_summary(span),
-                    "table": span["table"],
-                    "warnings": span["warnings"],
-                    "publish": f'pipeline publish --table {span["table"]} --branch {span["branch"]} --reason "..."',
-                    "discard": f"pipeline discard --table {span['table']} --branch {span['branch']}",
-                }
-                if span is not None
-                else None
-            )
-            detail["lineageColumns"] = sorted(
-                set(
-                    conn.execute(
-                        select(column_edges_table.c.field).where(column_edges_table.c.dataset_id == row.id)
-                    ).scalars()
-                )
-            )
-        else:
-            row = conn.execute(select(jobs_table).where(jobs_table.c.node_id == node.id)).first()
-            facets = json.loads(row.facets or "{}")
-            detail["level"] = _job_level(facets)
-            detail["sourceCodeLocation"] = (facets.get("sourceCodeLocation") or {}).get("url")
-            detail["documentation"] = (facets.get("documentation") or {}).get("description")
-            detail["runCount"] = conn.execute(
-                select(func.count()).select_from(runs_table).where(runs_table.c.job_id == row.id)
-            ).scalar()
+        detail.update(
+            _dataset_detail(queries, conn, node, blocked) if node.kind == "dataset" else _job_detail(conn, node)
+        )
     return detail
+
+
+def _dataset_detail(queries: LineageQueries, conn, node: Node, blocked: dict[str, dict] | None) -> dict:
+    row = conn.execute(select(datasets_table).where(datasets_table.c.node_id == node.id)).first()
+    facets = json.loads(row.facets or "{}")
+    dv = dataset_versions_table
+    versions = conn.execute(
+        select(dv.c.version, dv.c.created_at, dv.c.created_by_run_id, dv.c.id)
+        .where(dv.c.dataset_id == row.id)
+        .order_by(dv.c.created_at.desc(), dv.c.id.desc())
+        .limit(RECENT_VERSIONS)
+    ).all()
+    current = conn.execute(select(dv.c.version).where(dv.c.id == row.current_version_id)).scalar()
+    detail: dict = {
+        "schema": [
+            {"name": f.get("name"), "type": f.get("type")} for f in (facets.get("schema") or {}).get("fields") or []
+        ],
+        "currentVersion": current,
+        "versions": [
+            {
+                "version": v.version,
+                "createdAt": v.created_at,
+                "runId": v.created_by_run_id,
+                "current": v.version == current,
+                **(
+                    _writer_statistics(queries, v.created_by_run_id, node.namespace, node.name)
+                    if v.created_by_run_id
+                    else {}
+                ),
+            }
+            for v in versions
+        ],
+    }
+    detail["dataQuality"] = {
+        k: {x: y for x, y in facets[k].items() if not x.startswith("_")} for k in DATA_QUALITY_FACETS if facets.get(k)
+    } or _reader_data_quality(queries, row.id, node.namespace, node.name)
+    detail["statistics"] = next((v["outputStatistics"] for v in detail["versions"] if v.get("outputStatistics")), None)
+    detail["storage"] = {
+        k: (facets.get(k) or {}).get(f) for k, f in (("catalog", "framework"), ("storage", "storageLayer"))
+    }
+    detail["symlinks"] = [i.get("name") for i in (facets.get("symlinks") or {}).get("identifiers") or []]
+    span = blocked_of(node, blocked_tables(queries.store) if blocked is None else blocked)
+    detail["blocked"] = _review(span) if span is not None else None
+    detail["lineageColumns"] = sorted(
+        set(conn.execute(select(column_edges_table.c.field).where(column_edges_table.c.dataset_id == row.id)).scalars())
+    )
+    return detail
+
+
+def _review(span: dict) -> dict:
+    """A blocked audit as the node's panel shows it, with the commands that decide its branch."""
+    return {
+        **blocked_summary(span),
+        "table": span["table"],
+        "warnings": span["warnings"],
+        "publish": f'pipeline publish --table {span["table"]} --branch {span["branch"]} --reason "..."',
+        "discard": f"pipeline discard --table {span['table']} --branch {span['branch']}",
+    }
+
+
+def _job_detail(conn, node: Node) -> dict:
+    row = conn.execute(select(jobs_table).where(jobs_table.c.node_id == node.id)).first()
+    facets = json.loads(row.facets or "{}")
+    return {
+        "level": _job_level(facets),
+        "sourceCodeLocation": (facets.get("sourceCodeLocation") or {}).get("url"),
+        "documentation": (facets.get("documentation") or {}).get("description"),
+        "runCount": conn.execute(
+            select(func.count()).select_from(runs_table).where(runs_table.c.job_id == row.id)
+        ).scalar(),
+    }
 
 
 def impact(queries: LineageQueries, ref: str) -> dict:
@@ -583,10 +465,10 @@ def as_of_data(queries: LineageQueries) -> dict:
                 versions.setdefault(keys[dataset_node], []).append([when, version])
     dataset_nodes = _dataset_nodes(queries)
     blocked = [
-        [node.key, span["since"], span["until"], _blocked_summary(span)]
+        [node.key, span["since"], span["until"], blocked_summary(span)]
         for span in blocked_spans(queries.store)
         for node in dataset_nodes
-        if _blocked_of(node, {span["label"]: span})
+        if blocked_of(node, {span["label"]: span})
     ]
     return {
         "created": created,

@@ -361,3 +361,117 @@ def test_the_path_check_finds_missing_modules(tmp_path):
         "page.md:2: include.lineage.spool.SpoolingTransport",
         "page.md:2: include.core.settings.nothing",
     ]
+
+
+# -- (e) figures
+
+FIGURES_PAGE = DOCS / "figures.md"
+# Logs of dated measurements, each figure as it was taken (with its date and commit): the figures page names the
+# current ones and links each to its run there. Every other page links to the figures page instead of writing a
+# measured figure again, so that no two pages give one figure two values.
+DATED_LOGS = (FIGURES_PAGE, DOCS / "performance.md", TRAPS_PAGE)
+NUMBER = r"\d[\d,]*(?:\.\d+)?"
+RATE = re.compile(rf"(?<![\w.,])({NUMBER}) ?(?:events/s|events per second|/s)\b")
+DURATION = re.compile(rf"(?<![\w.,–-])({NUMBER}(?:–{NUMBER})?) ?(?:s|min|minutes|seconds)\b")
+
+
+def table_rows(path: Path) -> list[list[str]]:
+    """The cells of every table row of ``path`` but the header and separator rows."""
+    rows = []
+    for line in prose_lines(path.read_text()):
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")] if line.startswith("|") else []
+        if cells and cells[0] != "figure" and not set(cells[0]) <= set("-: "):
+            rows.append(cells)
+    return rows
+
+
+def current_figures(page: Path = FIGURES_PAGE) -> tuple[set[str], dict[str, set[str]]]:
+    """The figures page's rates (numbers, commas dropped) and, per subject (the first code span of the figure's
+    description: ``make demo``), its durations as written."""
+    rates: set[str] = set()
+    durations: dict[str, set[str]] = {}
+    for figure, _key, value, *_ in table_rows(page):
+        rates.update(number.replace(",", "") for number in RATE.findall(value))
+        subject = re.search(r"`([^`]+)`", figure)
+        if subject and DURATION.search(value):
+            durations.setdefault(subject.group(1), set()).update(_durations(value))
+    return rates, durations
+
+
+def _durations(text: str) -> list[str]:
+    """Each duration of ``text``; ``18.2, 19.7 and 19.8 min`` is three."""
+    found = []
+    for match in DURATION.finditer(text):
+        found.append(match.group(1))
+        before = text[: match.start()]
+        listed = re.search(rf"((?:{NUMBER}, )*{NUMBER},? and )$", before)  # the list the unit ends
+        if listed:
+            found += re.findall(NUMBER, listed.group(1))
+    return found
+
+
+def paragraphs(path: Path) -> list[tuple[int, str]]:
+    """(first line, text) of each paragraph of ``path`` outside code blocks; a table row is a paragraph of its own."""
+    found: list[tuple[int, str]] = []
+    lines: list[str] = []
+    for number, line in enumerate([*prose_lines(path.read_text()), ""], start=1):
+        if line.strip() and not line.startswith("|"):
+            lines.append(line)
+            continue
+        if lines:
+            found.append((number - len(lines), " ".join(lines)))
+            lines = []
+        if line.startswith("|"):
+            found.append((number, line))
+    return found
+
+
+def figures_disagreeing(path: Path, figures=None, root: Path = PROJECT_ROOT) -> list[str]:
+    """``file:line: figure`` of each rate ``path`` writes that is not one of the figures page's, and of each duration
+    written in a paragraph about a subject of the figures page (``make demo``) that is not its figure."""
+    rates, durations = figures or current_figures()
+    found = []
+    for line, text in paragraphs(path):
+        where = f"{path.relative_to(root)}:{line}"
+        found += [f"{where}: {rate} events/s" for rate in RATE.findall(text) if rate.replace(",", "") not in rates]
+        for subject, written in durations.items():
+            if f"`{subject}`" in text:
+                found += [f"{where}: `{subject}` {value}" for value in _durations(text) if value not in written]
+    return found
+
+
+def test_the_figures_page_has_the_rates_and_durations_the_other_pages_are_checked_against():
+    rates, durations = current_figures()
+    assert {"395", "802"} <= rates
+    assert durations["make demo"] == {"87.0"}
+    assert durations["make test"] == {"18.2", "19.7", "19.8"}
+
+
+@pytest.mark.parametrize(
+    "page",
+    [page for page in doc_files() if page not in DATED_LOGS],
+    ids=lambda page: page.relative_to(PROJECT_ROOT).as_posix(),
+)
+def test_no_page_gives_a_measured_figure_other_than_the_figures_pages(page):
+    assert figures_disagreeing(page) == [], f"link to {FIGURES_PAGE.name} instead (or update it, with the run)"
+
+
+def test_the_figure_check_finds_a_stale_rate_and_a_stale_duration(tmp_path):
+    figures = tmp_path / "figures.md"
+    figures.write_text(
+        "| figure | key | value |\n|---|---|---|\n| `make demo` | `first_hour.demo.total` | 87.0 s |\n"
+        "| `lineage serve`, one per request | `k` | 395 events/s |\n| `make test` | | 18.2, 19.7 and 19.8 min |\n"
+    )
+    assert current_figures(figures) == ({"395"}, {"make demo": {"87.0"}, "make test": {"18.2", "19.7", "19.8"}})
+    page = tmp_path / "page.md"
+    page.write_text(
+        "`make demo` takes a minute and a half\n(80.6 s on 27 November; 87.0 s later).\n\n"
+        "Ingest: 87 events/s, and 1,395 events/s; 395 events/s is right.\n\n"
+        "The catalog starts in 1.1 s.\n\n`make test` took 18.2 and 21.0 min.\n\n```\nmake demo: 99 s\n```\n"
+    )
+    assert figures_disagreeing(page, current_figures(figures), root=tmp_path) == [
+        "page.md:1: `make demo` 80.6",
+        "page.md:4: 87 events/s",
+        "page.md:4: 1,395 events/s",
+        "page.md:8: `make test` 21.0",
+    ]

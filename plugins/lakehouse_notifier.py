@@ -5,7 +5,9 @@ and ``on_success_callback`` (``dags/``). It sends:
 
 - on failure: ``blocked`` when the task's report says its write-audit-publish kept the data on a branch, else
   ``failed`` with the task's error;
-- on success: ``warn`` when the published data failed ``warn`` expectations; nothing otherwise.
+- on success: ``drift`` when the task did not read and write what its DAG declares (the drift its operator wrote into
+  the job's report: include/lineage/emit/observed.py), and ``warn`` when the published data failed ``warn``
+  expectations; nothing otherwise.
 
 Each alert names the run, what failed and the impact set from the lineage store, and goes through two channels,
 each an Airflow connection (absent: not used): ``alerts_webhook`` (a webhook in Slack's format: an ``http``
@@ -116,12 +118,14 @@ class LineageAlertNotifier(BaseNotifier):
     def _notify(self, context) -> None:
         from include.quality import alerts
 
-        ti, task = context["ti"], context["task"]
+        task = context["task"]
         report = _report(context)
         audit = (report.audit if report is not None else None) or {}
         outputs = task.lineage_keys()[1] if hasattr(task, "lineage_keys") else []
         table = audit.get("table") or next(iter(outputs), None)
         if self.on == "success":
+            if report is not None and report.lineage_drift:
+                self._send(alerts, "drift", context, None, alerts.drift_failures(report.lineage_drift), {})
             if not audit.get("warnings"):
                 return
             kind, failures = "warn", list(audit["warnings"])
@@ -131,6 +135,11 @@ class LineageAlertNotifier(BaseNotifier):
             error = context.get("exception")
             kind, failures = "failed", [f"{type(error).__name__}: {error}" if error else "the task failed"]
         impact = alerts.impact_within_budget(table) if table else {}
+        self._send(alerts, kind, context, table, failures, impact, audit)
+
+    @staticmethod
+    def _send(alerts, kind: str, context, table, failures: list[str], impact: dict, audit: dict | None = None):
+        ti, audit = context["ti"], audit or {}
         alert = alerts.compose(
             kind,
             dag_id=ti.dag_id,

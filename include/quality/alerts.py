@@ -31,7 +31,7 @@ from include.core import naming, settings
 
 log = logging.getLogger(__name__)
 
-KINDS = ("blocked", "failed", "warn")
+KINDS = ("blocked", "failed", "warn", "drift")
 SEND_TIMEOUT_SECONDS = 2.0
 
 
@@ -94,6 +94,18 @@ def impact_of(table: str, store_url: str | None = None, paths: settings.Paths | 
     }
 
 
+def declared_consumers(table: str) -> list[dict]:
+    """The DAGs and tasks the DAG files declare will consume ``table`` (``include/airflow/declared.py``), or none
+    (logged) when the DAG folder cannot be read: the observed impact set is sent all the same."""
+    from include.airflow.declared import consumers_of
+
+    try:
+        return [{"dag_id": c.dag_id, "task_id": c.task_id, "how": c.how} for c in consumers_of(table)]
+    except Exception:
+        log.warning("declared consumers of %s not read from the DAG folder", table, exc_info=True)
+        return []
+
+
 def impact_within_budget(table: str, budget: float | None = None, **kwargs) -> dict:
     """``impact_of``, or a note saying it was not ready in time (the alert is sent anyway); ``budget`` defaults to
     ``$ALERT_IMPACT_BUDGET_SECONDS``."""
@@ -105,13 +117,40 @@ def impact_within_budget(table: str, budget: float | None = None, **kwargs) -> d
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="alert-impact")
     future = pool.submit(impact_of, table, **kwargs)
     try:
-        return future.result(timeout=budget)
+        # The DAG files are parsed here, on the caller's thread: Airflow's DAG import sets signal handlers
+        return {**future.result(timeout=budget), "declared": declared_consumers(table)}
     except FutureTimeout:
         return {"error": f"the lineage store did not answer within {budget:.0f} s: see `lineage impact {table}`"}
     except Exception as error:
         return {"error": f"impact not computed ({type(error).__name__}: {error}): see `lineage impact {table}`"}
     finally:
         pool.shutdown(wait=False)
+
+
+def drift_failures(drift: dict) -> list[str]:
+    """What a task's drift (``JobReport.lineage_drift``: include/lineage/emit/observed.py) means, one line each, with
+    the Airflow Assets it leaves wrong: a declared output is an outlet, so its Asset is updated (and the DAGs scheduled
+    on it run) whether or not the task wrote it; a table written but not declared updates no Asset."""
+    catalog = settings.CatalogSettings.current()
+
+    def asset(key: str) -> str:
+        if not naming.is_table_key(key):
+            return ""
+        scheduled = sorted({c["dag_id"] for c in declared_consumers(key) if c["task_id"] is None})
+        on = f"; scheduled on it: {', '.join(scheduled)}" if scheduled else ""
+        return f" (Asset {catalog.table(key)}{on})"
+
+    lines = [f"declared input {key} was not read" for key in drift.get("declared_not_read", [])]
+    lines += [f"read {key}, which the DAG does not declare" for key in drift.get("read_not_declared", [])]
+    lines += [
+        f"declared output {key} was not written, yet its Asset is updated as the task's outlet{asset(key)}"
+        for key in drift.get("declared_not_written", [])
+    ]
+    lines += [
+        f"wrote {key}, which the DAG does not declare: no Asset is updated for it{asset(key)}"
+        for key in drift.get("written_not_declared", [])
+    ]
+    return lines
 
 
 # ---------------------------------------------------------------------------------------------------- the alert
@@ -135,6 +174,7 @@ def compose(
         "blocked": f"BLOCKED: {target} was not published (main unchanged; branch {branch} kept for review)",
         "failed": f"FAILED: task {dag_id}.{task_id}" + (f" writing {target}" if target else ""),
         "warn": f"WARNING: {target} was published with failed warn expectations",
+        "drift": f"DRIFT: task {dag_id}.{task_id} did not read and write what its DAG declares",
     }[kind]
     impact = impact or {}
     lines = [headline, f"run: {dag_id} / {task_id} / {run_id}", "what failed:"]
@@ -147,6 +187,14 @@ def compose(
         lines += [f"  dataset {item['name']}{owned(item)}" for item in impact.get("datasets", [])]
         lines += [f"  job {item['name']}{owned(item)}" for item in impact.get("jobs", [])]
         lines += [f"  DAG {item['dag_id']}{owned(item)}" for item in impact.get("dags", [])]
+        ran = {item["dag_id"] for item in impact.get("dags", [])}
+        lines += [
+            f"  DAG {item['dag_id']}"
+            + (f" task {item['task_id']}" if item.get("task_id") else "")
+            + f" ({item['how']}; declared, not yet run)"
+            for item in impact.get("declared", [])
+            if item["dag_id"] not in ran
+        ]
     if kind == "blocked" and table and branch:
         lines.append(
             f'to publish after review: pipeline publish --table {table} --branch {branch} --reason "..."; '

@@ -10,6 +10,7 @@ Only `tests/integration/test_observed_lineage.py` loads this folder; it writes t
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG
+from lakehouse_notifier import LineageAlertNotifier
 from lakehouse_operators import LakehouseSparkSubmitOperator
 
 from include.airflow.schedules import START_DATE
@@ -30,6 +31,7 @@ with DAG(dag_id="observed_lineage", schedule=None, start_date=START_DATE, catchu
         script=str(JOBS / "zone_trip_counts.py"),
         inputs=[naming.WEATHER_RAW],  # what the author believes; the script reads yellow_taxi_raw
         outputs=["zone_trip_counts"],
+        on_success_callback=[LineageAlertNotifier(on="success")],  # the drift alert
     )
     stock >> declared
 

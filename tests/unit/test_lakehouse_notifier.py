@@ -158,3 +158,84 @@ def test_a_notifier_refuses_an_unknown_moment():
             module.LineageAlertNotifier(on="retry")
     finally:
         sys.path.remove(str(settings.PROJECT_ROOT / "plugins"))
+
+
+def test_a_task_that_drifted_from_its_declaration_sends_a_drift_alert_naming_datasets_and_assets(
+    notifier_module, tmp_path, monkeypatch
+):
+    """The drift its operator wrote into the report (include/lineage/emit/observed.py) makes one alert on success,
+    naming the task, each dataset, and the Asset left wrong with the DAG scheduled on it (read from the DAG files)."""
+    monkeypatch.setattr(
+        alerts,
+        "declared_consumers",
+        lambda key: (
+            [{"dag_id": "forecast_yellow_rides", "task_id": None, "how": "scheduled on its Asset"}]
+            if key == "weather_raw"
+            else []
+        ),
+    )
+    drift = {
+        "declared_not_read": ["weather_staging"],
+        "declared_not_written": ["weather_raw"],
+        "read_not_declared": ["yellow_taxi_raw"],
+        "written_not_declared": [],
+    }
+    with webhook_receiver() as (url, hook):
+        monkeypatch.setattr(notifier_module, "channels", lambda: [alerts.Webhook(url)])
+        context = _context(tmp_path, monkeypatch, contract.JobReport(lineage_drift=drift))
+        notifier_module.LineageAlertNotifier(on="success").notify(context)
+        notifier_module.LineageAlertNotifier(on="success").notify(
+            _context(tmp_path, monkeypatch, contract.JobReport(lineage_drift=None))
+        )
+    assert len(hook.bodies) == 1, "no drift, no alert"
+    text = hook.bodies[0]["text"]
+    assert text.startswith("DRIFT: task ingest_yellow_taxi_data.load_yellow_taxi_raw")
+    assert "declared input weather_staging was not read" in text
+    assert "read yellow_taxi_raw, which the DAG does not declare" in text
+    catalog = settings.CatalogSettings.current()
+    assert "declared output weather_raw was not written, yet its Asset is updated as the task's outlet " in text
+    assert f"(Asset {catalog.table('weather_raw')}; scheduled on it: forecast_yellow_rides)" in text
+
+
+def test_the_declared_consumers_of_a_table_are_read_from_the_dag_files(monkeypatch):
+    """A fresh deployment: the forecast DAG never ran, yet it is scheduled on raw's Asset and its first task declares
+    raw as input. Read from the project's own DAG folder (a DagBag parse, no database)."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    from include.airflow.declared import consumers_of
+
+    monkeypatch.syspath_prepend(str(settings.PROJECT_ROOT / "plugins"))  # as Airflow puts its plugins folder
+    bag = DagBag(dag_folder=str(settings.PROJECT_ROOT / "dags"))
+    assert bag.import_errors == {}
+    dags = bag.dags
+    found = {(c.dag_id, c.task_id, c.how) for c in consumers_of("yellow_taxi_raw", dags)}
+    assert found == {
+        ("forecast_yellow_rides", None, "scheduled on its Asset"),
+        ("forecast_yellow_rides", "compute_hourly_actuals", "declares it as an input"),
+    }
+    assert consumers_of("yellow_rides_hourly_forecast", dags) == [], "nothing declares the forecast as input"
+
+
+def test_a_blocked_alert_names_declared_consumers_that_have_not_run_yet():
+    impact = {
+        "datasets": [],
+        "jobs": [],
+        "dags": [],
+        "declared": [{"dag_id": "forecast_yellow_rides", "task_id": None, "how": "scheduled on its Asset"}],
+    }
+    alert = alerts.compose(
+        "blocked",
+        dag_id="d",
+        task_id="t",
+        run_id="r",
+        table="yellow_taxi_raw",
+        failures=["x"],
+        impact=impact,
+        branch="b",
+    )
+    assert "  DAG forecast_yellow_rides (scheduled on its Asset; declared, not yet run)" in alert["text"]
+    ran = {**impact, "dags": [{"dag_id": "forecast_yellow_rides", "owners": []}]}
+    alert = alerts.compose(
+        "blocked", dag_id="d", task_id="t", run_id="r", table="yellow_taxi_raw", failures=["x"], impact=ran, branch="b"
+    )
+    assert "declared, not yet run" not in alert["text"], "a DAG lineage saw run is named as observed, once"

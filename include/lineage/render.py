@@ -391,3 +391,21 @@ def demo_summary(paths: settings.Paths | None = None, out: Callable[[str], None]
         out(render_impact(queries.impact("nyc_taxi.yellow_taxi_raw")))
     finally:
         store.close()
+
+
+def render_drift(found: list[dict]) -> str:
+    """``lineage drift``: each task whose newest run drifted, and how."""
+    if not found:
+        return "no drift: every task's latest run read and wrote what its DAG declares"
+    labels = {
+        "declaredNotRead": "declared, not read",
+        "declaredNotWritten": "declared, not written",
+        "readNotDeclared": "read, not declared",
+        "writtenNotDeclared": "written, not declared",
+    }
+    lines = []
+    for item in found:
+        lines.append(f"{item['job']}   run {item['runId']} at {item['time']}")
+        for key, label in labels.items():
+            lines += [f"  {label}: {dataset}" for dataset in item[key]]
+    return "\n".join(lines)

@@ -8,7 +8,7 @@ The five middle packages are peers and never import each other. Inside ``lineage
 
 and inside ``queries`` (one module per kind of question, under the ``LineageQueries`` front)
 
-    sql -> names, model -> walks, shape, runs, columns -> marquez, impact, provenance -> diff -> front
+    sql -> names, model -> walks, shape, runs, columns, drift -> marquez, impact, provenance -> diff -> front
 
 No module graph of ``include`` has a cycle. ``bench/``, ``plugins/``, ``dags/`` and ``spark_jobs/`` sit outside
 the library and may import any of it; the library never imports them. No module of the library imports another's
@@ -70,6 +70,7 @@ QUERIES_RANKS = {
     f"{QUERIES}.columns": 2,
     f"{QUERIES}.marquez": 3,
     f"{QUERIES}.impact": 3,
+    f"{QUERIES}.drift": 2,
     f"{QUERIES}.provenance": 3,
     f"{QUERIES}.diff": 4,
     f"{QUERIES}.front": 5,

@@ -12,6 +12,7 @@
     lineage diff RUN_A RUN_B           what changed between two runs: versions, code, parameters, schema, state
                                        (--upstream: and in their provenance: upstream runs, versions, job versions)
     lineage columns DATASET.COLUMN     column-level upstream
+    lineage drift                      tasks whose latest run did not read and write what their DAG declares (exit 1)
     lineage replay                     forward the Spark events left, send spooled events through the configured
                                        transport; report sent/remaining
     lineage consume [--forever]        Kafka topic -> store (consumer group; offsets committed after the store has
@@ -408,6 +409,20 @@ def columns(options) -> int:
     return 0
 
 
+def drift(options) -> int:
+    """``lineage drift [--json]``: the store catches up with the event files, then lists the tasks whose newest run
+    drifted from its DAG's declaration; exit 1 when any did (a check to run in CI or after a deploy)."""
+    from include.lineage.queries import LineageQueries
+    from include.lineage.render import render_drift
+    from include.lineage.store.follower import StoreFollower
+
+    with _store(options) as store:
+        StoreFollower(store, settings.Paths.current()).refresh()
+        found = LineageQueries(store).drift()
+    _emit(options, lambda: found, lambda: render_drift(found))
+    return 1 if found else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``lineage`` parser (``include/lineage/cli/parser.py``: each command's arguments)."""
     return parser.build_parser(__doc__)
@@ -429,6 +444,7 @@ def handler(command: str) -> Callable[[argparse.Namespace], int]:
         "diff": diff,
         "columns": columns,
         "checks": cli_checks,
+        "drift": drift,
         "replay": replay,
         "consume": consume,
         "report": report,

@@ -172,6 +172,14 @@ def checks(add: Add, options: Options) -> None:
     sub.add_argument("--limit", type=int, default=10, help="at most this many runs (default 10)")
 
 
+def drift(add: Add, options: Options) -> None:
+    add(
+        "drift",
+        "the tasks whose latest run did not read and write what their DAG declares (declared vs observed)",
+        [options.query],
+    )
+
+
 def replay(add: Add, options: Options) -> None:
     add(
         "replay",
@@ -252,6 +260,7 @@ COMMANDS = (
     diff,
     columns,
     checks,
+    drift,
     replay,
     consume,
     report,

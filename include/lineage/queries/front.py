@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from sqlalchemy.engine import Connection
 
 from include.lineage.errors import LineageError
-from include.lineage.queries import columns, diff, impact, marquez, provenance, runs, shape, walks
+from include.lineage.queries import columns, diff, drift, impact, marquez, provenance, runs, shape, walks
 from include.lineage.queries.model import MarquezModel, ModelCache
 from include.lineage.queries.names import Node, Subgraph, parse_instant, resolve
 from include.lineage.queries.sql import DEFAULT_DEPTH
@@ -159,6 +159,12 @@ class LineageQueries:
         with self.store.engine.connect() as conn:
             a, b = (runs.resolve_run(conn, ref, self.store.url) for ref in (run_a, run_b))
             return diff.compare_runs(conn, a, b, upstream)
+
+    # ------------------------------------------------------------------------- drift
+    def drift(self) -> list[dict]:
+        """The tasks whose newest run did not read and write what their DAG declares (``lineageDrift``)."""
+        with self.store.engine.connect() as conn:
+            return drift.drifted_tasks(conn)
 
     # ------------------------------------------------------------------------- columns
     def columns(self, ref: str, depth: int = DEFAULT_DEPTH) -> dict:

@@ -220,7 +220,7 @@ LINEAGE_MAX_FACET_BYTES = _define(
 LINEAGE_MAX_CLIENT_REQUESTS = _define(
     "LINEAGE_MAX_CLIENT_REQUESTS",
     "8",
-    "requests one client (one token, else one address) may have in flight at `lineage serve` (429 beyond)",
+    "requests of one client (one token, else address) `lineage serve` works on at once; more wait their turn",
     "lineage",
     minimum=1,
 )
@@ -228,6 +228,16 @@ LINEAGE_SERVE_TOKEN = _define(
     "LINEAGE_SERVE_TOKEN",
     None,
     "bearer token the project's clients send to `lineage serve`; unset: the Airflow connection named in the "
+LINEAGE_INTAKE_CAPACITY = _define(
+    "LINEAGE_INTAKE_CAPACITY", "1024", "requests held at once by `lineage serve` (429 beyond)", "lineage", minimum=2
+)
+LINEAGE_INTAKE_WAIT_SECONDS = _define(
+    "LINEAGE_INTAKE_WAIT_SECONDS", "30", "seconds a request may wait its turn at `lineage serve`", "lineage"
+)
+LINEAGE_DEAD_LETTERS = _define("LINEAGE_DEAD_LETTERS", "10000", "refused posts kept (oldest go)", "lineage", minimum=1)
+LINEAGE_DEAD_LETTERS_BYTES = _define(
+    "LINEAGE_DEAD_LETTERS_BYTES", "268435456", "most bytes of refused posts kept (oldest go)", "lineage", minimum=1
+)
     "transport's auth, else `var/secrets/lineage-tokens.json`",
     "lineage",
 )

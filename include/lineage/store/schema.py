@@ -31,6 +31,11 @@ events_table = Table(
     Column("job_name", String(1024)),
     Column("source", String(1024)),
     Column("payload", Text, nullable=False),
+    # ``lineage serve`` keeps an event as received and stores what of it the spec lets the store read: ``payload`` is
+    # that reading (invalid facets left out, a missing schemaURL inferred), ``received`` the event as it came when
+    # the two differ (null when they do not), ``problems`` what the spec refuses in it (JSON: path, facet, rule)
+    Column("received", Text),
+    Column("problems", Text),
 )
 
 nodes_table = Table(
@@ -239,4 +244,46 @@ rejected_lines_table = Table(
     Column("error", Text, nullable=False),
     Column("rejected_at", String(32), nullable=False),
     PrimaryKeyConstraint("path", "byte_offset", "line_sha256"),
+)
+
+# What the spec refuses in an accepted event (``lineage_events.problems``), one row per problem, by the node it
+# belongs to (a dataset's facet: the dataset; a run's or a job's facet and the event's own fields: the job), so that a
+# node's invalid facets are one indexed read (``lineage show``, the lineage page). ``path`` is where in the event
+# (``outputs[0].facets.schema``), ``facet`` the facet's key (null for the event's own fields), ``rule`` why.
+facet_problems_table = Table(
+    "lineage_facet_problems",
+    metadata,
+    Column("event_id", Integer, nullable=False),
+    Column("node_id", Integer, nullable=False),
+    Column("run_id", String(64)),
+    Column("path", String(1024), nullable=False),
+    Column("facet", String(255)),
+    Column("rule", Text, nullable=False),
+    Column("event_time", String(32), nullable=False),
+    PrimaryKeyConstraint("event_id", "path"),
+    Index("ix_lineage_facet_problems_node", "node_id", "event_time"),
+)
+
+# Bodies and events ``lineage serve`` refused (not JSON, over a limit, refused as Marquez refuses them), kept with why
+# so that nothing a producer sent is lost unseen: ``lineage rejected`` lists them, ``lineage rejected --replay``
+# stores what the server takes now (after an upgrade, or an operator's edit). ``content`` is the body (decompressed)
+# or the one event of a batch it is about; a body refused for its size is not kept whole, only its first bytes
+# (``length`` is the whole body's). One row per distinct content (``sha256``), ``times`` how often it came; bounded
+# by ``LINEAGE_DEAD_LETTERS`` rows and ``LINEAGE_DEAD_LETTERS_BYTES`` of content, the oldest going first.
+dead_letters_table = Table(
+    "lineage_dead_letters",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("sha256", String(64), nullable=False, unique=True),
+    Column("received_at", String(32), nullable=False),
+    Column("last_received_at", String(32), nullable=False),
+    Column("times", Integer, nullable=False),
+    Column("endpoint", String(64), nullable=False),
+    Column("status", Integer, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("client", String(255)),
+    Column("length", BigInteger, nullable=False),
+    Column("content", LargeBinary, nullable=False),
+    Column("replayed_at", String(32)),
+    Column("replay_outcome", Text),
 )

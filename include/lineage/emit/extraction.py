@@ -349,6 +349,16 @@ def _declared_facet(operator, seen: observed.Observed | None) -> dict:
     return {"lineageDrift": lineage_drift_facet(inputs, outputs, seen)}
 
 
+class ObservedDatasets(list):
+    """The datasets the extractor answers with, true even when empty. The provider's ExtractorManager falls back to
+    the operator's ``inlets``/``outlets`` when an extractor returns no inputs and no outputs
+    (``extractors/manager.py``: "Last resort - check manual annotations"): a START, or a task that touched nothing,
+    would then carry the declaration as if it were lineage. An empty answer of this extractor is an answer."""
+
+    def __bool__(self) -> bool:
+        return True
+
+
 def lineage_of(operator, task_instance=None, complete: bool = False):
     """OperatorLineage of a Spark task. START: no datasets (nothing ran yet) and the declaration as a run facet.
     COMPLETE and FAIL: the datasets the task was observed to read and write, with rich facets, and the drift of the
@@ -359,7 +369,12 @@ def lineage_of(operator, task_instance=None, complete: bool = False):
     job_facets = source_code_facets(str(operator.application), _argument(operator, "--model"))
     if not complete:
         remember_listener_offset(operator)
-        return OperatorLineage(job_facets=job_facets, run_facets=_declared_facet(operator, None))
+        return OperatorLineage(
+            inputs=ObservedDatasets(),
+            outputs=ObservedDatasets(),
+            job_facets=job_facets,
+            run_facets=_declared_facet(operator, None),
+        )
     report = read_report(contract.report_location(operator.application_args, task_instance))
 
     def extract():
@@ -375,10 +390,10 @@ def lineage_of(operator, task_instance=None, complete: bool = False):
             operator.task_id,
             time_budget_seconds(),
         )
-        return OperatorLineage(job_facets=job_facets)
+        return OperatorLineage(inputs=ObservedDatasets(), outputs=ObservedDatasets(), job_facets=job_facets)
     except Exception as error:  # lineage must never fail the task
         log.warning("lineage: could not observe the datasets of %s: %s", operator.task_id, error, exc_info=True)
-        return OperatorLineage(job_facets=job_facets)
+        return OperatorLineage(inputs=ObservedDatasets(), outputs=ObservedDatasets(), job_facets=job_facets)
     run_facets = _declared_facet(operator, seen)
     drift = report.schema_drift
     if drift and (drift.get("renamed") or drift.get("filled_with_null") or drift.get("unexpected")):
@@ -391,5 +406,8 @@ def lineage_of(operator, task_instance=None, complete: bool = False):
         run_facets["writeAuditPublish"] = write_audit_publish_facet(report.audit)
     log.info("lineage: extracted %s in %.3fs", operator.task_id, time.monotonic() - started)
     return OperatorLineage(
-        inputs=enriched_inputs, outputs=enriched_outputs, job_facets=job_facets, run_facets=run_facets
+        inputs=ObservedDatasets(enriched_inputs),
+        outputs=ObservedDatasets(enriched_outputs),
+        job_facets=job_facets,
+        run_facets=run_facets,
     )

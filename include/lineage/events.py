@@ -262,8 +262,9 @@ def _check_optional_string(value, what: str) -> None:
 
 
 def _check_name(value, what: str) -> None:
-    if not isinstance(value, str) or not value:
-        raise InvalidEventError(f"{what} must be a non-empty string")
+    """A name is a string; OpenLineage.json gives it no least length, and Marquez keeps an empty one too."""
+    if not isinstance(value, str):
+        raise InvalidEventError(f"{what} must be a string")
 
 
 def check_event(lineage_event) -> None:
@@ -320,8 +321,12 @@ def check_event(lineage_event) -> None:
 
 @dataclass(frozen=True)
 class SourcedEvent:
-    event: dict
+    event: dict  # what the store reads
     source: str  # file:line, or where it came from
+    # ``lineage serve``: the event as received when the store reads less of it (an invalid facet left out, a missing
+    # schemaURL inferred), and what the spec refuses in it ([{"path", "facet", "rule"}])
+    received: dict | None = None
+    problems: tuple = ()
 
 
 class EventLine(NamedTuple):

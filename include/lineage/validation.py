@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import json
 import threading
 from collections import OrderedDict
@@ -255,12 +256,7 @@ class IngestValidator:
 
         if not isinstance(event, dict):
             raise InvalidEventError(f"an OpenLineage event is a JSON object, not {type(event).__name__}")
-        datasets = sum(len(event[side]) for side in ("inputs", "outputs") if isinstance(event.get(side), list))
-        if max_datasets is not None and datasets > max_datasets:
-            raise InvalidEventError(
-                f"the event has {datasets:,} inputs and outputs; the limit is {max_datasets:,} "
-                "(LINEAGE_MAX_EVENT_DATASETS)"
-            )
+        check_limits(event, max_datasets, max_facet_bytes)
         kind = "RunEvent" if "run" in event else "DatasetEvent" if "dataset" in event else "JobEvent"
         problem = _first_error(self.events[kind], self._without_facets(event))
         if problem is not None:
@@ -272,33 +268,99 @@ class IngestValidator:
                 where = f"facet {key!r} at {path}.{key}"
                 if not isinstance(facet, dict):
                     raise InvalidEventError(f"{where} is a {type(facet).__name__}, not a facet object")
-                text = json.dumps(facet, separators=(",", ":"), ensure_ascii=False, sort_keys=True).encode()
-                if max_facet_bytes is not None:
-                    size = len(text)
-                    if size > max_facet_bytes:
-                        raise InvalidEventError(
-                            f"{where} is {size:,} bytes as JSON; the limit is {max_facet_bytes:,} "
-                            "(LINEAGE_MAX_FACET_BYTES)"
-                        )
-                validator = self.facets.get((facet_kind, key))
-                if validator is None:
-                    continue  # a custom facet: an object is all OpenLineage asks of it here
-                if facet.get("_deleted") is True:
-                    validator = self.base
-                seen = (facet_kind, key, hashlib.blake2b(text, digest_size=16).digest())
-                with self._lock:
-                    known = seen in self._valid
-                    if known:
-                        self._valid.move_to_end(seen)
-                if known:
-                    continue
-                problem = _first_error(validator, facet)
+                problem = self.facet_problem(facet_kind, key, facet)
                 if problem is not None:
                     raise InvalidEventError(f"{where} does not match its schema {problem}")
-                with self._lock:
-                    self._valid[seen] = None
-                    while len(self._valid) > _VALID_FACETS_KEPT:
-                        self._valid.popitem(last=False)
+
+    def facet_problem(self, facet_kind: str, key: str, facet) -> str | None:
+        """What is wrong with one facet in its place (``facet_kind``: ``RunFacet``, ``JobFacet``, ``DatasetFacet``,
+        ``InputDatasetFacet`` or ``OutputDatasetFacet``), or None: not an object, or a standard facet that does not
+        match its schema (up to three problems, each at its JSON path); a custom facet need only be an object."""
+        if not isinstance(facet, dict):
+            return f"a {_json_type(facet)}, not a facet object"
+        validator = self.facets.get((facet_kind, key))
+        if validator is None:
+            return None  # a custom facet: an object is all OpenLineage asks of it here
+        if facet.get("_deleted") is True:
+            validator = self.base
+        text = json.dumps(facet, separators=(",", ":"), ensure_ascii=False, sort_keys=True).encode()
+        seen = (facet_kind, key, hashlib.blake2b(text, digest_size=16).digest())
+        with self._lock:
+            known = seen in self._valid
+            if known:
+                self._valid.move_to_end(seen)
+        if known:
+            return None
+        problem = _first_error(validator, facet)
+        if problem is None:
+            with self._lock:
+                self._valid[seen] = None
+                while len(self._valid) > _VALID_FACETS_KEPT:
+                    self._valid.popitem(last=False)
+        return problem
+
+    def problems(self, event: dict, kind: str) -> list[Problem]:
+        """Everything the spec refuses in ``event`` read as a ``kind`` (``RunEvent``, ``DatasetEvent``, ``JobEvent``),
+        reported, not raised (``lineage serve`` keeps such an event and leaves out of its reading what is invalid):
+        the event's own fields against the event schema (facets aside), then each facet in its place."""
+        found = [
+            Problem(_dotted(error.instance_path), None, _at_path(error).partition(": ")[2])
+            for error in itertools.islice(self.events[kind].iter_errors(self._without_facets(event)), 20)
+        ]
+        for path, facet_kind, facets in facet_groups(event):
+            for key, facet in facets.items() if isinstance(facets, dict) else ():
+                problem = self.facet_problem(facet_kind, key, facet)
+                if problem is not None:
+                    rule = problem if not isinstance(facet, dict) else f"does not match its schema {problem}"
+                    found.append(Problem(f"{path}.{key}", key, rule))
+        return found
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What the spec refuses in an event: ``path`` where (``outputs[0].facets.schema``, ``eventType``), ``facet`` the
+    facet's key (None for the event's own fields), ``rule`` why."""
+
+    path: str
+    facet: str | None
+    rule: str
+
+    def as_json(self) -> dict:
+        return {"path": self.path, "facet": self.facet, "rule": self.rule}
+
+
+def _dotted(path) -> str:
+    """A jsonschema instance path as the event's dotted path (``outputs[0].name``); ``$`` for the event itself."""
+    text = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path).lstrip(".")
+    return text or "$"
+
+
+def _json_type(value) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    return {dict: "object", list: "list", str: "string", int: "number", float: "number"}.get(type(value), "null")
+
+
+def check_limits(event: dict, max_datasets: int | None, max_facet_bytes: int | None) -> None:
+    """The limits ``lineage serve`` keeps whatever the event holds: inputs plus outputs, and each facet's size as
+    JSON. InvalidEventError names the setting."""
+    from include.lineage.errors import InvalidEventError
+
+    datasets = sum(len(event[side]) for side in ("inputs", "outputs") if isinstance(event.get(side), list))
+    if max_datasets is not None and datasets > max_datasets:
+        raise InvalidEventError(
+            f"the event has {datasets:,} inputs and outputs; the limit is {max_datasets:,} (LINEAGE_MAX_EVENT_DATASETS)"
+        )
+    if max_facet_bytes is None:
+        return
+    for path, _kind, facets in facet_groups(event):
+        for key, facet in facets.items() if isinstance(facets, dict) else ():
+            size = len(json.dumps(facet, separators=(",", ":"), ensure_ascii=False).encode())
+            if size > max_facet_bytes:
+                raise InvalidEventError(
+                    f"facet {key!r} at {path}.{key} is {size:,} bytes as JSON; the limit is {max_facet_bytes:,} "
+                    "(LINEAGE_MAX_FACET_BYTES)"
+                )
 
 
 @functools.lru_cache(maxsize=1)

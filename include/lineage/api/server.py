@@ -10,8 +10,8 @@
                                               runs that wrote them (``producedByRunId``), and so on
     GET  /api/v1/column-lineage?nodeId=&depth=  column-level upstream of ``datasetField:<ns>:<name>:<field>`` or
                                               ``DATASET.COLUMN``
-    GET  /api/v1/health                       liveness, event count and rejected event-file lines (the one route
-                                              without a token)
+    GET  /api/v1/health                       liveness, event count, rejected event-file lines and dead letters
+                                              waiting (the one route without a token)
 
 What ``lineage serve`` puts in front of these (``serve``; ``create_app(tokens=..., hosts=...)``):
 
@@ -21,12 +21,17 @@ What ``lineage serve`` puts in front of these (``serve``; ``create_app(tokens=..
 - the ``Host`` header must name this server (its loopback names, the address it listens on, the machine's names
   when it listens on every interface, and ``--allow-host``): a DNS-rebinding page cannot reach it (400);
 - posts must be ``Content-Type: application/json`` (415): a cross-site ``text/plain`` form post cannot forge events;
-- at most ``LINEAGE_MAX_CLIENT_REQUESTS`` requests in flight per client (per token, else per address): 429;
+- a fair queue (``admission.py``): ``LINEAGE_MAX_CLIENT_REQUESTS`` requests per client (per token, else per address)
+  worked on at once, the others wait their turn (at most ``LINEAGE_INTAKE_WAIT_SECONDS``, then 503); 429 with
+  ``Retry-After`` only past ``LINEAGE_INTAKE_CAPACITY`` requests held;
 - ``/docs`` and ``/openapi.json`` only with ``--docs``;
 - bodies read within the limits of ``include/lineage/api/body.py`` (413 when too large, 400 when not gzip or JSON or
-  nested too deep), every event checked against the vendored OpenLineage schemas, each standard facet against its
-  own, custom facets objects, within ``LINEAGE_MAX_EVENT_DATASETS`` and ``LINEAGE_MAX_FACET_BYTES``
-  (``include/lineage/validation.py``: 400 naming the facet and the JSON path), in a worker thread.
+  nested too deep); each event admitted as Marquez 0.51 admits it and read as strictly as the spec reads it
+  (``intake.py``: refused where Marquez refuses it, 4xx, else stored whole with what the spec refuses in it named
+  and left out of what the store reads), within ``LINEAGE_MAX_EVENT_DATASETS`` and ``LINEAGE_MAX_FACET_BYTES``, in a
+  worker thread;
+- what is refused, a body or an event, is kept as a dead letter with why (``store/dead_letters.py``; ``lineage
+  rejected`` lists them, ``--replay`` stores what is taken now); a body refused for its size only by its start.
 
 Unknown nodes and runs answer 404, bad parameters 400 (``include/lineage/api/errors.py``).
 
@@ -39,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import ipaddress
+import json
 import multiprocessing
 import os
 import socket
@@ -57,14 +63,16 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from include.core import settings
 from include.core.errors import ConfigurationError
 from include.lineage import validation
-from include.lineage.api.body import decode_json, gunzip_limited, json_body, parse_json, read_limited, require_json
+from include.lineage.api.admission import FairAdmission
+from include.lineage.api.body import decode_json, gunzip_limited, parse_json, read_limited, require_json
 from include.lineage.api.errors import install_error_handlers
+from include.lineage.api.intake import Admitted, Refused, admit
 from include.lineage.emit import tokens as token_file
 from include.lineage.errors import InvalidEventError
 from include.lineage.events import MAX_NODE_ID_LENGTH, check_event
 from include.lineage.queries import DEFAULT_DEPTH, LineageQueries
 from include.lineage.render import run_lineage_json
-from include.lineage.store import LineageStore
+from include.lineage.store import LineageStore, dead_letters
 from include.lineage.store.schema import events_table, rejected_lines_table
 
 HEALTH_PATH = "/api/v1/health"
@@ -93,7 +101,8 @@ def _message(status: int, text: str) -> dict:
 
 
 def check_all(events: list) -> list[dict]:
-    """Every bad event of a post, by its index and what is wrong with it."""
+    """Every event of a post ``check_incoming`` refuses, by its index and why (the strict check: ``lineage
+    consume``'s; ``lineage serve`` admits events with :func:`include.lineage.api.intake.admit`)."""
     errors = []
     for index, item in enumerate(events):
         try:
@@ -103,24 +112,53 @@ def check_all(events: list) -> list[dict]:
     return errors
 
 
-def answer_events(store: LineageStore, data, batch_endpoint: bool) -> tuple[int, dict]:
-    """Check and store a post's parsed JSON: (status, answer). ``batch_endpoint``: it must be an array, and a 400
-    lists every bad event; otherwise one event (or an array) and the first bad one is named."""
+def _as_bytes(item) -> bytes:
+    return json.dumps(item, ensure_ascii=False).encode()
+
+
+def answer_events(
+    store: LineageStore, data, batch_endpoint: bool, endpoint: str = "/api/v1/lineage", client: str | None = None
+) -> tuple[int, dict]:
+    """Admit and store a post's parsed JSON: (status, answer). ``batch_endpoint``: it must be an array, stored whole
+    or not at all, and a 400 lists every refused event; otherwise one event (or an array), the first refused one
+    named. What is refused is kept as a dead letter (the refused events of an array one by one)."""
     if batch_endpoint and not isinstance(data, list):
-        return 400, _message(400, "a batch is a JSON array of OpenLineage events")
+        text = "a batch is a JSON array of OpenLineage events"
+        dead_letters.keep(store, _as_bytes(data), text, 400, endpoint, client)
+        return 400, _message(400, text)
     events = data if isinstance(data, list) else [data]
     limit = settings.LINEAGE_MAX_BATCH_EVENTS.integer()
     if len(events) > limit:
         where = "the batch" if batch_endpoint else "the post (use /api/v1/lineage/batch)"
-        return 413, _message(413, f"{where} holds {len(events):,} events; the limit is {limit:,}")
-    errors = check_all(events)
-    if errors and batch_endpoint:
-        text = f"{len(errors)} of {len(events)} events are not OpenLineage events; none stored"
+        text = f"{where} holds {len(events):,} events; the limit is {limit:,}"
+        dead_letters.keep(store, _as_bytes(data), text, 413, endpoint, client)
+        return 413, _message(413, text)
+    verdicts = [admit(item) for item in events]
+    refused = [(index, verdict) for index, verdict in enumerate(verdicts) if isinstance(verdict, Refused)]
+    for index, verdict in refused:
+        where = f"event {index} of the post: " if len(events) > 1 else ""
+        dead_letters.keep(store, _as_bytes(events[index]), where + verdict.message(), verdict.status, endpoint, client)
+    if refused and batch_endpoint:
+        text = f"{len(refused)} of {len(events)} events refused; none stored (each kept as a dead letter)"
+        errors = [{"index": index, "status": v.status, "message": v.message()} for index, v in refused]
         return 400, {**_message(400, text), "errors": errors}
-    if errors:
-        return 400, _message(400, f"not an OpenLineage event: {errors[0]['message']}")
-    result = store.ingest(events)  # the store serialises writers
-    return 201, {"received": result.read, "new": result.new}
+    if refused:
+        index, verdict = refused[0]
+        status = verdict.status if len(events) == 1 else 400
+        where = f"event {index}: " if len(events) > 1 else ""
+        return status, _message(status, f"not stored, kept as a dead letter: {where}{verdict.message()}")
+    admitted: list[Admitted] = verdicts  # type: ignore[assignment]
+    try:
+        result = store.ingest([item.sourced(f"POST {endpoint}") for item in admitted])  # the store serialises writers
+    except InvalidEventError as error:
+        dead_letters.keep(store, _as_bytes(data), f"the store refused it: {error}", 400, endpoint, client)
+        return 400, _message(400, f"not stored, kept as a dead letter: {error}")
+    answer: dict = {"received": result.read, "new": result.new}
+    problems = {str(index): item.problems for index, item in enumerate(admitted) if item.problems}
+    if problems:
+        # stored, with what the spec refuses in it named and left out of what the store reads
+        answer["problems"] = problems["0"] if not isinstance(data, list) else problems
+    return 201, answer
 
 
 _worker_stores: dict[str, LineageStore] = {}
@@ -139,21 +177,37 @@ def _exit_with_the_server(server_pid: int, poll_seconds: float = 1.0) -> None:
     threading.Thread(target=watch, daemon=True, name="exit-with-the-server").start()
 
 
-def _ingest_in_worker(store_url: str, body: bytes, gzipped: bool, batch_endpoint: bool) -> tuple[int, dict]:
+def _ingest_in_worker(
+    store_url: str, body: bytes, gzipped: bool, batch_endpoint: bool, endpoint: str = "", client: str | None = None
+) -> tuple[int, dict]:
     """In the worker process: decompress, parse, check and store a large body, so that the server's own process
     never holds the interpreter for long (health and small posts answer meanwhile). The worker keeps its store
     open; SQLite in WAL mode and PostgreSQL take writers of several processes."""
-    try:
-        data = parse_json(gunzip_limited(body) if gzipped else body)
-    except HTTPException as error:
-        return error.status_code, _message(error.status_code, str(error.detail))
     store = _worker_stores.get(store_url)
     if store is None:
         store = _worker_stores[store_url] = LineageStore(store_url)
     try:
-        return answer_events(store, data, batch_endpoint)
+        data = decoded(body, gzipped)
+    except HTTPException as error:
+        keep_refused_body(store, body, error, endpoint, client)
+        return error.status_code, _message(error.status_code, str(error.detail))
+    try:
+        return answer_events(store, data, batch_endpoint, endpoint, client)
     except InvalidEventError as error:
         return 400, _message(400, str(error))
+
+
+def decoded(body: bytes, gzipped: bool):
+    """A body's JSON (None for an empty one: Marquez reads no event, 422), within the limits of ``body.py``."""
+    text = gunzip_limited(body) if gzipped else body
+    return None if not text.strip() else parse_json(text)
+
+
+def keep_refused_body(store: LineageStore, body: bytes, error: HTTPException, endpoint: str, client) -> None:
+    """A body refused before any event was read, kept as a dead letter: whole when it was refused for what it holds
+    (not gzip, not JSON, nested too deep), only its start when refused for its size (413: a gzip bomb, too large)."""
+    whole = error.status_code != 413
+    dead_letters.keep(store, body, str(error.detail), error.status_code, endpoint, client, len(body), whole)
 
 
 def _json_error(status: int, message: str, headers: dict | None = None) -> JSONResponse:
@@ -183,8 +237,15 @@ def _requires(scope: str, tokens: list[token_file.Token] | None, where: str):
             )
         if scope not in token.scopes:
             raise HTTPException(status_code=403, detail=f"token {token.name!r} has no {scope} scope")
+        request.state.token_name = token.name
 
     return check
+
+
+def _client_name(request: Request) -> str:
+    """Who posted, as a dead letter names it: the token's name, else the address."""
+    name = getattr(request.state, "token_name", None)
+    return f"token {name}" if name else f"address {(request.client.host if request.client else '?')}"
 
 
 def host_of(header: str) -> str:
@@ -214,13 +275,17 @@ def served_names(host: str, extra: Iterable[str] = ()) -> set[str]:
     return names
 
 
-class _HostAndConcurrency:
-    """ASGI middleware: the ``Host`` header checked against the served names (when given), and at most ``limit``
-    requests in flight per client (its token, else its address); health is never held back."""
+class _HostAndAdmission:
+    """ASGI middleware: the ``Host`` header checked against the served names (when given), and every request but
+    health through the fair queue (``admission.FairAdmission``): a client (its token, else its address) has
+    ``LINEAGE_MAX_CLIENT_REQUESTS`` worked on at once and the others wait their turn; 503 after
+    ``LINEAGE_INTAKE_WAIT_SECONDS`` of waiting, 429 past ``LINEAGE_INTAKE_CAPACITY`` held, each with ``Retry-After``."""
 
     def __init__(self, app: ASGIApp, hosts: set[str] | None, limit: int):
-        self.app, self.hosts, self.limit = app, hosts, limit
-        self.in_flight: dict[str, int] = {}
+        self.app, self.hosts = app, hosts
+        self.admission = FairAdmission(
+            limit, settings.LINEAGE_INTAKE_CAPACITY.integer(), settings.LINEAGE_INTAKE_WAIT_SECONDS.number()
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -239,6 +304,7 @@ class _HostAndConcurrency:
                 await answer(scope, receive, send)
                 return
         if scope["path"] == HEALTH_PATH:
+            scope.setdefault("state", {})["admission"] = self.admission
             await self.app(scope, receive, send)
             return
         authorization = headers.get("authorization", "")
@@ -247,21 +313,26 @@ class _HostAndConcurrency:
             if authorization
             else "address:" + str((scope.get("client") or ("?",))[0])
         )
-        if self.in_flight.get(client, 0) >= self.limit:
-            answer = _json_error(
-                429,
-                f"more than {self.limit} requests of this client in flight (LINEAGE_MAX_CLIENT_REQUESTS); retry",
-                headers={"Retry-After": "1"},
-            )
-            await answer(scope, receive, send)
+        refused = await self.admission.enter(client)
+        if refused is not None:
+            await self._refuse(refused)(scope, receive, send)
             return
-        self.in_flight[client] = self.in_flight.get(client, 0) + 1
+        started = time.monotonic()
         try:
             await self.app(scope, receive, send)
         finally:
-            self.in_flight[client] -= 1
-            if not self.in_flight[client]:
-                del self.in_flight[client]
+            self.admission.leave(client, time.monotonic() - started)
+
+    def _refuse(self, why: str) -> JSONResponse:
+        retry = {"Retry-After": str(self.admission.retry_after())}
+        if why == "waited":
+            text = f"waited {self.admission.wait_seconds:g} s for a turn (LINEAGE_INTAKE_WAIT_SECONDS); retry"
+            return _json_error(503, text, headers=retry)
+        if why == "share":
+            text = f"this client holds {self.admission.client_share} requests, half of LINEAGE_INTAKE_CAPACITY; retry"
+        else:
+            text = f"{self.admission.capacity} requests held (LINEAGE_INTAKE_CAPACITY); retry"
+        return _json_error(429, text, headers=retry)
 
 
 def create_app(
@@ -306,23 +377,33 @@ def create_app(
         return pool[0]
 
     async def post(request: Request, batch_endpoint: bool) -> JSONResponse:
-        if offload:
-            require_json(request)
+        require_json(request)  # a cross-site text/plain post is not kept, not even as a dead letter
+        endpoint, client = request.url.path, _client_name(request)
+        try:
             body = await read_limited(request)
-            if len(body) > OFFLOAD_BYTES:
-                gzipped = request.headers.get("content-encoding", "").strip().lower() == "gzip"
-                try:
-                    status, content = await asyncio.wrap_future(
-                        worker().submit(_ingest_in_worker, store.url, body, gzipped, batch_endpoint)
-                    )
-                except BrokenProcessPool:
-                    pool.clear()
-                    raise HTTPException(status_code=503, detail="the worker process died; retry") from None
-                return JSONResponse(status_code=status, content=content)
-            data = await decode_json(request, body)
-        else:
-            data = await json_body(request)
-        status, content = await run_in_threadpool(answer_events, store, data, batch_endpoint)
+        except HTTPException as error:
+            declared = request.headers.get("content-length", "")
+            length = int(declared) if declared.isdigit() else settings.LINEAGE_MAX_BODY_BYTES.integer() + 1
+            await run_in_threadpool(
+                dead_letters.keep, store, b"", str(error.detail), error.status_code, endpoint, client, length, False
+            )
+            raise
+        gzipped = request.headers.get("content-encoding", "").strip().lower() == "gzip"
+        if offload and len(body) > OFFLOAD_BYTES:
+            try:
+                status, content = await asyncio.wrap_future(
+                    worker().submit(_ingest_in_worker, store.url, body, gzipped, batch_endpoint, endpoint, client)
+                )
+            except BrokenProcessPool:
+                pool.clear()
+                raise HTTPException(status_code=503, detail="the worker process died; retry") from None
+            return JSONResponse(status_code=status, content=content)
+        try:
+            data = await decode_json(request, body) if body.strip() else None
+        except HTTPException as error:
+            await run_in_threadpool(keep_refused_body, store, body, error, endpoint, client)
+            raise
+        status, content = await run_in_threadpool(answer_events, store, data, batch_endpoint, endpoint, client)
         return JSONResponse(status_code=status, content=content)
 
     @app.post("/api/v1/lineage", status_code=201, dependencies=write)
@@ -365,15 +446,29 @@ def create_app(
         return queries.column_graph(queries.columns(ref, depth))
 
     @app.get(HEALTH_PATH)
-    async def health():
+    async def health(request: Request):
         # On the event loop, not in the worker threads: a long ingest or many posts waiting for the writer do not
         # hold it back (one indexed count; SQLite in WAL mode never makes a reader wait for the writer).
         # rejectedLines: event-file lines the store could not keep (include/lineage/store/follower.py), for a monitor
-        return {"status": "ok", "events": store.count(events_table), "rejectedLines": store.count(rejected_lines_table)}
+        # deadLetters: posts refused and kept, not replayed yet (include/lineage/store/dead_letters.py)
+        answer = {
+            "status": "ok",
+            "events": store.count(events_table),
+            "rejectedLines": store.count(rejected_lines_table),
+            "deadLetters": dead_letters.waiting(store),
+        }
+        admission = request.scope.get("state", {}).get("admission")
+        if admission is not None:  # the queue in front of the routes, when lineage serve runs one
+            answer["intake"] = {
+                "working": admission.total_working,
+                "waiting": admission.total_held - admission.total_working,
+                "refused": dict(admission.refused),
+            }
+        return answer
 
     install_error_handlers(app)
     if tokens is not None or hosts is not None:
-        app.add_middleware(_HostAndConcurrency, hosts=hosts, limit=settings.LINEAGE_MAX_CLIENT_REQUESTS.integer())
+        app.add_middleware(_HostAndAdmission, hosts=hosts, limit=settings.LINEAGE_MAX_CLIENT_REQUESTS.integer())
     return app
 
 

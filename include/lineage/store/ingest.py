@@ -36,6 +36,7 @@ from include.lineage.store.schema import (
     column_edges_table,
     dataset_versions_table,
     datasets_table,
+    facet_problems_table,
     job_versions_table,
     jobs_table,
     runs_table,
@@ -150,10 +151,22 @@ class IngestResult:
 
 
 class EventIngest:
-    """Ingest of one event inside the batch's transaction."""
+    """Ingest of one event inside the batch's transaction. ``lineage_event`` is what the store reads; ``received``
+    the event as it came when that differs (``lineage serve`` leaves out what the spec refuses), kept beside it with
+    ``problems`` (what the spec refuses, each ``{"path", "facet", "rule"}``), which are also filed by node."""
 
-    def __init__(self, store: StoreWriter, conn: Connection, lineage_event: dict, source: str):
+    def __init__(
+        self,
+        store: StoreWriter,
+        conn: Connection,
+        lineage_event: dict,
+        source: str,
+        received: dict | None = None,
+        problems: tuple | list = (),
+    ):
         self.store, self.conn, self.event, self.source = store, conn, lineage_event, source
+        self.received = received if received is not None and received != lineage_event else None
+        self.problems = list(problems)
         self.time = utc_time(lineage_event["eventTime"])
         self.run_id: str | None = (lineage_event.get("run") or {}).get("runId")
         self.stamp: tuple[str, int] = (self.time, 0)  # (event time, event id): which facet wins
@@ -167,8 +180,11 @@ class EventIngest:
         job_row = self._job(job) if job else None
         inputs = [self._dataset(d, "input") for d in self.event.get("inputs") or []]
         outputs = [self._dataset(d, "output") for d in self.event.get("outputs") or []]
+        dataset_row = None
         if isinstance(self.event.get("dataset"), dict):  # a DatasetEvent
-            self._dataset(self.event["dataset"], None)
+            dataset_row = self._dataset(self.event["dataset"], None)
+        if self.problems:
+            self._file_problems(event_id, job_row, inputs, outputs, dataset_row)
         if job_row is not None:
             job_id, job_node = job_row
             edges = [(dataset_node, job_node) for _, dataset_node in inputs]
@@ -184,12 +200,13 @@ class EventIngest:
         return True
 
     def _store_raw(self) -> int | None:
-        """Keep the event; its id, or None when the very same event is already stored."""
+        """Keep the event (as received, and what the store reads of it); its id, or None when the very same event is
+        already stored."""
         job = self.event.get("job") or {}
         return self.conn.execute(
             self.store.statements["insert_event"],
             {
-                "dedup_key": event_dedup_key(self.event),
+                "dedup_key": event_dedup_key(self.received if self.received is not None else self.event),
                 "run_id": self.run_id,
                 "event_type": self.event.get("eventType"),
                 "event_time": self.time,
@@ -197,8 +214,35 @@ class EventIngest:
                 "job_name": job.get("name"),
                 "source": self.source[:1024],
                 "payload": json.dumps(self.event, sort_keys=True),
+                "received": json.dumps(self.received, sort_keys=True) if self.received is not None else None,
+                "problems": json.dumps(self.problems, sort_keys=True) if self.problems else None,
             },
         ).scalar()
+
+    def _file_problems(self, event_id: int, job_row, inputs: list, outputs: list, dataset_row) -> None:
+        """One ``lineage_facet_problems`` row per problem, under the node it belongs to: a dataset's facet under the
+        dataset, a run's or a job's facet and the event's own fields under the job (a DatasetEvent's: its dataset)."""
+        owner = job_row or dataset_row
+        rows = {}
+        for problem in self.problems:
+            path = problem["path"]
+            node = owner[1] if owner else None
+            side, _, rest = path.partition("[")
+            if side in ("inputs", "outputs") and rest[: rest.find("]")].isdigit():
+                index, datasets = int(rest[: rest.find("]")]), inputs if side == "inputs" else outputs
+                node = datasets[index][1] if index < len(datasets) else node
+            elif path.startswith("dataset.") and dataset_row is not None:
+                node = dataset_row[1]
+            if node is None:
+                continue
+            row = rows.setdefault(path, {"event_id": event_id, "node_id": node, "run_id": self.run_id, "path": path})
+            row["facet"] = problem.get("facet")
+            row["rule"] = f"{row['rule']}; {problem['rule']}" if "rule" in row else problem["rule"]
+            row["event_time"] = self.time
+        if rows:
+            self.conn.execute(
+                facet_problems_table.insert(), [{**row, "path": row["path"][:1024]} for row in rows.values()]
+            )
 
     def _job(self, job: dict) -> tuple[int, int]:
         namespace, name = job["namespace"], job["name"]

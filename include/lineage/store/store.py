@@ -165,7 +165,7 @@ class LineageStore:
                     for item in batch:
                         try:
                             check_event(item.event)
-                            new = EventIngest(self, conn, item.event, item.source).run()
+                            new = EventIngest(self, conn, item.event, item.source, item.received, item.problems).run()
                         except InvalidEventError as error:
                             raise InvalidEventError(_where(item, str(error))) from error
                         # A value of a type the database cannot take (a list bound as text: ProgrammingError; an

@@ -5,7 +5,7 @@ VENV_PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 PIPELINE := $(VENV)/bin/pipeline
 
-.PHONY: setup lint test test-fast demo airflow bench clean
+.PHONY: setup lint test test-fast demo airflow bench bench-scale-store clean
 
 $(INSTALLED): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
 	@test -x $(VENV_PY) || $(PYTHON) -m venv $(VENV)
@@ -47,6 +47,14 @@ airflow: setup
 
 bench: setup
 	$(VENV_PY) -m bench
+
+# The lineage store at a platform's scale (bench/store_scale.py, docs/performance.md "A year of a large platform"):
+# generated years of 10^5, 10^6 and 10^7 events into PostgreSQL (started on loopback) and SQLite, side by side. Hours
+# at the larger sizes: STORE_SCALE_SIZES=100000,1000000 STORE_SCALE_DATABASES=postgresql make bench-scale-store
+STORE_SCALE_SIZES ?= 100000,1000000,10000000
+STORE_SCALE_DATABASES ?= postgresql,sqlite
+bench-scale-store: setup
+	$(VENV_PY) -m bench.store_scale --sizes $(STORE_SCALE_SIZES) --databases $(STORE_SCALE_DATABASES)
 
 clean:
 	-$(PIPELINE) catalog stop

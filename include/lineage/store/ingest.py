@@ -44,7 +44,6 @@ from include.lineage.store.schema import (
 from include.lineage.store.statements import (
     DELETE_JOB_VERSION,
     RUN_USING_VERSION,
-    SELECT_COLUMN_EDGE,
     SELECT_DATASET,
     SELECT_JOB,
     SELECT_JOB_VERSION,
@@ -53,7 +52,6 @@ from include.lineage.store.statements import (
     SELECT_RUN_IO,
     SELECT_RUN_NODES,
     SELECT_VERSION,
-    UPDATE_COLUMN_EDGE,
     UPDATE_CURRENT_VERSION,
     UPDATE_DATASET_FACETS,
     UPDATE_FIRST_VERSION,
@@ -71,6 +69,9 @@ class StoreWriter(Protocol):
 
     statements: dict
     _ids: dict
+    _facet_rows: dict  # per transaction: what the store writes once at its end or only once
+    _run_datasets: dict
+    _column_edges: dict
 
     def _node_id(self, conn: Connection, kind: str, namespace: str, name: str, label: str) -> int: ...
 
@@ -131,6 +132,47 @@ def merge_facets(
     if not won:
         return None
     return json.dumps(facets, sort_keys=True), json.dumps(times, sort_keys=True)
+
+
+class FacetRow:
+    """A job's or dataset's facets as one transaction merges them: read once, merged in memory event by event by the
+    rule of ``merge_facets`` (the facet of the greatest (event time, event id) wins; ``updated_at`` the latest time
+    of an event with facets), written once at the transaction's end when anything changed (``update``)."""
+
+    __slots__ = ("id", "statement", "facets", "facet_times", "updated_at", "objects", "changed", "dirty")
+
+    def __init__(self, row_id: int, statement, facets: str | None, facet_times: str | None, updated_at: str | None):
+        self.id, self.statement = row_id, statement
+        self.facets, self.facet_times, self.updated_at = facets, facet_times, updated_at
+        self.objects: tuple[dict, dict] | None = None
+        self.changed = self.dirty = False
+
+    def merge(self, new: dict, stamp: tuple[str, int], time: str) -> None:
+        if self.objects is None:
+            self.objects = (
+                json.loads(self.facets) if self.facets else {},
+                json.loads(self.facet_times) if self.facet_times else {},
+            )
+        facets, times = self.objects
+        won = False
+        for name, value in new.items():
+            seen = times.get(name)
+            if seen is None or stamp > (seen[0], seen[1]):
+                facets[name], times[name], won = value, list(stamp), True
+        updated = max(self.updated_at or time, time)
+        if won or updated != self.updated_at:
+            self.dirty = True
+        self.changed |= won
+        self.updated_at = updated
+
+    def update(self) -> dict | None:
+        """The parameters of the row's update, or None when nothing changed."""
+        if not self.dirty:
+            return None
+        facets, times = self.facets, self.facet_times
+        if self.changed:
+            facets, times = (json.dumps(value, sort_keys=True) for value in self.objects)
+        return {"p_id": self.id, "p_facets": facets, "p_times": times, "p_time": self.updated_at}
 
 
 @dataclass
@@ -258,26 +300,24 @@ class EventIngest:
 
     def _upsert_with_facets(self, table, select_row, update_facets, node_id: int, namespace: str, name: str, facets):
         """The id of the job or dataset row (``table``) named ``namespace``/``name``: inserted with the event's
-        facets, or its facets merged with them (``_update_facets``)."""
-        row = self.conn.execute(select_row, {"p_ns": namespace, "p_name": name}).first()
-        if row is not None:
-            if facets:
-                self._update_facets(update_facets, row, facets)
-            return row.id
-        merged = merge_facets(None, None, facets, self.stamp) or ("{}", None)
-        values = {"node_id": node_id, "namespace": namespace, "name": name, "created_at": self.time}
-        values.update(updated_at=self.time, facets=merged[0], facet_times=merged[1])
-        return self.conn.execute(table.insert(), values).inserted_primary_key[0]
-
-    def _update_facets(self, statement, row, facets: dict) -> None:
-        """Merge an event's facets into a job's or dataset's; ``updated_at`` is the latest time of an event with facets."""
-        merged = merge_facets(row.facets, row.facet_times, facets, self.stamp)
-        updated = max(row.updated_at or self.time, self.time)
-        if merged is not None or updated != row.updated_at:
-            merged = merged or (row.facets, row.facet_times)
-            self.conn.execute(
-                statement, {"p_id": row.id, "p_facets": merged[0], "p_times": merged[1], "p_time": updated}
-            )
+        facets, or its facets merged with them (``FacetRow.merge``). The row is read once per transaction and its
+        merged facets written once, at the transaction's end (``LineageStore._flush_facet_rows``)."""
+        rows = self.store._facet_rows
+        key = (table.name, namespace, name)
+        row = rows.get(key)
+        if row is None:
+            found = self.conn.execute(select_row, {"p_ns": namespace, "p_name": name}).first()
+            if found is None:
+                merged = merge_facets(None, None, facets, self.stamp) or ("{}", None)
+                values = {"node_id": node_id, "namespace": namespace, "name": name, "created_at": self.time}
+                values.update(updated_at=self.time, facets=merged[0], facet_times=merged[1])
+                row_id = self.conn.execute(table.insert(), values).inserted_primary_key[0]
+                rows[key] = FacetRow(row_id, update_facets, merged[0], merged[1], self.time)
+                return row_id
+            row = rows[key] = FacetRow(found.id, update_facets, found.facets, found.facet_times, found.updated_at)
+        if facets:
+            row.merge(facets, self.stamp, self.time)
+        return row.id
 
     def _dataset(self, dataset: dict, direction: str | None) -> tuple[int, int]:
         namespace, name = dataset["namespace"], dataset["name"]
@@ -293,7 +333,12 @@ class EventIngest:
             )
             store._ids[("dataset", namespace, name)] = dataset_id
         version_id = self._dataset_version(dataset_id, facets, direction)
-        if direction and self.run_id:
+        # the run's row for the dataset, unless this transaction already wrote it with this version (or one, and this
+        # event has none: the upsert keeps the stored version then)
+        written = store._run_datasets
+        link = (self.run_id, dataset_id, direction)
+        if direction and self.run_id and not (link in written and version_id in (None, written[link])):
+            written[link] = version_id if version_id is not None else written.get(link)
             conn.execute(
                 store.statements["upsert_run_dataset"],
                 {
@@ -532,8 +577,11 @@ class EventIngest:
         ]
 
     def _column_lineage(self, dataset: dict, dataset_id: int) -> None:
+        """The column edges of an output's ``columnLineage``, each with the transformations its latest report gave:
+        those this transaction has not already written as they are, in one upsert."""
         fields = ((dataset.get("facets") or {}).get("columnLineage") or {}).get("fields") or {}
-        conn, store = self.conn, self.store
+        store = self.store
+        wanted: dict[tuple, str] = {}
         for field_name, spec in fields.items():
             for input_field in (spec or {}).get("inputFields") or []:
                 if not (input_field.get("namespace") and input_field.get("name") and input_field.get("field")):
@@ -545,23 +593,14 @@ class EventIngest:
                     else store._ids[("dataset", namespace, name)]
                 )
                 transformations = json.dumps(input_field.get("transformations") or [], sort_keys=True)
-                keys = {
-                    "p_dataset": dataset_id,
-                    "p_field": field_name,
-                    "p_input": input_id,
-                    "p_input_field": input_field["field"],
-                }
-                existing = conn.execute(SELECT_COLUMN_EDGE, keys).first()
-                if existing is None:
-                    conn.execute(
-                        column_edges_table.insert(),
-                        {
-                            "dataset_id": dataset_id,
-                            "field": field_name,
-                            "input_dataset_id": input_id,
-                            "input_field": input_field["field"],
-                            "transformations": transformations,
-                        },
-                    )
-                elif existing.transformations != transformations:
-                    conn.execute(UPDATE_COLUMN_EDGE, {**keys, "p_transformations": transformations})
+                wanted[(dataset_id, field_name, input_id, input_field["field"])] = transformations
+        written = store._column_edges
+        columns = [column.name for column in column_edges_table.c]  # the key's four, then transformations
+        rows = [
+            dict(zip(columns, (*key, transformations), strict=True))
+            for key, transformations in wanted.items()
+            if written.get(key) != transformations
+        ]
+        if rows:
+            self.conn.execute(store.statements["upsert_column_edge"], rows)
+            written.update((key, value) for key, value in wanted.items())

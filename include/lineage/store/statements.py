@@ -115,22 +115,6 @@ SELECT_JOB_VERSION = select(job_versions_table.c.id).where(
 UPDATE_RUN_VERSION = update(runs_table).where(runs_table.c.id == p("p_run")).values(job_version_id=p("p_version"))
 RUN_USING_VERSION = select(runs_table.c.id).where(runs_table.c.job_version_id == p("p_version")).limit(1)
 DELETE_JOB_VERSION = job_versions_table.delete().where(job_versions_table.c.id == p("p_version"))
-SELECT_COLUMN_EDGE = select(column_edges_table.c.transformations).where(
-    column_edges_table.c.dataset_id == p("p_dataset"),
-    column_edges_table.c.field == p("p_field"),
-    column_edges_table.c.input_dataset_id == p("p_input"),
-    column_edges_table.c.input_field == p("p_input_field"),
-)
-UPDATE_COLUMN_EDGE = (
-    update(column_edges_table)
-    .where(
-        column_edges_table.c.dataset_id == p("p_dataset"),
-        column_edges_table.c.field == p("p_field"),
-        column_edges_table.c.input_dataset_id == p("p_input"),
-        column_edges_table.c.input_field == p("p_input_field"),
-    )
-    .values(transformations=p("p_transformations"))
-)
 
 
 def dialect_statements(dialect: str) -> dict:
@@ -189,6 +173,12 @@ def dialect_statements(dialect: str) -> dict:
             "read_lines": cursor.excluded.read_lines,
         },
     )
+    column_edge = dialect_insert(column_edges_table)
+    column_edge = column_edge.on_conflict_do_update(
+        index_elements=["dataset_id", "field", "input_dataset_id", "input_field"],
+        set_={"transformations": column_edge.excluded.transformations},
+        where=column_edges_table.c.transformations.is_distinct_from(column_edge.excluded.transformations),
+    )
     rejected = (
         dialect_insert(rejected_lines_table)
         .on_conflict_do_nothing(index_elements=["path", "byte_offset", "line_sha256"])
@@ -202,4 +192,5 @@ def dialect_statements(dialect: str) -> dict:
         "insert_event": raw,
         "upsert_run_dataset": run_dataset,
         "upsert_edge_history": history,
+        "upsert_column_edge": column_edge,
     }

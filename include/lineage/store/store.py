@@ -47,7 +47,7 @@ from include.core import settings
 from include.lineage.errors import InvalidEventError, LineageError, UnreadableEventFileError
 from include.lineage.events import SourcedEvent, check_event, dataset_key, job_key, read_event_file
 from include.lineage.store import ancestry, migrate
-from include.lineage.store.ingest import EventIngest, IngestResult
+from include.lineage.store.ingest import EventIngest, FacetRow, IngestResult
 from include.lineage.store.schema import (
     aliases_table,
     closure_table,
@@ -107,6 +107,12 @@ class LineageStore:
         self._graph: dict[int, set[tuple[int, int]]] = {}
         self._stale_ancestry: set[int] = set()  # nodes whose closure rows changed in this transaction
         self._stale_below: set[int] = set()  # ... and the descendants of these
+        # What one transaction writes once, at its end, or only once (ingest.py): jobs' and datasets' merged facets,
+        # edges' seen times; the run -> dataset rows and column edges it already wrote.
+        self._facet_rows: dict[tuple, FacetRow] = {}
+        self._seen_edges: dict[tuple[int, int], tuple[str, str]] = {}
+        self._run_datasets: dict[tuple, int | None] = {}
+        self._column_edges: dict[tuple, str] = {}
 
     def close(self) -> None:
         self.engine.dispose()
@@ -187,6 +193,7 @@ class LineageStore:
                             run_id = (item.event.get("run") or {}).get("runId")
                             if run_id:
                                 result.new_run_ids.add(run_id)
+                    self._flush(conn)
                     self._repack_ancestry(conn)
             except BaseException:
                 self._ids.clear()  # ids of rolled-back rows must not be reused
@@ -196,6 +203,10 @@ class LineageStore:
             finally:
                 self._job_latest.clear()
                 self._graph.clear()
+                self._facet_rows.clear()
+                self._seen_edges.clear()
+                self._run_datasets.clear()
+                self._column_edges.clear()
                 self._stale_ancestry.clear()
                 self._stale_below.clear()
         return result
@@ -242,15 +253,32 @@ class LineageStore:
 
     def record_edges(self, conn: Connection, edges: list[tuple[int, int]], time: str) -> None:
         """``lineage_edge_history``: each edge seen at ``time``, its first and last seen times widened to it."""
-        rows = []
         for edge in dict.fromkeys(edges):
             seen = self._history.get(edge)  # a range the table's is known to contain
             if seen is not None and seen[0] <= time <= seen[1]:
                 continue
             self._history[edge] = (min(seen[0], time), max(seen[1], time)) if seen else (time, time)
-            rows.append({"source": edge[0], "target": edge[1], "first_seen": time, "last_seen": time})
-        if rows:
-            conn.execute(self.statements["upsert_edge_history"], rows)
+            pending = self._seen_edges.get(edge)  # written once, widened, at the transaction's end (_flush)
+            self._seen_edges[edge] = (min(pending[0], time), max(pending[1], time)) if pending else (time, time)
+
+    def _flush(self, conn: Connection) -> None:
+        """What the transaction's events merged in memory, written once: jobs' and datasets' facets, edges' seen
+        times (include/lineage/store/ingest.py ``FacetRow``, ``record_edges``)."""
+        updates: dict = {}
+        for row in self._facet_rows.values():
+            values = row.update()
+            if values is not None:
+                updates.setdefault(row.statement, []).append(values)
+        for statement, rows in updates.items():
+            conn.execute(statement, rows)
+        if self._seen_edges:
+            conn.execute(
+                self.statements["upsert_edge_history"],
+                [
+                    {"source": source, "target": target, "first_seen": first, "last_seen": last}
+                    for (source, target), (first, last) in self._seen_edges.items()
+                ],
+            )
 
     def job_latest(self, conn: Connection, job_id: int) -> tuple[str | None, str | None, int | None]:
         """(latest run id, its time, current version id) of a job, read once per transaction."""

@@ -1,0 +1,571 @@
+"""The lineage store at a platform's scale (issue 52): a generated year of lineage (``bench/history.py``) at several
+sizes, on PostgreSQL (a throwaway cluster the bench starts on loopback) and on SQLite, side by side in one run.
+
+For each size and each database, into a fresh store:
+
+- **backlog**: ``lineage ingest`` (the real command, a subprocess) of the history written as one file per day, each
+  file one transaction: events/s of wall clock and of the command's CPU;
+- **storage**: bytes on disk per event, tables and indexes, and the largest tables;
+- **answers**, p50/p95 in ms over ``queries`` questions each (in this process, through ``LineageQueries`` as the CLI
+  and the server call it): ``lineage upstream`` and ``impact`` of random datasets, upstream of a hub, ``--as-of`` the
+  middle of the year, run provenance, ``lineage diff --upstream`` of a job's two latest runs, Marquez's
+  ``GET /api/v1/lineage`` at depth 20 from a hub (first answer, which builds the Marquez model, apart; then split into
+  the walk, the response's building and its JSON), and the lineage page's first graph;
+- **served ingest**: a real ``lineage serve`` over the filled store takes the history's next events, one per POST
+  and in batches of 100, from ``clients`` clients at once;
+- **retention** (the largest size only): ``lineage prune --older-than 90d`` (90 days before the history's end) while
+  a reader asks upstream questions: the prune's time, the readers' p95 before and during.
+
+Nothing is asserted. Figures go to ``var/bench/results.json`` under ``store_scale`` (keyed
+``<database>_<events>``) and to ``var/bench/store-scale.md``.
+
+    python -m bench.store_scale --sizes 100000,1000000 [--databases postgresql,sqlite] [--queries 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import secrets
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import requests
+
+from bench.history import History, table_key
+from include.core import ports, settings
+
+SECTION = "store_scale"
+DATABASES = ("postgresql", "sqlite")
+DEFAULT_SIZES = (100_000,)
+DEFAULT_QUERIES = 40
+CLIENTS = 4
+BATCH = 100
+POST_EVENTS = 2_000
+RETENTION = timedelta(days=90)
+
+
+def _progress(message: str) -> None:
+    print(f"bench [{time.strftime('%H:%M:%S')}] store_scale: {message}", flush=True)
+
+
+def percentiles(values_ms: list[float]) -> dict:
+    """p50 and p95 (nearest rank) of a list of milliseconds, with how many there were."""
+    if not values_ms:
+        return {"p50_ms": None, "p95_ms": None, "count": 0}
+    ordered = sorted(values_ms)
+    p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+    return {"p50_ms": round(statistics.median(ordered), 3), "p95_ms": round(p95, 3), "count": len(ordered)}
+
+
+def timed(call: Callable[[], object]) -> tuple[object, float]:
+    started = time.perf_counter()
+    result = call()
+    return result, (time.perf_counter() - started) * 1000
+
+
+def write_days(history: History, folder: Path) -> tuple[list[Path], str]:
+    """The history as one JSON-lines file per event day (a day's backlog: what ``lineage ingest`` takes in one
+    transaction); the files in order and the last event time."""
+    folder.mkdir(parents=True, exist_ok=True)
+    files: list[Path] = []
+    out = None
+    day = last = ""
+    try:
+        for line in history.lines():
+            time_ = line[14:38]  # "eventTime":"..." is the first key of every generated event
+            if time_[:10] != day:
+                if out:
+                    out.close()
+                day = time_[:10]
+                files.append(folder / f"{day}.jsonl")
+                out = files[-1].open("w", encoding="utf-8")
+            out.write(line + "\n")
+            last = max(last, time_)
+    finally:
+        if out:
+            out.close()
+    return files, last
+
+
+# ---------------------------------------------------------------------------------------------------- databases
+@contextmanager
+def postgres_server(folder: Path) -> Iterator[Callable[[str], str]]:
+    """A throwaway PostgreSQL cluster on loopback; yields a function that makes a fresh database and gives its URL."""
+    from include.services import postgres
+
+    if folder.exists():
+        shutil.rmtree(folder, ignore_errors=True)
+    cluster = postgres.Cluster(folder, ports.free_port()).init().start(durable=False)
+    password = secrets.token_hex(16)
+    cluster.ensure_role("lineage", password)
+
+    def database(name: str) -> str:
+        cluster.sql(f'DROP DATABASE IF EXISTS "{name}"')
+        cluster.ensure_database(name, "lineage")
+        return f"postgresql+psycopg2://lineage:{password}@127.0.0.1:{cluster.port}/{name}"
+
+    try:
+        yield database
+    finally:
+        cluster.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def storage(store) -> dict:
+    """Bytes on disk: tables (with their TOAST on PostgreSQL), indexes, and per table."""
+    from sqlalchemy import text
+
+    per_table: dict[str, dict] = {}
+    with store.engine.connect() as conn:
+        if store.dialect == "postgresql":
+            rows = conn.execute(
+                text(
+                    "SELECT c.relname, pg_table_size(c.oid), pg_indexes_size(c.oid) FROM pg_class c "
+                    "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relkind = 'r'"
+                )
+            ).all()
+            for name, table, indexes in rows:
+                per_table[name] = {"table": int(table), "indexes": int(indexes)}
+        else:
+            rows = conn.execute(
+                text(
+                    "SELECT s.name, m.type, m.tbl_name, sum(s.pgsize) FROM dbstat s JOIN sqlite_master m "
+                    "ON m.name = s.name GROUP BY s.name"
+                )
+            ).all()
+            for _name, kind, table, size in rows:
+                entry = per_table.setdefault(table, {"table": 0, "indexes": 0})
+                entry["table" if kind == "table" else "indexes"] += int(size)
+    tables = sum(entry["table"] for entry in per_table.values())
+    indexes = sum(entry["indexes"] for entry in per_table.values())
+    largest = sorted(per_table.items(), key=lambda item: -(item[1]["table"] + item[1]["indexes"]))[:4]
+    return {"table_bytes": tables, "index_bytes": indexes, "largest": dict(largest)}
+
+
+# ---------------------------------------------------------------------------------------------------- ingest
+def backlog_ingest(files: list[Path], url: str, env: dict) -> dict:
+    """``lineage ingest`` of the day files, in chunks of command lines; wall and child CPU seconds."""
+    lineage = str(Path(sys.executable).with_name("lineage"))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    for start in range(0, len(files), 100):
+        subprocess.run(
+            [lineage, "ingest", "--store", url, *map(str, files[start : start + 100])],
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"seconds": round(wall, 2), "cpu_seconds": round(cpu, 2)}
+
+
+def _serve(url: str, env: dict) -> tuple[subprocess.Popen, str]:
+    port = ports.free_port()
+    lineage = str(Path(sys.executable).with_name("lineage"))
+    process = subprocess.Popen(
+        [lineage, "serve", "--port", str(port), "--store", url],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            if requests.get(f"{base}/api/v1/health", timeout=5).ok:
+                return process, base
+        except requests.ConnectionError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError("lineage serve did not start")
+        time.sleep(0.3)
+
+
+def _post_all(base: str, token: str, bodies: list, path: str, clients: int) -> float:
+    """Post ``bodies`` from ``clients`` threads (each its share, in order); seconds of wall clock."""
+    errors: list[BaseException] = []
+
+    def client(share: list) -> None:
+        try:
+            with requests.Session() as session:
+                session.headers["Authorization"] = f"Bearer {token}"
+                for body in share:
+                    session.post(f"{base}{path}", json=body, timeout=600).raise_for_status()
+        except BaseException as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=client, args=(bodies[index::clients],)) for index in range(clients)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return time.perf_counter() - started
+
+
+def served_ingest(url: str, env: dict, token: str, events: list[dict], clients: int) -> dict:
+    """The next events through a real ``lineage serve`` over the filled store: half one per POST, half in batches."""
+    half = len(events) // 2
+    singles, batched = events[:half], events[half:]
+    process, base = _serve(url, env)
+    try:
+        single_seconds = _post_all(base, token, singles, "/api/v1/lineage", clients)
+        batches = [batched[start : start + BATCH] for start in range(0, len(batched), BATCH)]
+        batch_seconds = _post_all(base, token, batches, "/api/v1/lineage/batch", clients)
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+    return {
+        "clients": clients,
+        "single_post_events_per_second": round(len(singles) / single_seconds, 1),
+        "batch_post_events_per_second": round(len(batched) / batch_seconds, 1),
+        "batch_size": BATCH,
+        "events": len(events),
+    }
+
+
+# ---------------------------------------------------------------------------------------------------- answers
+def _sample(store, history: History, count: int, seed: int) -> dict:
+    """What the questions ask about: random generated tables that are in the store, a hub, jobs with two runs."""
+    from sqlalchemy import select
+
+    from include.lineage.store.schema import datasets_table, jobs_table, runs_table
+
+    rng = random.Random(seed)
+    with store.engine.connect() as conn:
+        names = conn.execute(select(datasets_table.c.namespace, datasets_table.c.name)).all()
+        tables = sorted(f"{ns}:{name}" for ns, name in names if "/warehouse/" in name and "/shared/" not in name)
+        jobs = sorted(
+            conn.execute(select(jobs_table.c.name).where(jobs_table.c.name.like("%.build_stage_%"))).scalars()
+        )
+        pairs = []
+        for job in rng.sample(jobs, min(count, len(jobs))):
+            rows = conn.execute(
+                select(runs_table.c.id)
+                .join(jobs_table, jobs_table.c.id == runs_table.c.job_id)
+                .where(jobs_table.c.name == job, runs_table.c.state == "COMPLETED")
+                .order_by(runs_table.c.first_event_time.desc())
+                .limit(2)
+            ).all()
+            if len(rows) == 2:
+                pairs.append((rows[1].id, rows[0].id))
+    hub_namespace, hub_name = table_key(history.hubs[0]).split("|", 1)
+    return {
+        "datasets": [rng.choice(tables) for _ in range(count)] if tables else [],
+        "hub": f"dataset:{hub_namespace}:{hub_name}",
+        "run_pairs": pairs,
+    }
+
+
+def answers(store, history: History, queries: int, as_of: str, seed: int = 7) -> dict:
+    from include.lineage.api import data
+    from include.lineage.queries import LineageQueries, marquez
+    from include.lineage.queries.model import marquez_walk
+
+    sample = _sample(store, history, queries, seed)
+    lineage = LineageQueries(store)
+    figures: dict = {"datasets_asked": len(sample["datasets"]), "run_pairs": len(sample["run_pairs"])}
+    series: dict[str, list[float]] = {name: [] for name in ("upstream", "impact", "as_of_upstream", "hub_impact")}
+    sizes: dict[str, list[int]] = {"upstream": [], "impact": []}
+    for ref in sample["datasets"]:
+        sub, ms = timed(lambda ref=ref: lineage.upstream(ref))
+        series["upstream"].append(ms)
+        sizes["upstream"].append(len(sub.nodes))
+        result, ms = timed(lambda ref=ref: lineage.impact(ref))
+        series["impact"].append(ms)
+        sizes["impact"].append(len(result["subgraph"].nodes))
+        series["as_of_upstream"].append(timed(lambda ref=ref: lineage.upstream(ref, as_of=as_of))[1])
+    for _ in range(max(3, queries // 4)):
+        hub, ms = timed(lambda: lineage.impact(sample["hub"]))
+        series["hub_impact"].append(ms)
+    for name, values in series.items():
+        figures[name] = percentiles(values)
+    for name, values in sizes.items():
+        figures[name]["mean_nodes"] = round(statistics.mean(values), 1) if values else 0
+    figures["hub_impact"]["nodes"] = len(hub["subgraph"].nodes)
+    figures["hub_impact"]["runs"] = len(hub["runs"])
+
+    # Marquez's GET /api/v1/lineage from the hub, depth 20: the first answer builds the model from every event
+    _, first = timed(lambda: lineage.marquez_lineage(sample["hub"], depth=20))
+    walk_ms, build_ms, json_ms, whole_ms = [], [], [], []
+    nodes = 0
+    for _ in range(max(3, queries // 4)):
+        answer, ms = timed(lambda: lineage.marquez_lineage(sample["hub"], depth=20))
+        whole_ms.append(ms)
+        nodes = len(answer["graph"])
+        with store.engine.connect() as conn:
+            started = time.perf_counter()
+            model = lineage._models.model(conn)
+            kind, focus = marquez.marquez_focus(conn, sample["hub"], model, store.url)
+            job_io = model.job_io()
+            jobs = marquez_walk(job_io, model.start_job(focus) if kind == "dataset" else focus, 20)
+            walked = time.perf_counter()
+            graph = marquez.marquez_graph_of(conn, jobs, job_io, focus if kind == "dataset" else None, None)
+            built = time.perf_counter()
+            json.dumps(graph)
+            done = time.perf_counter()
+        walk_ms.append((walked - started) * 1000)
+        build_ms.append((built - walked) * 1000)
+        json_ms.append((done - built) * 1000)
+    figures["marquez_lineage_depth20"] = {
+        **percentiles(whole_ms),
+        "nodes": nodes,
+        "first_answer_ms": round(first, 1),
+        "walk": percentiles(walk_ms),
+        "response_building": percentiles(build_ms),
+        "json": percentiles(json_ms),
+    }
+
+    provenance, diffs = [], []
+    for run_a, run_b in sample["run_pairs"]:
+        provenance.append(timed(lambda run=run_b: lineage.run_lineage(run, depth=20))[1])
+        diffs.append(timed(lambda a=run_a, b=run_b: lineage.diff(a, b, upstream=True))[1])
+    figures["run_provenance"] = percentiles(provenance)
+    figures["diff_upstream"] = percentiles(diffs)
+    page = [timed(lambda: data.graph(lineage))[1] for _ in range(3)]
+    figures["page_first_graph"] = percentiles(page)
+    return figures
+
+
+def prune_while_reading(store, history: History, end: str, seed: int = 11) -> dict:
+    """``lineage prune`` of what is older than 90 days before the history's end, while a reader asks upstream
+    questions of random datasets; the readers' latencies before (as long as the prune) and during."""
+    from include.lineage.queries import LineageQueries
+    from include.lineage.store.retention import prune_store
+
+    sample = _sample(store, history, 50, seed)["datasets"]
+    lineage = LineageQueries(store)
+    stop = threading.Event()
+    during: list[float] = []
+
+    def reader(into: list[float]) -> None:
+        index = 0
+        while True:  # at least one answer, however short the prune
+            ref = sample[index % len(sample)]
+            into.append(timed(lambda ref=ref: lineage.upstream(ref))[1])
+            index += 1
+            if stop.is_set():
+                break
+
+    now = datetime.fromisoformat(end.replace("Z", "+00:00")).astimezone(UTC)
+    thread = threading.Thread(target=reader, args=(during,))
+    thread.start()
+    try:
+        report, ms = timed(lambda: prune_store(store, RETENTION, now=now))
+    finally:
+        stop.set()
+        thread.join()
+    before: list[float] = []
+    stop.clear()
+    thread = threading.Thread(target=reader, args=(before,))
+    thread.start()
+    time.sleep(min(ms / 1000, 30))
+    stop.set()
+    thread.join()
+    return {
+        "seconds": round(ms / 1000, 2),
+        "horizon": report.horizon,
+        "deleted": dict(report.counts),
+        "readers_during": percentiles(during),
+        "readers_after": percentiles(before),
+    }
+
+
+# ---------------------------------------------------------------------------------------------------- the run
+def measure(
+    work_dir: Path, sizes: list[int], databases: list[str], queries: int, clients: int, post_events: int
+) -> dict:
+    from include.lineage.emit import tokens
+    from include.lineage.store import LineageStore
+    from include.services import postgres
+
+    if "postgresql" in databases and not postgres.available():
+        _progress("PostgreSQL is not installed (include/setup/system_packages.sh installs it): SQLite only")
+        databases = [db for db in databases if db != "postgresql"]
+    work_dir.mkdir(parents=True, exist_ok=True)
+    var = work_dir / "var"
+    token_file = tokens.ensure_tokens(var / "secrets" / tokens.TOKENS_FILE_NAME)
+    writer = next(token.value for token in tokens.load_tokens(token_file) if "write" in token.scopes)
+    env = {**os.environ, "PIPELINE_VAR_DIR": str(var)}
+    results: dict = {"load_average_start": os.getloadavg(), "cpus": os.cpu_count(), "sizes": sizes}
+    with postgres_server(work_dir / "postgres") if "postgresql" in databases else _none() as database:
+        for size in sizes:
+            history = History(size)
+            _progress(f"{size:,} events: writing the history ({history.dag_count} DAGs, one file a day)")
+            files, end = write_days(history, work_dir / f"history-{size}")
+            following = [json.loads(line) for line in history.following(post_events)]
+            as_of = (history.start + timedelta(days=history.days // 2)).isoformat()
+            for db in databases:
+                key = f"{db}_{size}"
+                if db == "postgresql":
+                    url = database(f"lineage_{size}")
+                else:
+                    path = work_dir / f"store-{size}.db"
+                    for suffix in ("", "-wal", "-shm"):
+                        Path(f"{path}{suffix}").unlink(missing_ok=True)
+                    url = f"sqlite:///{path}"
+                LineageStore(url).close()  # the tables made before the clock starts
+                _progress(f"{key}: lineage ingest of {len(files)} day files")
+                figures: dict = {"events": size, "dags": history.dag_count, "load_average": os.getloadavg()}
+                figures["backlog"] = backlog_ingest(files, url, env)
+                figures["backlog"]["events_per_second"] = round(size / figures["backlog"]["seconds"], 1)
+                figures["backlog"]["events_per_cpu_second"] = round(size / figures["backlog"]["cpu_seconds"], 1)
+                store = LineageStore(url)
+                try:
+                    figures["storage"] = storage(store)
+                    total = figures["storage"]["table_bytes"] + figures["storage"]["index_bytes"]
+                    figures["storage"]["bytes_per_event"] = round(total / size, 1)
+                    _progress(f"{key}: answers")
+                    figures["answers"] = answers(store, history, queries, as_of)
+                    _progress(f"{key}: served ingest of {len(following):,} more events")
+                    figures["served"] = served_ingest(url, env, writer, following, clients)
+                    if size == max(sizes):
+                        _progress(f"{key}: prune older than 90 days while reading")
+                        figures["prune"] = prune_while_reading(store, history, end)
+                finally:
+                    store.close()
+                figures["load_average_end"] = os.getloadavg()
+                results[key] = figures
+                _progress(f"{key}: {json.dumps(summary_row(figures))}")
+    results["load_average_end"] = os.getloadavg()
+    return results
+
+
+@contextmanager
+def _none():
+    yield None
+
+
+def summary_row(figures: dict) -> dict:
+    a = figures.get("answers", {})
+
+    def p95(name: str):
+        return (a.get(name) or {}).get("p95_ms")
+
+    return {
+        "backlog_events_per_second": figures["backlog"]["events_per_second"],
+        "bytes_per_event": figures.get("storage", {}).get("bytes_per_event"),
+        "upstream_p95_ms": p95("upstream"),
+        "impact_p95_ms": p95("impact"),
+        "marquez_p95_ms": p95("marquez_lineage_depth20"),
+        "single_post_events_per_second": figures.get("served", {}).get("single_post_events_per_second"),
+        "batch_post_events_per_second": figures.get("served", {}).get("batch_post_events_per_second"),
+    }
+
+
+def to_markdown(results: dict) -> str:
+    keys = [key for key in results if isinstance(results[key], dict) and "backlog" in results[key]]
+    lines = [
+        f"# store_scale (load average {results['load_average_start'][0]:.1f} at the start, "
+        f"{results['load_average_end'][0]:.1f} at the end; {results['cpus']} CPUs)",
+        "",
+        "| figure | " + " | ".join(keys) + " |",
+        "|---|" + "---|" * len(keys),
+    ]
+
+    def row(label: str, get: Callable[[dict], object]) -> None:
+        cells = []
+        for key in keys:
+            try:
+                value = get(results[key])
+            except (KeyError, TypeError):
+                value = None
+            cells.append("" if value is None else f"{value:,}" if isinstance(value, int | float) else str(value))
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+
+    row(
+        "backlog `lineage ingest`, events/s (per CPU-s)",
+        lambda f: f"{f['backlog']['events_per_second']:,.0f} ({f['backlog']['events_per_cpu_second']:,.0f})",
+    )
+    row("served, single posts, events/s", lambda f: f["served"]["single_post_events_per_second"])
+    row("served, batches of 100, events/s", lambda f: f["served"]["batch_post_events_per_second"])
+    row("bytes per event (tables + indexes)", lambda f: f["storage"]["bytes_per_event"])
+    row("largest table", lambda f: next(iter(f["storage"]["largest"])))
+    for name in (
+        "upstream",
+        "impact",
+        "hub_impact",
+        "as_of_upstream",
+        "run_provenance",
+        "diff_upstream",
+        "marquez_lineage_depth20",
+        "page_first_graph",
+    ):
+        row(f"{name} p50 / p95 (ms)", lambda f, n=name: f"{f['answers'][n]['p50_ms']} / {f['answers'][n]['p95_ms']}")
+    row(
+        "marquez nodes; first answer (ms)",
+        lambda f: (
+            f"{f['answers']['marquez_lineage_depth20']['nodes']}; "
+            f"{f['answers']['marquez_lineage_depth20']['first_answer_ms']}"
+        ),
+    )
+    row(
+        "marquez walk / building / JSON p50 (ms)",
+        lambda f: " / ".join(
+            str(f["answers"]["marquez_lineage_depth20"][part]["p50_ms"])
+            for part in ("walk", "response_building", "json")
+        ),
+    )
+    row(
+        "prune 90 d: seconds; readers p95 during / after (ms)",
+        lambda f: (
+            f"{f['prune']['seconds']}; "
+            f"{f['prune']['readers_during']['p95_ms']} / {f['prune']['readers_after']['p95_ms']}"
+        ),
+    )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None, project: settings.Paths | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.store_scale", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)))
+    parser.add_argument("--databases", default=",".join(DATABASES))
+    parser.add_argument("--queries", type=int, default=DEFAULT_QUERIES)
+    parser.add_argument("--clients", type=int, default=CLIENTS)
+    parser.add_argument("--post-events", type=int, default=POST_EVENTS)
+    options = parser.parse_args(argv)
+    project = project or settings.Paths.current()
+    sizes = [int(size) for size in options.sizes.split(",")]
+    databases = [db for db in options.databases.split(",") if db]
+    if set(databases) - set(DATABASES):
+        parser.error(f"--databases: {', '.join(DATABASES)}")
+    results = measure(
+        project.var / "bench-state-store-scale",
+        sizes,
+        databases,
+        options.queries,
+        options.clients,
+        options.post_events,
+    )
+    out = project.bench
+    out.mkdir(parents=True, exist_ok=True)
+    combined = out / "results.json"
+    merged = json.loads(combined.read_text()) if combined.exists() else {}
+    section = merged.get(SECTION, {})
+    section.update(results)
+    merged[SECTION] = section
+    combined.write_text(json.dumps(merged, indent=2))
+    (out / "store-scale.md").write_text(to_markdown(results))
+    print(to_markdown(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""``bench/store_scale.py`` on a small size: its figures' code end to end on SQLite (a real ``lineage ingest`` of the
+day files and a real ``lineage serve``), and its helpers. The bench asserts no timing; neither does this."""
+
+from __future__ import annotations
+
+import json
+
+from bench import ingest_throughput, store_scale
+from bench.history import History
+from include.core import settings
+
+
+def test_percentiles_are_the_median_and_the_nearest_rank_95th():
+    assert store_scale.percentiles([]) == {"p50_ms": None, "p95_ms": None, "count": 0}
+    figures = store_scale.percentiles([float(value) for value in range(1, 101)])
+    assert figures == {"p50_ms": 50.5, "p95_ms": 95.0, "count": 100}
+
+
+def test_the_history_is_written_one_file_per_event_day_every_event_once(tmp_path):
+    history = History(900, seed=4)
+    files, last = store_scale.write_days(history, tmp_path / "days")
+    lines = [line for file in files for line in file.read_text().splitlines()]
+    assert lines == list(History(900, seed=4).lines())
+    for file in files:
+        assert {json.loads(line)["eventTime"][:10] for line in file.read_text().splitlines()} == {file.stem}
+    assert last == max(json.loads(line)["eventTime"] for line in lines)
+
+
+def test_the_bench_measures_every_figure_on_sqlite_and_merges_its_own_section(tmp_path, monkeypatch):
+    monkeypatch.setenv("PIPELINE_VAR_DIR", str(tmp_path / "var"))
+    results = settings.Paths.current().bench / "results.json"
+    results.parent.mkdir(parents=True)
+    results.write_text(json.dumps({ingest_throughput.SECTION: {"kept": 1}}))
+    argv = ["--sizes", "700", "--databases", "sqlite", "--queries", "3", "--post-events", "40", "--clients", "2"]
+    assert store_scale.main(argv) == 0
+    written = json.loads(results.read_text())
+    assert written[ingest_throughput.SECTION] == {"kept": 1}, "another section's figures stay as they were"
+    figures = written[store_scale.SECTION]["sqlite_700"]
+    assert figures["events"] == 700 and figures["backlog"]["events_per_second"] > 0
+    assert figures["storage"]["bytes_per_event"] > 0 and figures["storage"]["largest"]
+    answers = figures["answers"]
+    for name in ("upstream", "impact", "hub_impact", "as_of_upstream", "run_provenance", "diff_upstream"):
+        assert answers[name]["count"] > 0 and answers[name]["p95_ms"] >= answers[name]["p50_ms"], name
+    marquez = answers["marquez_lineage_depth20"]
+    assert marquez["nodes"] > 1 and marquez["walk"]["count"] == marquez["count"]
+    assert figures["served"]["single_post_events_per_second"] > 0 and figures["served"]["batch_post_events_per_second"]
+    assert figures["prune"]["seconds"] >= 0 and figures["prune"]["readers_during"]["count"] > 0
+    markdown = (results.parent / "store-scale.md").read_text()
+    assert "sqlite_700" in markdown and "marquez_lineage_depth20" in markdown
+
+
+def test_its_section_is_its_own():
+    sections = {store_scale.SECTION, ingest_throughput.SECTION, "explorer", "ingest", "lineage", "scale"}
+    assert len(sections) == 6

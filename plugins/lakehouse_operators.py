@@ -92,10 +92,11 @@ class LakehouseSparkSubmitOperator(SparkSubmitOperator):
             job_report = extraction.read_report(report)
             self.observed_lineage = extraction.observe(self, job_report)
             declared_inputs, declared_outputs = self.lineage_keys()
-            if (declared_inputs or declared_outputs) and report.exists():
+            if declared_inputs or declared_outputs:
                 found = observed.drift(declared_inputs, declared_outputs, self.observed_lineage)
-                job_report.lineage_drift = asdict(found) if found else None
-                job_report.write(report)
+                if found or report.exists():  # a plain script leaves no report: one is written for the drift
+                    job_report.lineage_drift = asdict(found) if found else None
+                    job_report.write(report)
         except Exception:
             logging.getLogger(__name__).warning("lineage: what %s did was not observed", self.task_id, exc_info=True)
 

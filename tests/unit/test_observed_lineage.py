@@ -118,7 +118,7 @@ def _rules(paths) -> list[tuple[str, list[dict], list[str], list[str]]]:
 def test_roll_up_rules(paths, index):
     reason, events, inputs, outputs = _rules(paths)[index]
     seen = observed.with_report(observed.roll_up(events, "T", paths), JobReport())
-    assert (seen.input_keys(), seen.output_keys()) == (sorted(inputs), sorted(outputs)), reason
+    assert (sorted(seen.input_keys()), sorted(seen.output_keys())) == (sorted(inputs), sorted(outputs)), reason
 
 
 def test_what_the_job_reports_joins_the_observation_and_its_column_lineage_wins(paths):
@@ -146,7 +146,7 @@ def test_what_the_job_reports_joins_the_observation_and_its_column_lineage_wins(
         },
     )
     seen = observed.with_report(observed.roll_up([_event("a", "T", [self_mapped], [self_mapped])], "T", paths), report)
-    assert seen.input_keys() == sorted([naming.HOURLY_ACTUALS, naming.model_key("seasonal_naive")])
+    assert sorted(seen.input_keys()) == sorted([naming.HOURLY_ACTUALS, naming.model_key("seasonal_naive")])
     assert seen.columns == {
         naming.HOURLY_FORECAST: {
             "forecasted_total_rides": [(naming.HOURLY_ACTUALS, "total_rides", "DIRECT", "TRANSFORMATION")]
@@ -191,3 +191,55 @@ def test_no_output_is_ever_an_input_and_every_column_source_is_an_input(inputs, 
     assert not set(seen.inputs) & set(seen.outputs)
     for columns in seen.columns.values():
         assert all(source[0] in seen.inputs for sources in columns.values() for source in sources)
+
+
+def _written(paths, fields: dict, dataset_level: list[tuple[str, str]], schema: list[str]) -> dict:
+    raw = f"{_warehouse(paths)}/{settings.ICEBERG_NAMESPACE}/{naming.TAXI_RAW}"
+    out = f"{_warehouse(paths)}/{settings.ICEBERG_NAMESPACE}/out"
+
+    def field(column, subtype):
+        kind = "DIRECT" if subtype in ("IDENTITY", "TRANSFORMATION") else "INDIRECT"
+        return {
+            "namespace": "file",
+            "name": raw,
+            "field": column,
+            "transformations": [{"type": kind, "subtype": subtype}],
+        }
+
+    facets = {
+        "schema": {"fields": [{"name": c, "type": "string"} for c in schema]},
+        "columnLineage": {
+            "fields": {c: {"inputFields": [field(*source)]} for c, source in fields.items()},
+            "dataset": [field(*source) for source in dataset_level],
+        },
+    }
+    return _event("a", "T", [_file(raw)], [{"namespace": "file", "name": out, "facets": facets}])
+
+
+def test_a_count_in_an_aggregation_depends_on_the_grouping_and_a_literal_on_nothing(paths):
+    """count(*) has no input field: in an aggregation it depends on the grouping (the dataset-level GROUP_BY); a
+    literal column of a plain select depends on nothing, though the dataset-level list holds the select's filter."""
+    grouped = _written(paths, {"zone": ("PULocationID", "IDENTITY")}, [("PULocationID", "GROUP_BY")], ["zone", "n"])
+    seen = observed.with_report(observed.roll_up([grouped], "T", paths), JobReport())
+    assert seen.columns["out"]["n"] == [(naming.TAXI_RAW, "PULocationID", "INDIRECT", "GROUP_BY")]
+    filtered = _written(paths, {"zone": ("PULocationID", "IDENTITY")}, [("total_amount", "FILTER")], ["zone", "file"])
+    seen = observed.with_report(observed.roll_up([filtered], "T", paths), JobReport())
+    assert "file" not in seen.columns["out"]
+
+
+def test_a_file_the_job_fingerprinted_or_measured_is_an_input_though_spark_read_no_row(paths):
+    landed = str(paths.var / "landing" / "tlc" / "yellow_tripdata_2025-01.parquet")
+    seen = observed.with_report(observed.Observed(), JobReport(source_fingerprints={landed: "abc"}))
+    assert seen.input_keys() == [landed]
+    seen = observed.with_report(
+        observed.Observed(), JobReport(input_metrics={landed: {"rowCount": 1, "columnMetrics": {}}})
+    )
+    assert seen.input_keys() == [landed]
+
+
+def test_outputs_keep_the_order_the_listener_first_named_them(paths):
+    warehouse = f"{_warehouse(paths)}/{settings.ICEBERG_NAMESPACE}"
+    events = [
+        _event("a", "T", [], [_file(f"{warehouse}/{name}")]) for name in (naming.TAXI_RAW, naming.TAXI_QUARANTINE)
+    ]
+    assert observed.roll_up(events, "T", paths).output_keys() == [naming.TAXI_RAW, naming.TAXI_QUARANTINE]

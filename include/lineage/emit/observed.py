@@ -60,10 +60,12 @@ class Observed:
     events: int = 0
 
     def input_keys(self) -> list[str]:
-        return sorted(self.inputs)
+        """In the order they were first seen (the listener's, then the report's): a run's first output is its main
+        one (the taxi load's raw table before its quarantine)."""
+        return list(self.inputs)
 
     def output_keys(self) -> list[str]:
-        return sorted(self.outputs)
+        return list(self.outputs)
 
 
 def _location(namespace: str, name: str) -> str:
@@ -92,7 +94,7 @@ def dataset_key(namespace: str, name: str, paths: settings.Paths | None = None) 
         if len(parts) == 2 and parts[0] == settings.ICEBERG_NAMESPACE:
             return parts[1]
         return location
-    models = str((paths or settings.Paths.current()).models).rstrip("/")
+    models = naming.models_location(paths)  # this machine's var/models, or the object store's (PIPELINE_MODELS_URI)
     if location.startswith(models + "/"):
         return naming.model_key(location[len(models) + 1 :].split("/")[0])
     return location
@@ -127,8 +129,9 @@ def _add_sources(sources: list[ColumnSource], input_fields, paths: settings.Path
 
 
 def _add_columns(observed: Observed, key: str, facet: dict, schema: dict, paths: settings.Paths) -> None:
-    """One event's ``columnLineage`` of output ``key``. A column the facet names no input field for (a ``count(*)``)
-    depends on what the whole dataset depends on (the facet's ``dataset`` list: its grouping, its filters)."""
+    """One event's ``columnLineage`` of output ``key``. In an aggregation (the facet's dataset-level list has a
+    ``GROUP_BY``), a column the facet names no input field for (a ``count(*)``) depends on what the whole dataset
+    depends on: its grouping and filters. Elsewhere such a column is a literal of the job, drawn from no column."""
     fields = facet.get("fields")
     if not isinstance(fields, dict):
         return
@@ -137,7 +140,7 @@ def _add_columns(observed: Observed, key: str, facet: dict, schema: dict, paths:
         _add_sources(columns.setdefault(column, []), (entry or {}).get("inputFields"), paths)
     whole: list[ColumnSource] = []
     _add_sources(whole, facet.get("dataset"), paths)
-    if not whole:
+    if not any(source[3] == "GROUP_BY" for source in whole):
         return
     for column in [f.get("name") for f in schema.get("fields") or [] if isinstance(f, dict)]:
         if column and column not in fields:
@@ -171,9 +174,11 @@ def roll_up(events: Iterable[dict], task_run_id: str | None = None, paths: setti
 
 
 def with_report(observed: Observed, report: JobReport) -> Observed:
-    """Add what the job recorded at run time (the keys of its report's ``inputs``/``outputs``, its column lineage),
-    then apply the rules that need the whole picture: no output is an input, no column source outside the inputs."""
-    for key in report.inputs:
+    """Add what the job recorded at run time (the keys of its report's ``inputs``/``outputs``, the files it measured
+    or fingerprinted, its column lineage), then apply the rules that need the whole picture: no output is an input,
+    no column source outside the inputs. (A load that finds its month already loaded reads the landed file's bytes to
+    fingerprint it and no row through Spark: the file is still what it read.)"""
+    for key in [*report.inputs, *report.input_metrics, *report.source_fingerprints]:
         observed.inputs.setdefault(key, {})
     for key in report.outputs:
         observed.outputs.setdefault(key, {})

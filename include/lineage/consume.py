@@ -156,6 +156,84 @@ def _attempts(message) -> int:
         return 1
 
 
+@dataclass
+class _Group:
+    """Where the consumer stands in its group: the partitions assigned to it and those it has read to the end."""
+
+    assigned: set[int] = field(default_factory=set)
+    at_end: set[int] = field(default_factory=set)
+    idle_since: float = field(default_factory=time.monotonic)
+
+    def on_assign(self, _consumer, assignment) -> None:
+        self.assigned.update(tp.partition for tp in assignment)
+        self.idle_since = time.monotonic()  # waiting to join the group is not idleness
+
+    def on_revoke(self, _consumer, assignment) -> None:
+        for tp in assignment:
+            self.assigned.discard(tp.partition)
+            self.at_end.discard(tp.partition)
+
+
+def _new_consumer(bootstrap: str, group: str):
+    from confluent_kafka import Consumer
+
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "enable.partition.eof": True,
+            "max.poll.interval.ms": 600000,
+            # A consumer that died is still a member until its session times out, and the group's next join waits
+            # for it: 10 s instead of the default 45 s (the broker's minimum is 6 s).
+            "session.timeout.ms": 10000,
+            "heartbeat.interval.ms": 1000,
+        }
+    )
+
+
+def _partitions(consumer, topic: str, bootstrap: str) -> list[int]:
+    metadata = consumer.list_topics(topic, timeout=10)
+    topic_metadata = metadata.topics.get(topic)
+    if topic_metadata is None or topic_metadata.error is not None:
+        raise ConsumeError(
+            f"topic {topic} not found on {bootstrap} ({getattr(topic_metadata, 'error', None)}); "
+            "`pipeline kafka start` creates it"
+        )
+    return sorted(topic_metadata.partitions)
+
+
+def _sort_batch(messages, group: _Group, end_at: dict[int, int] | None, dead, report: ConsumeReport, log):
+    """(events to store, offsets to commit) of a batch; a message that is no event goes to the dead-letter topic.
+    ``end_at``: a dead-letter replay stops at the end the topic had when it started."""
+    from confluent_kafka import KafkaError
+
+    events: list[tuple[object, dict]] = []
+    offsets: dict[int, int] = {}
+    for message in messages:
+        error = message.error()
+        if error is not None:
+            if error.code() == KafkaError._PARTITION_EOF:
+                group.at_end.add(message.partition())
+                continue
+            raise ConsumeError(f"kafka: {error}")
+        group.at_end.discard(message.partition())
+        if end_at is not None and message.offset() >= end_at.get(message.partition(), 0):
+            group.at_end.add(message.partition())  # written after the replay started (by this replay, maybe)
+            continue
+        report.read += 1
+        offsets[message.partition()] = message.offset() + 1
+        try:
+            events.append((message, parse(message.value())))
+        except InvalidEventError as reason:
+            where = f"{message.topic()}/{message.partition()}@{message.offset()}"
+            log(f"lineage consume: {where} is not stored: {reason}; to the dead-letter topic {dead.topic}")
+            dead.send(message, str(reason), _attempts(message))
+            report.dead_letters += 1
+    return events, offsets
+
+
 def consume(
     store: LineageStore,
     bootstrap: str | None = None,
@@ -173,79 +251,25 @@ def consume(
 
     With ``replay_dead_letters`` the dead-letter topic is read instead (group ``<group>-dead-letters``) up to the end
     it had when the call started."""
-    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+    from confluent_kafka import KafkaException, TopicPartition
 
     bootstrap = bootstrap or default_bootstrap()
     source_topic = dead_letter_topic if replay_dead_letters else topic
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"{group}-dead-letters" if replay_dead_letters else group,
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-            "enable.partition.eof": True,
-            "max.poll.interval.ms": 600000,
-            # A consumer that died is still a member until its session times out, and the group's next join waits
-            # for it: 10 s instead of the default 45 s (the broker's minimum is 6 s).
-            "session.timeout.ms": 10000,
-            "heartbeat.interval.ms": 1000,
-        }
-    )
+    consumer = _new_consumer(bootstrap, f"{group}-dead-letters" if replay_dead_letters else group)
     dead = _DeadLetters(bootstrap, dead_letter_topic)
     report = ConsumeReport()
     started = time.monotonic()
     try:
-        metadata = consumer.list_topics(source_topic, timeout=10)
-        topic_metadata = metadata.topics.get(source_topic)
-        if topic_metadata is None or topic_metadata.error is not None:
-            raise ConsumeError(
-                f"topic {source_topic} not found on {bootstrap} ({getattr(topic_metadata, 'error', None)}); "
-                "`pipeline kafka start` creates it"
-            )
-        partitions = sorted(topic_metadata.partitions)
+        partitions = _partitions(consumer, source_topic, bootstrap)
         end_at = {p: consumer.get_watermark_offsets(TopicPartition(source_topic, p), timeout=10)[1] for p in partitions}
-        at_end: set[int] = set()
-        assigned: set[int] = set()
-
-        idle_since = [time.monotonic()]
-
-        def on_assign(_consumer, assignment):
-            assigned.update(tp.partition for tp in assignment)
-            idle_since[0] = time.monotonic()  # waiting to join the group is not idleness
-
-        def on_revoke(_consumer, assignment):
-            for tp in assignment:
-                assigned.discard(tp.partition)
-                at_end.discard(tp.partition)
-
-        consumer.subscribe([source_topic], on_assign=on_assign, on_revoke=on_revoke)
+        state = _Group()
+        consumer.subscribe([source_topic], on_assign=state.on_assign, on_revoke=state.on_revoke)
         while True:
             messages = consumer.consume(num_messages=batch_size, timeout=1.0)
-            events: list[tuple[object, dict]] = []
-            offsets: dict[int, int] = {}
-            for message in messages:
-                error = message.error()
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        at_end.add(message.partition())
-                        continue
-                    raise ConsumeError(f"kafka: {error}")
-                at_end.discard(message.partition())
-                if replay_dead_letters and message.offset() >= end_at.get(message.partition(), 0):
-                    at_end.add(message.partition())  # written after the replay started (by this replay, maybe)
-                    continue
-                report.read += 1
-                offsets[message.partition()] = message.offset() + 1
-                try:
-                    events.append((message, parse(message.value())))
-                except InvalidEventError as reason:
-                    where = f"{message.topic()}/{message.partition()}@{message.offset()}"
-                    log(f"lineage consume: {where} is not stored: {reason}; to the dead-letter topic {dead.topic}")
-                    dead.send(message, str(reason), _attempts(message))
-                    report.dead_letters += 1
+            events, offsets = _sort_batch(messages, state, end_at if replay_dead_letters else None, dead, report, log)
             if offsets:
-                idle_since[0] = time.monotonic()
-                report.first_message = report.first_message or idle_since[0]
+                state.idle_since = time.monotonic()
+                report.first_message = report.first_message or state.idle_since
                 if events:
                     _store_batch(store, events, dead, report, _attempts)
                 dead.flush()
@@ -258,9 +282,9 @@ def consume(
                 report.finished = time.monotonic()
             if forever:
                 continue
-            if assigned and at_end >= assigned and assigned >= set(partitions):
+            if state.assigned and state.at_end >= state.assigned and state.assigned >= set(partitions):
                 break
-            if time.monotonic() - idle_since[0] > idle_timeout:
+            if time.monotonic() - state.idle_since > idle_timeout:
                 log(f"lineage consume: nothing read for {idle_timeout:.0f} s; stopping")
                 break
         report.lag = lag(consumer, source_topic, partitions)

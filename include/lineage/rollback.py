@@ -144,50 +144,16 @@ def choose_created(rollback_plan: RollbackPlan, created: str | None) -> None:
 def plan(store: LineageStore, run_ref: str, catalog, created: str | None = None) -> RollbackPlan:
     """The plan: every Iceberg table the affected runs wrote and what will happen to it. ``created``: what to do
     with a table they created (drop, truncate or keep; None: the plan says a choice is needed)."""
-    from pyiceberg.exceptions import NoSuchTableError
-    from pyiceberg.table.snapshots import ancestors_of
-
     _check_choice(created)
     queries = LineageQueries(store)
     impact = queries.impact_of_run(run_ref)
-    bad_start = impact["run"]["startedAt"] or impact["run"]["endedAt"] or ""
-    family = set(impact["family"])
-    # a later run that started before the bad one cannot have read what it wrote, whatever the version matching
-    # says; the run's own child runs are its own writes, whatever their times say
-    affected = [
-        run for run in impact["runs"] if run["id"] in family or (run["startedAt"] or run["endedAt"] or "") >= bad_start
-    ]
-    writes: dict[tuple[str, str], dict] = {}
-    for run in affected:
-        details = queries.run_details(run["id"])
-        started = run["startedAt"] or run["endedAt"]
-        for output in details["outputs"]:
-            entry = writes.setdefault(
-                (output["namespace"], output["name"]), {"label": output["label"], "runs": [], "first": started}
-            )
-            entry["runs"].append(run["id"])
-            if started and (entry["first"] is None or started < entry["first"]):
-                entry["first"] = started
+    affected = _affected_runs(impact)
+    writes = _writes_of(queries, affected)
     tables, not_iceberg = [], []
     with store.engine.connect() as conn:
         for (namespace, name), entry in sorted(writes.items(), key=lambda item: item[1]["label"]):
-            facets = json.loads(
-                conn.execute(
-                    select(datasets_table.c.facets).where(
-                        datasets_table.c.namespace == namespace, datasets_table.c.name == name
-                    )
-                ).scalar()
-                or "{}"
-            )
-            symlinks = [
-                table_of_symlink(i["name"])
-                for i in (facets.get("symlinks") or {}).get("identifiers") or []
-                if i.get("type", "TABLE") == "TABLE"
-            ]
-            is_iceberg = (facets.get("catalog") or {}).get("framework") == "iceberg" or (
-                facets.get("storage") or {}
-            ).get("storageLayer") == "iceberg"
-            if not symlinks or not is_iceberg:
+            symlinks = _iceberg_table_names(conn, namespace, name)
+            if not symlinks:
                 not_iceberg.append(
                     {"dataset": entry["label"], "namespace": namespace, "name": name, "writtenBy": entry["runs"]}
                 )
@@ -202,36 +168,7 @@ def plan(store: LineageStore, run_ref: str, catalog, created: str | None = None)
                 first_affected_write=entry["first"],
                 written_by=entry["runs"],
             )
-            try:
-                table = catalog.load_table(step.table)
-            except NoSuchTableError:
-                step.problem = "the table no longer exists in the catalog"
-                tables.append(step)
-                continue
-            current = table.metadata.current_snapshot()
-            step.current_snapshot_id = current.snapshot_id if current else None
-            before = _ms(entry["first"]) if entry["first"] else None
-            for snapshot in ancestors_of(current, table.metadata):
-                if before is not None and snapshot.timestamp_ms < before:
-                    step.target_snapshot_id = snapshot.snapshot_id
-                    step.target_committed_at = _iso(snapshot.timestamp_ms)
-                    break
-                step.discarded_snapshot_ids.append(snapshot.snapshot_id)
-            if step.target_snapshot_id is None:
-                # the table existed before the write (its snapshots since expired, or rewritten away, or it was
-                # empty): nothing to return to. Iceberg's metadata log remembers the table's earlier metadata files
-                # after their snapshots have expired.
-                older = [s.timestamp_ms for s in table.metadata.snapshots]
-                older += [entry.timestamp_ms for entry in table.metadata.snapshot_log or []]
-                older += [entry.timestamp_ms for entry in table.metadata.metadata_log or []]
-                if before is not None and any(ms < before for ms in older):
-                    step.problem = (
-                        "no snapshot of it before the first affected write is left to return to (the table existed "
-                        "then: its snapshots of then expired, or it was empty)"
-                    )
-                else:
-                    step.created, step.created_action = True, created
-            tables.append(step)
+            tables.append(_step_target(step, catalog, entry["first"], created))
     run = impact["run"]
     return RollbackPlan(
         run_id=run["id"],
@@ -241,6 +178,88 @@ def plan(store: LineageStore, run_ref: str, catalog, created: str | None = None)
         not_iceberg=not_iceberg,
         affected_runs=[{"id": r["id"], "job": r["job"]["name"], "state": r["state"]} for r in affected],
     )
+
+
+def _affected_runs(impact: dict) -> list[dict]:
+    """The runs of the impact set the rollback undoes: a later run that started before the bad one cannot have read
+    what it wrote, whatever the version matching says; the run's own child runs are its own writes, whatever their
+    times say."""
+    bad_start = impact["run"]["startedAt"] or impact["run"]["endedAt"] or ""
+    family = set(impact["family"])
+    return [
+        run for run in impact["runs"] if run["id"] in family or (run["startedAt"] or run["endedAt"] or "") >= bad_start
+    ]
+
+
+def _writes_of(queries: LineageQueries, affected: list[dict]) -> dict[tuple[str, str], dict]:
+    """(namespace, name) of each dataset the affected runs wrote -> its label, the runs, the first write's time."""
+    writes: dict[tuple[str, str], dict] = {}
+    for run in affected:
+        details = queries.run_details(run["id"])
+        started = run["startedAt"] or run["endedAt"]
+        for output in details["outputs"]:
+            entry = writes.setdefault(
+                (output["namespace"], output["name"]), {"label": output["label"], "runs": [], "first": started}
+            )
+            entry["runs"].append(run["id"])
+            if started and (entry["first"] is None or started < entry["first"]):
+                entry["first"] = started
+    return writes
+
+
+def _iceberg_table_names(conn, namespace: str, name: str) -> list[str]:
+    """The catalog names of a dataset that is an Iceberg table (its TABLE symlinks), none for anything else."""
+    facets = json.loads(
+        conn.execute(
+            select(datasets_table.c.facets).where(
+                datasets_table.c.namespace == namespace, datasets_table.c.name == name
+            )
+        ).scalar()
+        or "{}"
+    )
+    symlinks = [
+        table_of_symlink(i["name"])
+        for i in (facets.get("symlinks") or {}).get("identifiers") or []
+        if i.get("type", "TABLE") == "TABLE"
+    ]
+    is_iceberg = (facets.get("catalog") or {}).get("framework") == "iceberg" or (facets.get("storage") or {}).get(
+        "storageLayer"
+    ) == "iceberg"
+    return symlinks if is_iceberg else []
+
+
+def _step_target(step: TableStep, catalog, first_write: str | None, created: str | None) -> TableStep:
+    """Where the table goes back to: its newest snapshot before the first affected write, or why there is none."""
+    from pyiceberg.exceptions import NoSuchTableError
+    from pyiceberg.table.snapshots import ancestors_of
+
+    try:
+        table = catalog.load_table(step.table)
+    except NoSuchTableError:
+        step.problem = "the table no longer exists in the catalog"
+        return step
+    current = table.metadata.current_snapshot()
+    step.current_snapshot_id = current.snapshot_id if current else None
+    before = _ms(first_write) if first_write else None
+    for snapshot in ancestors_of(current, table.metadata):
+        if before is not None and snapshot.timestamp_ms < before:
+            step.target_snapshot_id = snapshot.snapshot_id
+            step.target_committed_at = _iso(snapshot.timestamp_ms)
+            return step
+        step.discarded_snapshot_ids.append(snapshot.snapshot_id)
+    # the table existed before the write (its snapshots since expired, or rewritten away, or it was empty): nothing
+    # to return to. Iceberg's metadata log remembers the table's earlier metadata files after their snapshots expired.
+    older = [s.timestamp_ms for s in table.metadata.snapshots]
+    older += [entry.timestamp_ms for entry in table.metadata.snapshot_log or []]
+    older += [entry.timestamp_ms for entry in table.metadata.metadata_log or []]
+    if before is not None and any(ms < before for ms in older):
+        step.problem = (
+            "no snapshot of it before the first affected write is left to return to (the table existed "
+            "then: its snapshots of then expired, or it was empty)"
+        )
+    else:
+        step.created, step.created_action = True, created
+    return step
 
 
 def render_plan(rollback_plan: RollbackPlan) -> str:

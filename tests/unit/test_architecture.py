@@ -72,6 +72,8 @@ QUERIES_RANKS = {
     f"{QUERIES}.impact": 3,
     f"{QUERIES}.drift": 2,
     f"{QUERIES}.provenance": 3,
+    f"{QUERIES}.completeness": 3,
+    f"{QUERIES}.problems": 2,
     f"{QUERIES}.diff": 4,
     f"{QUERIES}.front": 5,
     QUERIES: 6,  # the package re-exports the front and what callers import from it
@@ -283,8 +285,6 @@ TOO_LONG_FOR_NOW = {
     # not split yet, each one piece today: an app factory with its routes as closures, a consumer's loop, a plan
     "include.lineage.api.app:create_ui_app": "the page's routes, declared inside the app factory",
     "include.lineage.api.server:create_app": "the Marquez API's routes, declared inside the app factory",
-    "include.lineage.consume:consume": "the Kafka consumer's loop",
-    "include.lineage.rollback:plan": "every table the affected runs wrote and what will happen to it",
     "include.lineage.store.retention:prune_store": "every rule of the prune, in one transaction",
     # applied migrations are history: rewriting one would change what it did to stores already migrated
     "include.lineage.store.migrations.versions.0001_initial_schema:upgrade": "an applied migration",

@@ -443,3 +443,21 @@ def test_any_json_object_is_stored_whole_or_dead_lettered_with_a_reason_never_a_
         letters = dead_letters.letters(client.store)
         assert any(json.loads(letter["content"]) == payload for letter in letters) and letters[0]["reason"]
     assert client.get("/api/v1/lineage", params={"nodeId": "job:ns:borderline"}).status_code in (200, 400, 404)
+
+
+def test_lineage_show_says_which_facets_of_a_node_were_invalid_and_why(client, capsys):
+    from include.lineage import cli
+
+    payload = output_facets(dataQualityMetrics={**BASE, "rowCount": 3})
+    payload["job"]["facets"] = {"sql": {**BASE, "query": ["SELECT 1"]}}
+    assert client.post("/api/v1/lineage", json=payload).status_code == 400, "Marquez: a list where it reads a string"
+    payload["job"]["facets"] = {"ownership": {**BASE, "owners": "me"}}
+    assert client.post("/api/v1/lineage", json=payload).status_code == 201
+    assert cli.main(["show", "dataset:file:/out/borderline", "--store", client.store.url]) == 0
+    printed = capsys.readouterr().out
+    assert "invalid facets (1: kept with their events as received, not read by the store)" in printed
+    assert "facet dataQualityMetrics at outputs[0].facets.dataQualityMetrics" in printed
+    assert '"columnMetrics" is a required property' in printed
+    assert cli.main(["show", "job:ns:borderline", "--store", client.store.url, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert [(p["facet"], p["path"]) for p in shown["invalidFacets"]] == [("ownership", "job.facets.ownership")]

@@ -31,7 +31,7 @@ What ``lineage serve`` puts in front of these (``serve``; ``create_app(tokens=..
   and left out of what the store reads), within ``LINEAGE_MAX_EVENT_DATASETS`` and ``LINEAGE_MAX_FACET_BYTES``, in a
   worker thread;
 - what is refused, a body or an event, is kept as a dead letter with why (``store/dead_letters.py``; ``lineage
-  rejected`` lists them, ``--replay`` stores what is taken now); a body refused for its size only by its start.
+  rejected`` lists them, ``--replay`` stores what is taken now); a body refused for its size only by its reason.
 
 Unknown nodes and runs answer 404, bad parameters 400 (``include/lineage/api/errors.py``).
 
@@ -207,7 +207,8 @@ def keep_refused_body(store: LineageStore, body: bytes, error: HTTPException, en
     """A body refused before any event was read, kept as a dead letter: whole when it was refused for what it holds
     (not gzip, not JSON, nested too deep), only its start when refused for its size (413: a gzip bomb, too large)."""
     whole = error.status_code != 413
-    dead_letters.keep(store, body, str(error.detail), error.status_code, endpoint, client, len(body), whole)
+    kept = body if whole else b""  # a gzip bomb's start is no help: its reason and size are
+    dead_letters.keep(store, kept, str(error.detail), error.status_code, endpoint, client, len(body), whole)
 
 
 def _json_error(status: int, message: str, headers: dict | None = None) -> JSONResponse:

@@ -12,6 +12,8 @@
     lineage diff RUN_A RUN_B           what changed between two runs: versions, code, parameters, schema, state
                                        (--upstream: and in their provenance: upstream runs, versions, job versions)
     lineage columns DATASET.COLUMN     column-level upstream
+    lineage show NODE                  a node, its latest runs, and the facets the spec refused in its events (why)
+    lineage checks [--dag-run RUN]     each DAG run's lineage: complete, or what is missing, named
     lineage drift                      tasks whose latest run did not read and write what their DAG declares (exit 1)
     lineage replay                     forward the Spark events left, send spooled events through the configured
                                        transport; report sent/remaining
@@ -23,6 +25,9 @@
                                        (--created drop|truncate|keep: the tables it created)
     lineage validate                   validate var/lineage's events against the OpenLineage JSON schemas
     lineage rejected                   lines of the event files the store could not keep (file, line, why, the line)
+                                       and posts lineage serve refused (dead letters: when, who, why, the body)
+    lineage rejected --replay [ID...]  admit them again with today's rules, store what is taken (--file FIXED.json:
+                                       an operator's edit of the one dead letter ID)
 
 NODE: a dataset as namespace:name, its table name (nyc_taxi.yellow_rides_hourly_forecast), a URL or path, a job name,
 or Marquez's dataset:<ns>:<name> / job:<ns>:<name>. The store is $LINEAGE_STORE_URL or var/lineage/store.db (--store).
@@ -35,6 +40,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from include.core import settings
 from include.core.errors import PipelineError
@@ -187,22 +193,52 @@ def validate(_options) -> int:
 
 def rejected(options) -> int:
     """``lineage rejected [--json] [--limit N]``: the store first catches up with the event files, then lists the
-    lines it set aside (include/lineage/store/follower.py), newest first."""
-    from include.lineage.store.follower import StoreFollower, rejected_lines
+    lines it set aside (include/lineage/store/follower.py) and the posts ``lineage serve`` refused (dead letters,
+    include/lineage/store/dead_letters.py), newest first. ``--replay [ID ...] [--file FIXED.json]``: admit them again
+    with today's rules and store what is taken (include/lineage/api/rejected.py)."""
+    from include.lineage.api import rejected as kept
+    from include.lineage.store.follower import StoreFollower
 
+    if options.file and len(options.ids or []) != 1:
+        return _usage_error(options, "--file stands for one dead letter: give its ID (lineage rejected --replay ID)")
+    if options.ids and not options.replay:
+        return _usage_error(options, "IDs are for --replay")
     paths = settings.Paths.current()
     with _store(options) as store:
         StoreFollower(store, paths).refresh()
-        lines = rejected_lines(store, options.limit)
+        if options.replay:
+            fixed = Path(options.file).read_bytes() if options.file else None
+            report = kept.replay(store, options.ids, fixed)
+            for item in report.stored + report.refused + report.skipped:
+                print(item)
+            print(report.line())
+            return 0 if not report.refused else 1
+        items = kept.listing(store, options.limit)
     if options.json:
-        print(json.dumps(lines, indent=2))
+        print(json.dumps(items, indent=2))
         return 0
+    lines = [item for item in items if item["kind"] == "line"]
+    posts = [item for item in items if item["kind"] == "post"]
     for item in lines:
         where = f"{item['path']}:{item['line']}" if item["line"] is not None else item["path"]
         preview = item["content"][:200] + ("…" if item["truncated"] or len(item["content"]) > 200 else "")
         print(f"{where} (byte {item['byteOffset']}, {item['length']} bytes, {item['rejectedAt']}): {item['error']}")
         print(f"    {preview!r}")
-    print(f"lineage rejected: {len(lines)} line(s) not stored")
+    for item in posts:
+        state = f"replayed {item['replayedAt']}" if item["replayedAt"] else "waiting"
+        whole = "" if item["whole"] else f", only its first {len(item['content'])} bytes kept"
+        print(
+            f"#{item['id']} {item['endpoint']} {item['status']} from {item['client'] or '?'} at {item['receivedAt']} "
+            f"({item['times']} time(s), {item['length']:,} bytes{whole}; {state}): {item['reason']}"
+        )
+        if item["replayOutcome"]:
+            print(f"    last replay: {item['replayOutcome']}")
+        print(f"    {item['content'][:200] + ('…' if len(item['content']) > 200 else '')!r}")
+    waiting = sum(1 for item in posts if not item["replayedAt"])
+    print(
+        f"lineage rejected: {len(lines)} line(s) not stored; {len(posts)} post(s) refused by lineage serve "
+        f"({waiting} waiting: lineage rejected --replay)"
+    )
     return 0
 
 
@@ -423,6 +459,66 @@ def drift(options) -> int:
     return 1 if found else 0
 
 
+def show(options) -> int:
+    """``lineage show NODE``: a node, its facets and latest runs, and what the spec refused in its events."""
+    from include.lineage.queries import LineageQueries
+
+    with _store(options) as store:
+        queries = LineageQueries(store)
+        answer = queries.facet_problems(options.node, options.limit)
+        node = answer["node"]
+        found = queries.runs(node.key, 5)["runs"]
+    if options.json:
+        print(json.dumps({"node": node._asdict(), "runs": found, "invalidFacets": answer["problems"]}, default=str))
+        return 0
+    print(f"{node.kind} {node.namespace}:{node.name}  ({node.label})")
+    for run in found:
+        print(f"  run {run['id']}  {run.get('state')}  {run.get('startedAt') or run.get('endedAt') or ''}")
+    problems = answer["problems"]
+    if not problems:
+        print("  invalid facets: none (every facet of its events matched its schema)")
+        return 0
+    print(f"  invalid facets ({len(problems)}: kept with their events as received, not read by the store):")
+    for item in problems:
+        what = f"facet {item['facet']}" if item["facet"] else "field"
+        print(f"    {item['eventTime']}  run {item['runId'] or '-'}  {what} at {item['path']}: {item['rule']}")
+    return 0
+
+
+def checks(options) -> int:
+    """``lineage checks``: each DAG run's lineage, complete or what is missing (include/lineage/queries/
+    completeness.py); ``lineage checks TABLE``: the table's expectation results (include/quality/review.py)."""
+    if options.table:
+        from include.quality.review import cli_checks  # write-audit-publish: the runs' expectation results
+
+        return cli_checks(options)
+    from include.lineage.emit.spark_forwarder import outbox_dir
+    from include.lineage.queries import LineageQueries
+    from include.lineage.queries.completeness import GRACE_SECONDS
+    from include.lineage.store.follower import StoreFollower
+
+    paths = settings.Paths.current()
+    torn = [(path.name, path.read_bytes()) for path in sorted(outbox_dir(paths).glob("*.torn"))]
+    grace = GRACE_SECONDS if options.grace is None else options.grace
+    with _store(options) as store:
+        StoreFollower(store, paths).refresh()
+        answers = LineageQueries(store).completeness(options.dag_run, options.limit, grace, torn)
+    incomplete = sum(1 for answer in answers if not answer["complete"])
+    if options.json:
+        print(json.dumps(answers, indent=2))
+        return 1 if incomplete else 0
+    for answer in answers:
+        verdict = "complete" if answer["complete"] else f"incomplete, {len(answer['missing'])} missing"
+        print(
+            f"{answer['job']}  run {answer['runId']}  {answer['state']}  {answer['startedAt'] or ''}  "
+            f"({answer['runs']} runs): lineage {verdict}"
+        )
+        for item in answer["missing"]:
+            print(f"  - {item['kind']}: {item['job']} (run {item['runId']}): {item['detail']}")
+    print(f"lineage checks: {len(answers)} DAG run(s), {incomplete} with lineage missing")
+    return 1 if incomplete else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``lineage`` parser (``include/lineage/cli/parser.py``: each command's arguments)."""
     return parser.build_parser(__doc__)
@@ -430,8 +526,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def handler(command: str) -> Callable[[argparse.Namespace], int]:
     """What ``lineage COMMAND`` runs."""
-    from include.quality.review import cli_checks  # write-audit-publish: the runs' expectation results
-
     return {
         "ingest": ingest,
         "serve": serve,
@@ -443,7 +537,8 @@ def handler(command: str) -> Callable[[argparse.Namespace], int]:
         "runs": runs,
         "diff": diff,
         "columns": columns,
-        "checks": cli_checks,
+        "checks": checks,
+        "show": show,
         "drift": drift,
         "replay": replay,
         "consume": consume,

@@ -167,9 +167,33 @@ def columns(add: Add, options: Options) -> None:
 
 
 def checks(add: Add, options: Options) -> None:
-    sub = add("checks", "the last runs' expectation results of a table (blocked, published)", [options.query])
-    sub.add_argument("table", metavar="TABLE")
+    sub = add(
+        "checks",
+        "each DAG run's lineage, complete or what is missing (runs without START or terminal event, Spark "
+        "applications without COMPLETE, lines and posts refused, torn files); with TABLE: the last runs' expectation "
+        "results of that table (blocked, published)",
+        [options.query],
+    )
+    sub.add_argument("table", metavar="TABLE", nargs="?", default=None)
     sub.add_argument("--limit", type=int, default=10, help="at most this many runs (default 10)")
+    sub.add_argument("--dag-run", metavar="RUN_ID", default=None, help="only this DAG run (a run id or prefix)")
+    sub.add_argument(
+        "--grace",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="how long after its parent ended a run may still send its terminal event (default 600)",
+    )
+
+
+def show(add: Add, options: Options) -> None:
+    sub = add(
+        "show",
+        "a node: its facets, latest runs, and the facets the spec refused in its events (kept, named, not read)",
+        [options.query],
+    )
+    sub.add_argument("node", metavar="NODE")
+    sub.add_argument("--limit", type=int, default=20, help="at most this many problems (default 20)")
 
 
 def drift(add: Add, options: Options) -> None:
@@ -240,11 +264,19 @@ def validate(add: Add, options: Options) -> None:
 def rejected(add: Add, options: Options) -> None:
     sub = add(
         "rejected",
-        "the event files' lines the store could not keep (not JSON, not an event, refused), with file, line and why",
+        "the event files' lines the store could not keep (not JSON, not an event, refused), with file, line and why, "
+        "and the posts lineage serve refused (dead letters); --replay stores what is taken now",
         [options.store],
     )
     sub.add_argument("--json", action="store_true", help="print them as JSON (the line as text, bad bytes replaced)")
-    sub.add_argument("--limit", type=int, default=None, help="at most this many, newest first")
+    sub.add_argument("--limit", type=int, default=None, help="at most this many of each kind, newest first")
+    sub.add_argument(
+        "--replay",
+        action="store_true",
+        help="admit the dead letters waiting (or those of the IDs) and the lines set aside again, with today's rules",
+    )
+    sub.add_argument("ids", nargs="*", type=int, metavar="ID", help="dead letters to replay (their #ID)")
+    sub.add_argument("--file", metavar="FIXED.json", default=None, help="with --replay ID: the event as fixed")
 
 
 # Every command, in the order `lineage --help` lists them.
@@ -259,6 +291,7 @@ COMMANDS = (
     runs,
     diff,
     columns,
+    show,
     checks,
     drift,
     replay,

@@ -10,7 +10,19 @@ from collections.abc import Iterable
 from sqlalchemy.engine import Connection
 
 from include.lineage.errors import LineageError
-from include.lineage.queries import columns, diff, drift, impact, marquez, provenance, runs, shape, walks
+from include.lineage.queries import (
+    columns,
+    completeness,
+    diff,
+    drift,
+    impact,
+    marquez,
+    problems,
+    provenance,
+    runs,
+    shape,
+    walks,
+)
 from include.lineage.queries.model import MarquezModel, ModelCache
 from include.lineage.queries.names import Node, Subgraph, parse_instant, resolve
 from include.lineage.queries.sql import DEFAULT_DEPTH
@@ -175,3 +187,29 @@ class LineageQueries:
     def column_graph(self, result: dict) -> dict:
         """Marquez's column-lineage response shape (``DATASET_FIELD`` nodes)."""
         return columns.column_graph(result)
+
+    # ------------------------------------------------------------------------- what is missing, what was refused
+    def completeness(
+        self,
+        dag_run: str | None = None,
+        limit: int = 10,
+        grace: float = completeness.GRACE_SECONDS,
+        torn: Iterable[tuple[str, bytes]] = (),
+    ) -> list[dict]:
+        """Each DAG run's lineage (one run id, or the ``limit`` newest DAG runs) as complete, or what is missing
+        named (``completeness.completeness``): runs without a terminal event ``grace`` seconds after their parent
+        ended, terminal events without a START, Spark applications without COMPLETE, a Spark task without its
+        application, lines set aside and posts refused that name its runs, torn event files (``torn``)."""
+        torn = list(torn)
+        with self.store.engine.connect() as conn:
+            if dag_run is not None:
+                ids = [runs.resolve_run(conn, dag_run, self.store.url).id]
+            else:
+                ids = completeness.dag_runs(conn, limit)
+            return [completeness.completeness(conn, run_id, grace=grace, torn=torn) for run_id in ids]
+
+    def facet_problems(self, ref: str, limit: int = 50) -> dict:
+        """What the spec refused in the events of a node (``problems.facet_problems``): ``{"node", "problems"}``."""
+        with self.store.engine.connect() as conn:
+            node = self.resolve(ref, conn)
+            return {"node": node, "problems": problems.facet_problems(conn, node, limit)}

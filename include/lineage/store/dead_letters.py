@@ -4,8 +4,8 @@ A body that is not JSON, not gzip, nested too deep, or an event refused as Marqu
 the server) is kept in ``lineage_dead_letters`` with its reason, the status answered, the endpoint, the client and
 when: ``lineage rejected`` lists them, ``lineage rejected --replay`` stores what the server takes now (after an
 upgrade) and ``--replay ID --file FIXED.json`` an operator's edit. The same content again is one row (its SHA-256),
-counted. A body refused for its size (a gzip bomb, a body past ``LINEAGE_MAX_BODY_BYTES``) is not kept whole: its
-first ``PREVIEW_BYTES`` and its size are, with the reason. The table is bounded: at most ``LINEAGE_DEAD_LETTERS``
+counted. A body refused for its size (a gzip bomb, a body past ``LINEAGE_MAX_BODY_BYTES``) is not kept whole: at most
+its first ``PREVIEW_BYTES`` (``lineage serve`` keeps none of them) and its size are, with the reason. The table is bounded: at most ``LINEAGE_DEAD_LETTERS``
 rows and ``LINEAGE_DEAD_LETTERS_BYTES`` of content, the oldest going first.
 """
 

@@ -32,6 +32,7 @@ from sqlalchemy import update
 from sqlalchemy.engine import Connection
 
 from include.lineage.events import dataset_aliases, dataset_label, digest, event_dedup_key, utc_time
+from include.lineage.store.problems import problem_rows
 from include.lineage.store.schema import (
     column_edges_table,
     dataset_versions_table,
@@ -226,7 +227,11 @@ class EventIngest:
         if isinstance(self.event.get("dataset"), dict):  # a DatasetEvent
             dataset_row = self._dataset(self.event["dataset"], None)
         if self.problems:
-            self._file_problems(event_id, job_row, inputs, outputs, dataset_row)
+            rows = problem_rows(
+                self.problems, event_id, self.run_id, self.time, job_row or dataset_row, inputs, outputs
+            )
+            if rows:
+                self.conn.execute(facet_problems_table.insert(), rows)
         if job_row is not None:
             job_id, job_node = job_row
             edges = [(dataset_node, job_node) for _, dataset_node in inputs]
@@ -260,31 +265,6 @@ class EventIngest:
                 "problems": json.dumps(self.problems, sort_keys=True) if self.problems else None,
             },
         ).scalar()
-
-    def _file_problems(self, event_id: int, job_row, inputs: list, outputs: list, dataset_row) -> None:
-        """One ``lineage_facet_problems`` row per problem, under the node it belongs to: a dataset's facet under the
-        dataset, a run's or a job's facet and the event's own fields under the job (a DatasetEvent's: its dataset)."""
-        owner = job_row or dataset_row
-        rows = {}
-        for problem in self.problems:
-            path = problem["path"]
-            node = owner[1] if owner else None
-            side, _, rest = path.partition("[")
-            if side in ("inputs", "outputs") and rest[: rest.find("]")].isdigit():
-                index, datasets = int(rest[: rest.find("]")]), inputs if side == "inputs" else outputs
-                node = datasets[index][1] if index < len(datasets) else node
-            elif path.startswith("dataset.") and dataset_row is not None:
-                node = dataset_row[1]
-            if node is None:
-                continue
-            row = rows.setdefault(path, {"event_id": event_id, "node_id": node, "run_id": self.run_id, "path": path})
-            row["facet"] = problem.get("facet")
-            row["rule"] = f"{row['rule']}; {problem['rule']}" if "rule" in row else problem["rule"]
-            row["event_time"] = self.time
-        if rows:
-            self.conn.execute(
-                facet_problems_table.insert(), [{**row, "path": row["path"][:1024]} for row in rows.values()]
-            )
 
     def _job(self, job: dict) -> tuple[int, int]:
         namespace, name = job["namespace"], job["name"]

@@ -16,7 +16,11 @@ openlineage-python's): an event counts as sent only once the broker acknowledged
 spool folder, one file per event (written to a temporary name, fsynced, then renamed: an event is never split, and
 any number of processes can spool at once). Spooled events go out first, oldest first, on the next emit that finds
 the backend back, and with ``lineage replay``. A file leaves the spool only after its send succeeded, and what is
-sent is the original JSON, unchanged, so a receiver can drop a duplicate by run id + event type + event time.
+sent is the original JSON, unchanged, so a receiver can drop a duplicate by run id + event type + event time. An
+event the backend will never take (``UndeliverableEventError``: one past Amazon DataZone's 300,000 bytes, a DatasetEvent
+for DataZone) is set aside in ``<spool>/undeliverable/`` with its reason, and the events after it go on. An inner
+``amazon_datazone_api`` transport is the project's ``include.lineage.emit.transports.DataZoneTransport`` (same
+configuration as openlineage-python's; the stock one drops an event given as JSON, as every replayed one is).
 
 A replay to an inner ``http`` transport sends ``replay_batch`` (100) events at a time to OpenLineage's batch
 endpoint, ``<endpoint>/batch`` (``lineage serve`` stores a batch all or nothing), with the transport's own auth and
@@ -47,8 +51,11 @@ import attr
 from openlineage.client.serde import Serde
 from openlineage.client.transport import Config, Transport, get_default_factory
 
+from include.lineage.emit.transports import UndeliverableEventError
+
 log = logging.getLogger(__name__)
 SUFFIX = ".json"
+UNDELIVERABLE = "undeliverable"  # the spool's folder of events the backend will never take, each with its reason
 
 
 @attr.define
@@ -128,6 +135,10 @@ class SpoolingTransport(Transport):
             from include.lineage.emit.kafka_transport import AckedKafkaTransport
 
             self.inner = AckedKafkaTransport(config.inner)
+        elif config.inner.get("type") == "amazon_datazone_api":
+            from include.lineage.emit.transports import DataZoneTransport
+
+            self.inner = DataZoneTransport(config.inner)
         else:
             self.inner = get_default_factory().create(config.inner)
         self.spool = Spool(Path(config.spool_dir))
@@ -146,6 +157,8 @@ class SpoolingTransport(Transport):
             try:
                 send()
                 outcome["ok"] = True
+            except UndeliverableEventError as error:  # never taken, whatever the retries: set aside by the caller
+                outcome["undeliverable"] = error
             except Exception as error:  # any failure of the backend means: spool it
                 outcome["error"] = error
             with settled:
@@ -164,13 +177,31 @@ class SpoolingTransport(Transport):
                 return False
         if outcome.get("ok"):
             return True
+        if "undeliverable" in outcome:
+            raise outcome["undeliverable"]
         log.warning("lineage: backend failed (%s); spooled", outcome.get("error"))
         spooled_copy()
         return False
 
     def _send_raw(self, payload: str) -> None:
         # A dict goes through Serde.to_json unchanged (same keys, sorted): the receiver gets the original event.
-        self.inner.emit(json.loads(payload))
+        self.inner.emit(payload if getattr(self.inner, "takes_text", False) else json.loads(payload))
+
+    def set_aside(self, payload: str, reason: str, spooled: Path | None = None) -> Path:
+        """An event the backend will never take (``UndeliverableEventError``): kept under ``<spool>/undeliverable/``
+        with a ``.reason`` file beside it, out of the way of the events after it, and named in an error."""
+        folder = self.spool.folder / UNDELIVERABLE
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / (
+            spooled.name if spooled is not None else f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}{SUFFIX}"
+        )
+        if spooled is not None:
+            os.replace(spooled, target)
+        else:
+            target.write_text(payload)
+        target.with_suffix(".reason").write_text(reason + "\n")
+        log.error("lineage: the backend will never take this event (%s); set aside as %s", reason, target)
+        return target
 
     def emit(self, event: Any) -> None:
         payload = Serde.to_json(event) if not isinstance(event, str) else event
@@ -180,9 +211,12 @@ class SpoolingTransport(Transport):
                 self.spool.append(payload)
                 self.replay(deadline=deadline)
                 return
-            self._send_within_bound(
-                lambda: self._send_raw(payload), self.config.timeout, lambda: self.spool.append(payload)
-            )
+            try:
+                self._send_within_bound(
+                    lambda: self._send_raw(payload), self.config.timeout, lambda: self.spool.append(payload)
+                )
+            except UndeliverableEventError as error:
+                self.set_aside(payload, str(error))
 
     def keep(self, payload: str) -> Path:
         """Spool an event without trying the backend (the Spark event forwarder once the backend failed or its time
@@ -251,7 +285,12 @@ class SpoolingTransport(Transport):
             else:
                 send = functools.partial(self._send_raw, payloads[0])
             self._batch_refused = False
-            if not self._send_within_bound(send, max(remaining_time, 0.05), lambda paths=paths: paths):
+            try:
+                delivered = self._send_within_bound(send, max(remaining_time, 0.05), lambda paths=paths: paths)
+            except UndeliverableEventError as error:  # one event (only an inner transport that sends singly raises it)
+                self.set_aside(payloads[0], str(error), paths[0])
+                continue
+            if not delivered:
                 if self._batch_refused and len(paths) > 1:
                     singly, pending = True, paths + pending  # the good events before the bad one still go
                     continue

@@ -85,7 +85,7 @@ def test_a_bad_line_in_an_event_file_leaves_the_served_page_and_graph_answering(
     with app_served(create_ui_app(store, lineage_paths)) as url:
         health = requests.get(f"{url}/api/v1/health", timeout=30)
         assert health.status_code == 200, health.text
-        assert health.json() == {"status": "ok", "events": 2, "rejectedLines": 1}
+        assert health.json() == {"status": "ok", "events": 2, "rejectedLines": 1, "deadLetters": 0}
         graph = requests.get(
             f"{url}/api/v1/lineage", params={"nodeId": "job:nyc_taxi_pipeline:dag.actuals"}, timeout=30
         )

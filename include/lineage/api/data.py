@@ -10,12 +10,15 @@ import json
 
 from sqlalchemy import func, or_, select
 
+from include.core import settings
+
 # DISCARD_JOB, PUBLISH_JOB, audit_runs: re-exported, as include/quality/review.py imports them from here
 from include.lineage.api.audits import DISCARD_JOB as DISCARD_JOB
 from include.lineage.api.audits import PUBLISH_JOB as PUBLISH_JOB
 from include.lineage.api.audits import audit_runs as audit_runs
 from include.lineage.api.audits import blocked_of, blocked_spans, blocked_summary, blocked_tables
 from include.lineage.queries import DEFAULT_DEPTH, LineageQueries, Node, closure_downstream, parse_instant
+from include.lineage.queries.problems import facet_problems
 from include.lineage.queries.sql import chunks
 from include.lineage.queries.walks import as_of_edges
 from include.lineage.store import iter_events
@@ -235,8 +238,12 @@ def provenance(queries: LineageQueries, run_ref: str, depth: int = DEFAULT_DEPTH
                     .order_by(j.c.name, r.c.started_at)
                 )
             ]
+    completeness = None
+    if children:  # a DAG run: is its lineage complete, or what is missing (include/lineage/queries/completeness.py)
+        (completeness,) = queries.completeness(dag_run=root["run"]["id"], torn=torn_event_files())
     return {
         "runId": root["run"]["id"],
+        "completeness": completeness,
         "runs": [
             {
                 "job": entry["job"],
@@ -252,6 +259,16 @@ def provenance(queries: LineageQueries, run_ref: str, depth: int = DEFAULT_DEPTH
 
 
 DATA_QUALITY_FACETS = ("dataQualityAssertions", "dataQualityMetrics")
+RECENT_PROBLEMS = 20
+
+
+def torn_event_files() -> list[tuple[str, bytes]]:
+    """The Spark event files kept as torn (``include/lineage/emit/spark_forwarder.py``), for a DAG run's
+    completeness: (name, content)."""
+    from include.lineage.emit.spark_forwarder import outbox_dir
+
+    folder = outbox_dir(settings.Paths.current())
+    return [(path.name, path.read_bytes()) for path in sorted(folder.glob("*.torn"))] if folder.exists() else []
 
 
 def _writer_statistics(queries: LineageQueries, run_id: str, namespace: str, name: str) -> dict:
@@ -311,6 +328,8 @@ def node_detail(queries: LineageQueries, ref: str, blocked: dict[str, dict] | No
         detail.update(
             _dataset_detail(queries, conn, node, blocked) if node.kind == "dataset" else _job_detail(conn, node)
         )
+        # the facets the spec refused in its events: kept with the events as received, named, not read
+        detail["invalidFacets"] = facet_problems(conn, node, RECENT_PROBLEMS)
     return detail
 
 

@@ -241,8 +241,20 @@
     );
     if (detail.kind === "dataset") renderDataset(body, detail);
     else renderJob(body, detail);
+    renderInvalidFacets(body, detail);
     cy.elements().unselect();
     cy.getElementById(id).select();
+  }
+
+  // The facets the OpenLineage spec refused in this node's events: kept with the events as received, not read.
+  function renderInvalidFacets(body, d) {
+    const problems = d.invalidFacets || [];
+    if (!problems.length) return;
+    body.append(h("section", { id: "invalid-facets", class: "invalid-facets" },
+      h("h3", {}, `Invalid facets (${problems.length}): kept with their events, not read`),
+      table(["event", "run", "where", "why"], problems.map((p) => h("tr", { class: "invalid-facet", "data-facet": p.facet || "" },
+        h("td", {}, fmtTime(p.eventTime)), h("td", { class: "mono" }, (p.runId || "—").slice(0, 8)),
+        h("td", { class: "mono" }, p.path), h("td", {}, p.rule))))));
   }
 
   function renderBlocked(body, b) {
@@ -412,6 +424,13 @@
           result.children.map((child) => h("li", {}, h("button", { type: "button", class: "child-provenance", "data-run": child.id,
             onclick: () => openProvenance(child.id).catch(showError) }, `${child.job} · ${child.state || "—"} · ${fmtTime(child.startedAt)}`)))));
       }
+    }
+    const lineage = result.completeness;
+    if (lineage) {  // a DAG run: is its lineage complete, or what is missing
+      body.append(h("section", { id: "completeness", class: lineage.complete ? "complete" : "incomplete" },
+        h("h3", {}, lineage.complete ? `Lineage complete (${lineage.runs} runs)` : `Lineage incomplete: ${lineage.missing.length} missing`),
+        lineage.missing.length ? h("ul", {}, lineage.missing.map((m) => h("li", { class: "missing", "data-kind": m.kind, "data-run": m.runId },
+          h("strong", {}, m.kind), ` · ${m.job} (run ${m.runId.slice(0, 8)}): ${m.detail}`))) : null));
     }
     $("provenance-title").textContent = `Provenance of run ${root.run.id} (${root.job.name}): dataset versions read, the runs that wrote them, …`;
     $("provenance-view").hidden = false;

@@ -156,25 +156,28 @@ def _submits_spark(row) -> bool:
 
 
 def _kept_aside(conn: Connection, tree: list[str], runs: dict) -> list[dict]:
-    """Lines set aside and posts refused (not replayed) that name a run of the tree."""
-    gaps, seen = [], set()
+    """Lines set aside and posts refused (not replayed) that name a run of the tree, each under the run it names
+    first (an event names its own run before its parent's)."""
+    found: dict[tuple, object] = {}
     for run_id in tree:
-        needle = run_id.encode()
         for table, kind in ((rejected_lines_table, "a line set aside"), (dead_letters_table, "a post refused")):
-            query = select(table).where(_holds(conn, table.c.content, needle))
+            query = select(table).where(_holds(conn, table.c.content, run_id.encode()))
             if table is dead_letters_table:
                 query = query.where(table.c.replayed_at.is_(None))
             for item in conn.execute(query):
                 key = (kind, item.path, item.byte_offset) if kind == "a line set aside" else (kind, item.id)
-                if key in seen:
-                    continue
-                seen.add(key)
-                if kind == "a line set aside":
-                    where = f"{item.path}:{item.line_number or 'byte ' + str(item.byte_offset)}"
-                    detail = f"{where} names run {run_id} and was not stored: {item.error}"
-                else:
-                    detail = f"dead letter #{item.id} ({item.status}) names run {run_id}: {item.reason}"
-                gaps.append({"kind": kind, "runId": run_id, "job": runs[run_id].name, "detail": detail[:500]})
+                found[key] = item
+    gaps = []
+    for (kind, *_), item in found.items():
+        named = min(
+            (run_id for run_id in tree if run_id.encode() in item.content), key=lambda r: item.content.find(r.encode())
+        )
+        if kind == "a line set aside":
+            where = f"{item.path}:{item.line_number or 'byte ' + str(item.byte_offset)}"
+            detail = f"{where} names run {named} and was not stored: {item.error}"
+        else:
+            detail = f"dead letter #{item.id} ({item.status}) names run {named}: {item.reason}"
+        gaps.append({"kind": kind, "runId": named, "job": runs[named].name, "detail": detail[:500]})
     return gaps
 
 

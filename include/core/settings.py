@@ -224,20 +224,20 @@ LINEAGE_MAX_CLIENT_REQUESTS = _define(
     "lineage",
     minimum=1,
 )
-LINEAGE_SERVE_TOKEN = _define(
-    "LINEAGE_SERVE_TOKEN",
-    None,
-    "bearer token the project's clients send to `lineage serve`; unset: the Airflow connection named in the "
 LINEAGE_INTAKE_CAPACITY = _define(
     "LINEAGE_INTAKE_CAPACITY", "1024", "requests held at once by `lineage serve` (429 beyond)", "lineage", minimum=2
 )
 LINEAGE_INTAKE_WAIT_SECONDS = _define(
-    "LINEAGE_INTAKE_WAIT_SECONDS", "30", "seconds a request may wait its turn at `lineage serve`", "lineage"
+    "LINEAGE_INTAKE_WAIT_SECONDS", "4", "seconds a request may wait its turn at `lineage serve` (503 beyond)", "lineage"
 )
 LINEAGE_DEAD_LETTERS = _define("LINEAGE_DEAD_LETTERS", "10000", "refused posts kept (oldest go)", "lineage", minimum=1)
 LINEAGE_DEAD_LETTERS_BYTES = _define(
     "LINEAGE_DEAD_LETTERS_BYTES", "268435456", "most bytes of refused posts kept (oldest go)", "lineage", minimum=1
 )
+LINEAGE_SERVE_TOKEN = _define(
+    "LINEAGE_SERVE_TOKEN",
+    None,
+    "bearer token the project's clients send to `lineage serve`; unset: the Airflow connection named in the "
     "transport's auth, else `var/secrets/lineage-tokens.json`",
     "lineage",
 )

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from pyspark.sql import functions as F
 
-from include.core import naming, settings
+from include.core import naming, object_store, settings
 from include.sources import downloads
 from spark_jobs.common import audit, loaded_source, taxi, wap
 from spark_jobs.common.errors import root_cause
@@ -72,7 +72,7 @@ def nanosecond_timestamps(path: str) -> dict[str, bool]:
     import pyarrow.parquet as pq
 
     try:
-        schema = pq.read_schema(path)
+        schema = pq.read_schema(object_store.readable(path))  # a landed file here, or on the object store
     except (OSError, pa.ArrowException):
         return {}
     return {

@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> None:
             "column_lineage": {
                 naming.HOURLY_FORECAST: forecasting.forecast_column_lineage(models.used_inputs(args.model, fitted))
             },
-            "model": {"path": str(naming.model_dir(args.model)), **metadata},
+            "model": {"path": naming.model_uri(args.model), **metadata},
             "outputs": {
                 naming.HOURLY_FORECAST: {
                     "previous_snapshot_id": before,

@@ -90,11 +90,24 @@ SPARK_LISTENER_REMOVE_PATH_PATTERN = rf"(?<remove>(\{MODEL_STAGING_SUFFIX})?/{SP
 
 
 def model_dir(model_name: str, paths: settings.Paths | None = None) -> Path:
+    """The model's folder on this machine (``<var>/models/<name>``); where it is saved is :func:`model_uri`."""
     return (paths or settings.Paths.current()).models / model_name
 
 
+def models_location(paths: settings.Paths | None = None) -> str:
+    """Where trained models are saved: ``PIPELINE_MODELS_URI`` (an object store every worker reaches), else this
+    machine's ``<var>/models``."""
+    return (settings.MODELS_URI.raw() or str((paths or settings.Paths.current()).models)).rstrip("/")
+
+
+def model_uri(model_name: str, paths: settings.Paths | None = None) -> str:
+    """The model's location, its identity in lineage: ``<var>/models/<name>`` on one machine, ``s3://bucket/key``
+    on the object store. One dataset per model, its version the trained model's (``modelMetrics``, ``version``)."""
+    return f"{models_location(paths)}/{model_name}"
+
+
 def model_id(model_name: str, paths: settings.Paths | None = None) -> DatasetId:
-    return storage_id(str(model_dir(model_name, paths)))
+    return storage_id(model_uri(model_name, paths))
 
 
 MODEL_PREFIX = "model:"

@@ -85,6 +85,10 @@ WAREHOUSE = _define(
     "catalog",
 )
 S3_ENDPOINT = _define("S3_ENDPOINT", None, "S3-compatible endpoint (MinIO) for an `s3://` warehouse", "catalog")
+# -- what one task hands to the next (include/core/object_store.py): on an object store, tasks run on any machine
+_SHARED = "`s3://bucket/prefix`, an object store every worker reaches (`S3_ENDPOINT`, the standard AWS variables)"
+LANDING_URI = _define("PIPELINE_LANDING_URI", None, f"where files land: {_SHARED}; unset: `<var>/landing`", "paths")
+MODELS_URI = _define("PIPELINE_MODELS_URI", None, f"where models are saved: {_SHARED}; unset: `<var>/models`", "paths")
 JAVA_HOME = _define(
     "JAVA_HOME", None, "the JDK of the local servers (catalog, Kafka) and of Spark; unset: `java` on PATH", "services"
 )

@@ -3,6 +3,11 @@
 Streamed, bounded by timeouts, retried with exponential backoff, written atomically into ``var/landing/``, and
 fingerprinted with xxhash64. A file whose fingerprint is already ingested is skipped unless forced; a month not
 yet published (HTTP 404) is reported as such, not raised.
+
+With ``PIPELINE_LANDING_URI`` on an object store (``s3://bucket/prefix``, ``include/core/object_store.py``) the file
+lands there instead, so the task that loads it may run on another machine: downloaded whole into this machine's
+``var/`` first, then uploaded (the object appears complete or not at all), its local copy deleted. The ingest ledger
+is then on the store too, one object per (file, fingerprint).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from tenacity import (
     wait_exponential,
 )
 
-from include.core import settings
+from include.core import object_store, settings
 from include.core.contract import WEATHER_ELEMENTS
 from include.core.errors import SourceError
 
@@ -46,7 +51,7 @@ class DownloadError(SourceError):
 @dataclass(frozen=True)
 class Download:
     url: str
-    path: Path
+    path: Path | object_store.StoredFile
     status: str  # "downloaded", "already_ingested" or "not_published"
     fingerprint: str | None = None
     size_bytes: int | None = None
@@ -80,16 +85,24 @@ def noaa_url(element: str, month: str) -> str:
     return f"{noaa_base_url()}/{year}/{element}-{year}{mm}-cty-scaled.csv"
 
 
-def tlc_landed_path(month: str, paths: settings.Paths | None = None) -> Path:
-    return (paths or settings.Paths.current()).landing / "tlc" / f"yellow_tripdata_{month}.parquet"
+def landing_location(paths: settings.Paths | None = None) -> str:
+    """Where files land: ``PIPELINE_LANDING_URI`` (an object store every worker reaches), else ``<var>/landing``."""
+    return settings.LANDING_URI.raw() or str((paths or settings.Paths.current()).landing)
 
 
-def noaa_landed_path(element: str, month: str, paths: settings.Paths | None = None) -> Path:
+Landed = Path | object_store.StoredFile  # a landed file: ``name``, ``exists()``, ``open("rb")``; ``str()`` its location
+
+
+def tlc_landed_path(month: str, paths: settings.Paths | None = None) -> Landed:
+    return object_store.located(landing_location(paths), "tlc", f"yellow_tripdata_{month}.parquet")
+
+
+def noaa_landed_path(element: str, month: str, paths: settings.Paths | None = None) -> Landed:
     year, mm = month.split("-")
-    return (paths or settings.Paths.current()).landing / "noaa" / f"{element}-{year}{mm}-cty-scaled.csv"
+    return object_store.located(landing_location(paths), "noaa", f"{element}-{year}{mm}-cty-scaled.csv")
 
 
-def fingerprint_file(path: Path) -> str:
+def fingerprint_file(path: Landed) -> str:
     digest = xxhash.xxh64()
     with path.open("rb") as stream:
         for block in iter(lambda: stream.read(CHUNK_BYTES), b""):
@@ -98,10 +111,17 @@ def fingerprint_file(path: Path) -> str:
 
 
 class IngestLedger:
-    """Append-only record of the (file, fingerprint) pairs that made it into a raw table."""
+    """Append-only record of the (file, fingerprint) pairs that made it into a raw table: a file beside the landed
+    ones, or, with the landing on an object store, one object per pair under ``<landing>/_ingested/`` (an object
+    store has no append; concurrent writers never meet)."""
 
     def __init__(self, paths: settings.Paths | None = None):
         self.path = (paths or settings.Paths.current()).landing / "_ingested.jsonl"
+        location = landing_location(paths)
+        self.stored = object_store.join(location, "_ingested") if object_store.is_remote(location) else None
+
+    def _stored_entry(self, file_name: str, fingerprint: str) -> str:
+        return object_store.join(self.stored, file_name, f"{fingerprint}.json")
 
     def _entries(self) -> list[dict]:
         """Every entry; a line that is not one (torn by a writer that died mid-line, edited by hand) is skipped with a
@@ -126,6 +146,8 @@ class IngestLedger:
         return entries
 
     def contains(self, file_name: str, fingerprint: str) -> bool:
+        if self.stored:
+            return object_store.exists(self._stored_entry(file_name, fingerprint))
         return any(e["file"] == file_name and e["fingerprint"] == fingerprint for e in self._entries())
 
     def record(self, file_name: str, fingerprint: str, table: str) -> None:
@@ -138,6 +160,9 @@ class IngestLedger:
                 "ingested_at": datetime.now(UTC).isoformat(),
             }
         )
+        if self.stored:
+            object_store.write_bytes(self._stored_entry(file_name, fingerprint), line.encode() + b"\n")
+            return
         with self.path.open("ab+") as stream:  # appends go to the end wherever the stream was read
             fcntl.flock(stream, fcntl.LOCK_EX)
             size = stream.seek(0, os.SEEK_END)
@@ -199,20 +224,31 @@ def download(
 
 def fetch(
     url: str,
-    target: Path,
+    target: Landed,
     force: bool = False,
     policy: DownloadPolicy = DownloadPolicy(),
     ledger: IngestLedger | None = None,
 ) -> Download:
     ledger = ledger or IngestLedger()
-    result = download(url, target, policy)
+    stored = isinstance(target, object_store.StoredFile)
+    # On an object store the file is first downloaded whole here, then uploaded: no reader sees part of it.
+    local = settings.Paths.current().var / "landing-uploads" / target.name if stored else target
+    result = download(url, local, policy)
     if result is None:
         log.info("%s is not published yet (HTTP 404): nothing to ingest", url)
         return Download(url, target, "not_published")
     fingerprint, size = result
-    if not force and ledger.contains(target.name, fingerprint):
-        log.info("%s (xxhash64 %s) is already ingested: skipping; pass force to re-ingest", target.name, fingerprint)
-        return Download(url, target, "already_ingested", fingerprint, size)
+    try:
+        if not force and ledger.contains(target.name, fingerprint):
+            log.info(
+                "%s (xxhash64 %s) is already ingested: skipping; pass force to re-ingest", target.name, fingerprint
+            )
+            return Download(url, target, "already_ingested", fingerprint, size)
+        if stored:
+            object_store.upload(local, str(target))
+    finally:
+        if stored:
+            local.unlink(missing_ok=True)
     log.info("landed %s: %d bytes, xxhash64 %s", target, size, fingerprint)
     return Download(url, target, "downloaded", fingerprint, size)
 

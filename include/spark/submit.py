@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from include.core import jars, naming, settings
+from include.core import jars, naming, object_store, settings
 from include.core.settings import (
     LOG4J2_PROPERTIES,
     OPENLINEAGE_NAMESPACE,
@@ -65,6 +65,7 @@ def spark_conf(
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         "spark.sql.defaultCatalog": catalog.name,
         **catalog.spark_properties(),
+        **object_store.spark_properties(),  # s3:// landed files and models (PIPELINE_LANDING_URI, PIPELINE_MODELS_URI)
         "spark.driver.extraClassPath": os.pathsep.join(str(path) for path in jar_paths()),
         "spark.executor.extraClassPath": os.pathsep.join(str(path) for path in jar_paths()),
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG4J2_PROPERTIES.as_uri()}",
@@ -125,6 +126,8 @@ PASSED_TO_JOBS = (
     settings.CATALOG_URI,
     settings.WAREHOUSE,
     settings.S3_ENDPOINT,
+    settings.LANDING_URI,
+    settings.MODELS_URI,
 )
 
 

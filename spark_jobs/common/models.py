@@ -1,4 +1,5 @@
-"""Inputs, training and persistence of the two forecast models. The model artifact lives under var/models/."""
+"""Inputs, training and persistence of the two forecast models. The model artifact lives under var/models/, or on
+the object store of ``PIPELINE_MODELS_URI`` (``naming.model_uri``), where a forecast task on another machine finds it."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import xxhash
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from include.core import naming
+from include.core import naming, object_store
 from spark_jobs.common import forecasting
 from spark_jobs.common.tables import current_snapshot_id, qualified
 from spark_jobs.common.weather import daily_nyc_weather
@@ -125,27 +126,34 @@ def used_inputs(model_name: str, fitted) -> list[str]:
     return [encoded.get(column, column) for column in assembler.getInputCols()]
 
 
-def save_model(model_name: str, fitted, metrics: dict) -> Path:
-    folder = naming.model_dir(model_name)
-    staging = folder.with_name(folder.name + naming.MODEL_STAGING_SUFFIX)
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
+def save_model(model_name: str, fitted, metrics: dict) -> str:
+    """Save the model to ``naming.model_uri``: staged beside it (``<name>.tmp``) and then put in its place, so the
+    forecast never loads half a model; returns its location."""
+    location = naming.model_uri(model_name)
+    staging = location + naming.MODEL_STAGING_SUFFIX
+    if object_store.is_remote(location):
+        object_store.delete_tree(staging)
+    else:
+        shutil.rmtree(staging, ignore_errors=True)
+        Path(staging).mkdir(parents=True)
     if fitted is not None:
-        fitted.write().overwrite().save(str(staging / naming.SPARK_MODEL_FOLDER))
-    (staging / "model.json").write_text(
-        json.dumps({**metrics, "params": MODEL_PARAMS[model_name]}, indent=2, default=str)
-    )
-    shutil.rmtree(folder, ignore_errors=True)
-    staging.rename(folder)
-    return folder
+        fitted.write().overwrite().save(f"{staging}/{naming.SPARK_MODEL_FOLDER}")
+    description = json.dumps({**metrics, "params": MODEL_PARAMS[model_name]}, indent=2, default=str)
+    object_store.write_bytes(f"{staging}/model.json", description.encode())
+    if object_store.is_remote(location):
+        object_store.replace_tree(staging, location)  # an object store has no rename: copied over, then deleted
+    else:
+        shutil.rmtree(location, ignore_errors=True)
+        Path(staging).rename(location)
+    return location
 
 
 def load_model(model_name: str):
-    folder = naming.model_dir(model_name)
-    metadata = json.loads((folder / "model.json").read_text())
+    location = naming.model_uri(model_name)
+    metadata = json.loads(object_store.read_bytes(f"{location}/model.json"))
     fitted = None
-    if (folder / naming.SPARK_MODEL_FOLDER).exists():
+    if object_store.exists(f"{location}/{naming.SPARK_MODEL_FOLDER}"):  # a folder, or objects under that prefix
         from pyspark.ml import PipelineModel
 
-        fitted = PipelineModel.load(str(folder / naming.SPARK_MODEL_FOLDER))
+        fitted = PipelineModel.load(f"{location}/{naming.SPARK_MODEL_FOLDER}")
     return fitted, metadata

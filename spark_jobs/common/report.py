@@ -58,7 +58,9 @@ def parquet_column_metrics(path: str | Path, columns: list[str]) -> InputMetrics
     statistics, without reading the data; None when a column chunk has no null count (then scan instead)."""
     import pyarrow.parquet as pq
 
-    metadata = pq.ParquetFile(path).metadata
+    from include.core import object_store
+
+    metadata = pq.ParquetFile(object_store.readable(path)).metadata  # a local file, or an object on the store
     positions = {metadata.schema.column(i).path.lower(): i for i in range(metadata.num_columns)}
     nulls = {}
     for column in columns:

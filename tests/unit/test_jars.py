@@ -92,6 +92,11 @@ def test_committed_lock_pins_the_official_maven_central_artifacts():
         "org.xerial:sqlite-jdbc",
         "org.postgresql:postgresql",
         "org.apache.iceberg:iceberg-aws-bundle",
+        # hadoop-aws's S3A filesystem for s3:// landed files and models (include/core/object_store.py), on the AWS
+        # SDK of iceberg-aws-bundle plus the two modules it leaves out
+        "org.apache.hadoop:hadoop-aws",
+        "software.amazon.awssdk:s3-transfer-manager",
+        "software.amazon.awssdk:apache-client",
     }
     server_jars = {a.coordinates for a in artifacts if jars.CATALOG_SERVER in a.roles}
     iceberg_server = {c for c in server_jars if c.startswith("org.apache.iceberg:iceberg-core:")}

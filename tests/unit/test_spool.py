@@ -279,11 +279,17 @@ def test_the_docs_transport_to_lineage_serve_sends_the_token_and_replays_in_batc
         for i in range(5):
             transport.spool.append(Serde.to_json(event(i)))
         monkeypatch.setenv("LINEAGE_SERVE_TOKEN", writer)
-        assert transport.replay() == (151, 6), "every event before the bad one, in batches then one by one"
+        assert transport.replay() == (156, 0), "every event but the bad one, in batches then one by one"
         assert not transport._batch_unsupported, "lineage serve took the batches"
-        stored = requests.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=5).json()["events"]
-        assert stored == len({(str(e.run.runId), e.eventTime) for e in emitted}) + 1
-        assert json.loads(transport.spool.pending()[0].read_text())["run"]["facets"] == [], "it waits, first"
+        health = requests.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=5).json()
+        assert health["events"] == len({(str(e.run.runId), e.eventTime) for e in emitted}) + 6
+        # refused for good (Marquez too answers it 500: 400 here): set aside with why, not retried before the others,
+        # and kept by lineage serve as a dead letter
+        (aside,) = (tmp_path / "spool" / "undeliverable").glob("*.json")
+        assert (
+            json.loads(aside.read_text())["run"]["facets"] == [] and "400" in aside.with_suffix(".reason").read_text()
+        )
+        assert health["deadLetters"] == 1
     finally:
         server.terminate()
         server.wait(timeout=30)

@@ -31,7 +31,7 @@ from openlineage.client.facet_v2 import (
     source_code_location_job,
 )
 
-from include.core import contract, naming, settings
+from include.core import contract, naming, object_store, settings
 from include.core.contract import JobReport, ReportError
 from include.lineage.emit import column_lineage, observed, spark_forwarder
 from include.lineage.emit.facets import (
@@ -241,7 +241,8 @@ def _dataset_facets(key: str, role: str, report: JobReport, catalog) -> tuple[di
     fingerprint = report.source_fingerprints.get(key)
     if fingerprint:
         facets["fileFingerprint"] = FileFingerprintDatasetFacet(
-            fingerprint=fingerprint, sizeBytes=Path(key).stat().st_size
+            fingerprint=fingerprint,
+            sizeBytes=object_store.size(key),  # a landed file here, or on the object store
         )
     if role == "input" and key in report.input_metrics:
         metrics = report.input_metrics[key]

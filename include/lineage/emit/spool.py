@@ -17,8 +17,9 @@ spool folder, one file per event (written to a temporary name, fsynced, then ren
 any number of processes can spool at once). Spooled events go out first, oldest first, on the next emit that finds
 the backend back, and with ``lineage replay``. A file leaves the spool only after its send succeeded, and what is
 sent is the original JSON, unchanged, so a receiver can drop a duplicate by run id + event type + event time. An
-event the backend will never take (``UndeliverableEventError``: one past Amazon DataZone's 300,000 bytes, a DatasetEvent
-for DataZone) is set aside in ``<spool>/undeliverable/`` with its reason, and the events after it go on. An inner
+event the backend will never take (``UndeliverableEventError``: one an HTTP backend answers 400, 413 or 422, one past
+Amazon DataZone's 300,000 bytes, a DatasetEvent for DataZone) is set aside in ``<spool>/undeliverable/`` with its
+reason, and the events after it go on: before, one such event stopped every replay at it for good. An inner
 ``amazon_datazone_api`` transport is the project's ``include.lineage.emit.transports.DataZoneTransport`` (same
 configuration as openlineage-python's; the stock one drops an event given as JSON, as every replayed one is).
 
@@ -56,6 +57,10 @@ from include.lineage.emit.transports import UndeliverableEventError
 log = logging.getLogger(__name__)
 SUFFIX = ".json"
 UNDELIVERABLE = "undeliverable"  # the spool's folder of events the backend will never take, each with its reason
+# What an HTTP backend answers an event it read and will never take (lineage serve: 400 and 422 where Marquez refuses
+# it, 413 past a limit; DataHub: 400 for a facet of the wrong shape): set aside, not retried before every other event.
+# 401, 403, 404 and 405 say the configuration is wrong (a token, the endpoint): every event waits until it is fixed.
+REFUSED_FOR_GOOD = frozenset({400, 413, 422})
 
 
 @attr.define
@@ -185,7 +190,17 @@ class SpoolingTransport(Transport):
 
     def _send_raw(self, payload: str) -> None:
         # A dict goes through Serde.to_json unchanged (same keys, sorted): the receiver gets the original event.
-        self.inner.emit(payload if getattr(self.inner, "takes_text", False) else json.loads(payload))
+        try:
+            self.inner.emit(payload if getattr(self.inner, "takes_text", False) else json.loads(payload))
+        except UndeliverableEventError:
+            raise
+        except Exception as error:
+            response = getattr(error, "response", None)
+            status = getattr(response, "status_code", None)
+            if status in REFUSED_FOR_GOOD:  # the backend read this event and refused it: it never will take it
+                text = (getattr(response, "text", "") or "")[:300]
+                raise UndeliverableEventError(f"the backend answered {status}: {text}") from error
+            raise
 
     def set_aside(self, payload: str, reason: str, spooled: Path | None = None) -> Path:
         """An event the backend will never take (``UndeliverableEventError``): kept under ``<spool>/undeliverable/``
@@ -242,10 +257,10 @@ class SpoolingTransport(Transport):
         response = self.inner.session.post(url, data=body, headers=headers, timeout=timeout, verify=self.inner.verify)
         response.close()
         if response.status_code in (404, 405, 501):
-            self._batch_unsupported = True
-            for payload in payloads:
-                self._send_raw(payload)
-            return
+            # no batch endpoint: the replay sends this chunk again one by one (and every later one), so that an
+            # event the backend refuses for good is the one set aside
+            self._batch_unsupported = self._batch_refused = True
+            raise RuntimeError(f"the backend has no batch endpoint ({response.status_code}); one by one")
         if response.status_code == 400:
             self._batch_refused = True  # an event of it is bad: the replay sends this chunk one by one
         response.raise_for_status()

@@ -181,6 +181,8 @@ def compose(
     lines += [f"  - {failure}" for failure in failures] or ["  - (no message)"]
     if impact.get("error"):
         lines.append(f"downstream: {impact['error']}")
+    elif kind == "drift" and not impact:
+        pass  # the datasets and Assets the drift leaves wrong are its failures
     else:
         lines.append("downstream that would have consumed it:")
         owned = lambda item: f" (owners: {', '.join(item['owners'])})" if item.get("owners") else ""  # noqa: E731

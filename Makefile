@@ -5,7 +5,7 @@ VENV_PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 PIPELINE := $(VENV)/bin/pipeline
 
-.PHONY: setup lint test test-fast demo airflow bench bench-scale-store clean
+.PHONY: setup lint test test-fast demo airflow fleet bench bench-scale-store clean
 
 $(INSTALLED): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
 	@test -x $(VENV_PY) || $(PYTHON) -m venv $(VENV)
@@ -45,6 +45,12 @@ airflow: setup
 	@include/setup/system_packages.sh postgresql
 	$(PIPELINE) ui $(if $(SAMPLE_DATA),--sample-data,) $(if $(SAMPLE_MONTHS),--sample-months $(SAMPLE_MONTHS),)
 
+# make fleet [SAMPLE_DATA=1]: Airflow on the CeleryExecutor, two workers sharing no disk, and the shared services they
+# need, on loopback (docs/cluster-and-docker.md "A fleet of machines"); `.venv/bin/pipeline fleet stop` ends it.
+fleet: setup
+	@include/setup/system_packages.sh postgresql redis
+	$(PIPELINE) fleet start $(if $(SAMPLE_DATA),--sample-data,)
+
 bench: setup
 	$(VENV_PY) -m bench
 
@@ -57,6 +63,7 @@ bench-scale-store: setup
 	$(VENV_PY) -m bench.store_scale --sizes $(STORE_SCALE_SIZES) --databases $(STORE_SCALE_DATABASES)
 
 clean:
+	-$(PIPELINE) fleet stop
 	-$(PIPELINE) catalog stop
 	-$(VENV_PY) -m include.services.postgres stop
 	rm -rf var

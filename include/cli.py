@@ -189,6 +189,29 @@ def cmd_kafka(options: argparse.Namespace) -> int:
     )
 
 
+def cmd_fleet(options: argparse.Namespace) -> int:
+    """``pipeline fleet start|stop|status``: the CeleryExecutor fleet on loopback (include/services/fleet.py)."""
+    from include.services import fleet
+
+    if options.action == "start":
+        months = None
+        if options.sample_data:
+            first, last = options.sample_months[0], options.sample_months[-1]
+            months = f"{first[0]}-{first[1]:02d}..{last[0]}-{last[1]:02d}"
+        state = fleet.start(sample_months=months, rows=options.rows, say=lambda line: print(line, flush=True))
+        endpoints = state.get("endpoints", {})
+        print(f"pipeline: fleet running: Airflow {endpoints.get('airflow')}, lineage {endpoints.get('lineage')}")
+        return 0
+    if options.action == "stop":
+        stopped = fleet.stop()
+        print(f"pipeline: fleet stopped ({', '.join(stopped)})" if stopped else "pipeline: no fleet was running")
+        return 0
+    running = fleet.status()
+    for name, alive in running.items():
+        print(f"pipeline: fleet {name}: {'running' if alive else 'not running'}")
+    return 0 if running and all(running.values()) else EXIT_FAILURE
+
+
 def take_ctrl_c() -> None:
     """Make Ctrl-C raise KeyboardInterrupt in a command that runs until it. A shell without job control (a script,
     CI) starts a background command with SIGINT ignored, and exec keeps that for every process after it: Python then
@@ -259,6 +282,15 @@ def build_parser() -> argparse.ArgumentParser:
     kafka = commands.add_parser("kafka", help="this var/'s local Kafka broker (KRaft, 127.0.0.1, KAFKA_PORT or 19092)")
     kafka.add_argument("action", choices=["start", "stop", "status"])
     kafka.set_defaults(handler=cmd_kafka)
+
+    fleet = commands.add_parser(
+        "fleet", help="Airflow on the CeleryExecutor with two workers sharing no disk, and its shared services"
+    )
+    fleet.add_argument("action", choices=["start", "stop", "status"])
+    fleet.add_argument("--sample-data", action="store_true", help="serve generated TLC/NOAA files on loopback")
+    fleet.add_argument("--sample-months", type=month_span, default=[SAMPLE_MONTH], help="YYYY-MM[..YYYY-MM] (2025-01)")
+    fleet.add_argument("--rows", type=int, default=20_000, help="taxi trips per generated month (20000)")
+    fleet.set_defaults(handler=cmd_fleet)
 
     sample = commands.add_parser("sample-source", help="serve generated TLC/NOAA files with the real URL layout")
     sample.add_argument("--port", type=int, default=None, help="port (default SAMPLE_SOURCE_PORT or 18080)")

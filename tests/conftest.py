@@ -119,6 +119,7 @@ GROUP_COST = {
     "pipeline_run": 1350,
     "demo_run": 800,  # the demo, then the cluster's runs, compared with the demo's (526 worker-s on 25 November)
     "user_runs": 750,  # the UI modules' runs, then the scheduler's part of write-audit-publish goes on from them
+    "tests/integration/test_fleet.py": 720,  # the one-machine reference, then the fleet's runs and its kill (12 min)
     "tests/integration/test_bad_input.py": 650,
     "tests/integration/test_tlc_backfill.py": 580,
     "tests/integration/test_unchanged_reload.py": 280,

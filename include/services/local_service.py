@@ -79,16 +79,27 @@ def running(state_file: Path, state_type, marker: str, healthy: Callable) -> obj
 
 
 def launch(
-    command: list[str], log_path: Path, cwd: Path, prepare: Callable[[BinaryIO], None] | None = None
+    command: list[str],
+    log_path: Path,
+    cwd: Path,
+    prepare: Callable[[BinaryIO], None] | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.Popen:
     """Start ``command`` detached, its output appended to ``log_path``: in a session of its own, it outlives the
-    command that started it (one server per ``var/``). ``prepare(log)`` runs first, writing to the same log."""
+    command that started it (one server per ``var/``). ``prepare(log)`` runs first, writing to the same log. ``env``:
+    its whole environment (None: this process's)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log:
         if prepare is not None:
             prepare(log)
         return subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd, start_new_session=True
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=cwd,
+            start_new_session=True,
+            env=env,
         )
 
 

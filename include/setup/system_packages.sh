@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Debian packages the tests need: headless Chromium (the lineage report and Airflow UI browser tests) and PostgreSQL
-# (the shared-catalog test starts a throwaway cluster of its own with initdb/pg_ctl; no service is enabled or used).
+# Debian packages the tests need: headless Chromium (the lineage report and Airflow UI browser tests), PostgreSQL
+# (the shared-catalog test starts a throwaway cluster of its own with initdb/pg_ctl; no service is enabled or used) and
+# Redis (`pipeline fleet`'s Celery broker: redis-server started on loopback by the fleet, no system service).
 # Idempotent: installs only what is missing, with apt-get when it can (root on Debian/Ubuntu); otherwise says what to do.
-# With arguments, only those of the two (`make airflow` asks for postgresql: its metadata database).
+# With arguments, only those named (`make airflow` asks for postgresql: its metadata database; `make fleet` for
+# postgresql and redis).
 # Under CI (CI true, as tests/support.py reads it) a package it cannot install is an error: there the tests that need
 # it would fail (tests/support.py require_system_tool), so set-up stops first and says why; elsewhere it warns and
 # those tests are skipped (listed at the end of the test session).
 set -euo pipefail
-wanted=" ${*:-chromium postgresql} "
+wanted=" ${*:-chromium postgresql redis} "
 
 missing_packages() {
   missing=()
@@ -16,6 +18,9 @@ missing_packages() {
   fi
   if [[ "$wanted" == *" postgresql "* ]] && ! command -v initdb >/dev/null 2>&1 && ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
     missing+=(postgresql)
+  fi
+  if [[ "$wanted" == *" redis "* ]] && ! command -v redis-server >/dev/null 2>&1; then
+    missing+=(redis-server)
   fi
 }
 

@@ -48,7 +48,7 @@ def test_every_mounted_host_path_and_build_context_exists(compose):
 PROJECT_IMAGE = "lineage-aware-pipelines"
 AIRFLOW_COMPONENTS = {"api-server", "scheduler", "dag-processor", "triggerer"}
 SHARED_SECRETS = ("AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__CORE__FERNET_KEY", "AIRFLOW__API__SECRET_KEY")
-OBVIOUS_LOCAL_DEFAULTS = {"postgres", "airflow", "iceberg", "marquez"}
+OBVIOUS_LOCAL_DEFAULTS = {"postgres", "airflow", "iceberg", "marquez", "redis", "lineage", "fleet"}
 PROJECT_PREFIXES = ("PIPELINE_", "ICEBERG_", "S3_", "SPARK_PYSPARK_", "SPARK_DRIVER_", "SPARK_SHUFFLE_", "SPARK_CONF_")
 
 
@@ -89,7 +89,11 @@ def test_images_follow_the_project_pins(compose):
     assert re.search(rf"^FROM apache/airflow:{re.escape(_pin('apache-airflow'))}-python3\.11$", dockerfile, re.M)
     assert "pip install --no-cache-dir -r requirements.txt -c constraints.txt" in dockerfile  # pyspark 4.1.3 inside
     project = {name for name, s in compose["services"].items() if s["image"].startswith(PROJECT_IMAGE + ":")}
-    assert project == {"iceberg-catalog", "spark-master", "spark-worker", "airflow-init", *_airflow_services(compose)}
+    # the `celery` profile's (tests/test_docker_compose_celery.py)
+    celery_profile = {"fleet-init", "lineage-serve", "airflow-worker-a", "airflow-worker-b"}
+    assert project == {
+        "iceberg-catalog", "spark-master", "spark-worker", "airflow-init", *_airflow_services(compose), *celery_profile
+    }  # fmt: skip
     for name in project:
         assert compose["services"][name]["build"] == "."
     for name, service in compose["services"].items():

@@ -5,7 +5,7 @@ VENV_PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 PIPELINE := $(VENV)/bin/pipeline
 
-.PHONY: setup lint test test-fast demo airflow fleet bench bench-scale-store clean
+.PHONY: setup lint test test-fast test-docker demo airflow fleet bench bench-scale-store clean
 
 $(INSTALLED): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
 	@test -x $(VENV_PY) || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,13 @@ test: setup lint
 test-fast: setup
 	$(PIPELINE) test tests/unit tests/test_dag_integrity.py tests/test_docker_compose.py -m "not spark and not browser" -q \
 		-n 2 --dist loadgroup
+
+# Opt-in, tens of minutes: docker-compose's celery profile run for real on a Docker engine started by hand
+# (`dockerd --storage-driver=vfs --iptables=false`), its base images stand-ins built from Debian and PyPI
+# (docker/stand-ins/build.sh); docs/cluster-and-docker.md "The celery profile, run for real".
+test-docker: setup
+	@include/setup/system_packages.sh docker
+	PIPELINE_TEST_DOCKER=1 $(PIPELINE) test tests/integration/test_docker_celery.py -s
 
 demo: setup
 	$(PIPELINE) demo

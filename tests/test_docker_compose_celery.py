@@ -120,3 +120,13 @@ def test_the_lineage_database_and_token_are_provisioned():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.LINEAGE_TOKEN == "LINEAGE_SERVE_TOKEN" == settings.LINEAGE_SERVE_TOKEN.name
+
+
+def test_every_postgres_url_names_the_driver_the_image_has(files):
+    """SQLAlchemy 2.1's default PostgreSQL driver is psycopg (3), which the image does not install: Celery's result
+    backend named `db+postgresql://` and the scheduler and workers failed at start (found running the profile)."""
+    base, override = files
+    for environment in (base["x-celery-env"], override["x-celery-env"], base["x-airflow-env"]):
+        for key, value in environment.items():
+            if "postgresql" in str(value):
+                assert "postgresql+psycopg2://" in value, key

@@ -4,7 +4,7 @@
 # Redis (`pipeline fleet`'s Celery broker: redis-server started on loopback by the fleet, no system service).
 # Idempotent: installs only what is missing, with apt-get when it can (root on Debian/Ubuntu); otherwise says what to do.
 # With arguments, only those named (`make airflow` asks for postgresql: its metadata database; `make fleet` for
-# postgresql and redis).
+# postgresql and redis; `make test-docker` for docker: Debian's docker.io, docker-compose and debootstrap).
 # Under CI (CI true, as tests/support.py reads it) a package it cannot install is an error: there the tests that need
 # it would fail (tests/support.py require_system_tool), so set-up stops first and says why; elsewhere it warns and
 # those tests are skipped (listed at the end of the test session).
@@ -21,6 +21,11 @@ missing_packages() {
   fi
   if [[ "$wanted" == *" redis "* ]] && ! command -v redis-server >/dev/null 2>&1; then
     missing+=(redis-server)
+  fi
+  if [[ "$wanted" == *" docker "* ]]; then  # only when asked: `make test-docker`
+    command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
+    command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
+    command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
   fi
 }
 

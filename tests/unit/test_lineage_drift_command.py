@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import uuid
@@ -43,7 +44,11 @@ def _drift(drifted: bool) -> dict:
 
 
 def _run(store: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([LINEAGE, *args, "--store", store], capture_output=True, text=True, timeout=120)
+    # A var/ of its own: the command first catches the store up with var/'s event files, and the session's may hold
+    # an integration test's drifted task (tests/dags/observed_lineage.py)
+    var = Path(store.removeprefix("sqlite:///")).parent / "var"
+    env = {**os.environ, "PIPELINE_VAR_DIR": str(var)}
+    return subprocess.run([LINEAGE, *args, "--store", store], capture_output=True, text=True, timeout=120, env=env)
 
 
 def test_lineage_drift_lists_the_tasks_whose_newest_run_drifted(tmp_path):

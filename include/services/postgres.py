@@ -3,7 +3,8 @@ clusters (a shared catalog, the lineage store on Postgres).
 
 Debian's package (``include/setup/system_packages.sh`` installs it when missing; nothing else is installed) gives the
 binaries; a cluster is made with ``initdb`` in a folder of the ``var/`` and run with ``pg_ctl``: TCP on 127.0.0.1 only
-with password (SCRAM) authentication, its Unix socket in the folder with mode 700, no system service involved.
+with password (SCRAM) authentication, its Unix socket in the folder with mode 700 (in a temporary folder of mode 700
+when the folder's path is too long for a socket's), no system service involved.
 PostgreSQL refuses to run as root: as root every server command runs as Debian's ``postgres`` user (``runuser``) and
 the folder belongs to that user.
 
@@ -18,11 +19,13 @@ airflow.cfg and no command line, so it cannot reach a task's lineage.
 from __future__ import annotations
 
 import glob
+import hashlib
 import json
 import os
 import secrets
 import shutil
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +39,9 @@ HOST = "127.0.0.1"
 METADATA_ROLE = "airflow"
 METADATA_DATABASE = "airflow"
 START_TIMEOUT_SECONDS = 60
+# sun_path is 108 bytes on Linux, its NUL included; the server adds "/.s.PGSQL.<port>" (and ".lock") to the folder.
+SOCKET_PATH_LIMIT = 107
+SOCKET_NAME_ROOM = len("/.s.PGSQL.65535.lock")
 
 
 class PostgresError(ServiceError):
@@ -73,7 +79,13 @@ class Cluster:
 
     @property
     def sockets(self) -> Path:
-        return self.folder / "sockets"
+        """``folder/sockets``, or, where that path is too long for a Unix socket (a checkout deep in a CI runner's
+        tree), a folder in the system's temporary directory named after the cluster's folder."""
+        beside = self.folder / "sockets"
+        if len(os.fsencode(beside)) + SOCKET_NAME_ROOM <= SOCKET_PATH_LIMIT:
+            return beside
+        digest = hashlib.sha256(os.fsencode(self.folder.resolve())).hexdigest()[:16]
+        return Path(tempfile.gettempdir()) / f"pipeline-pg-{digest}"
 
     @property
     def log(self) -> Path:
@@ -107,15 +119,20 @@ class Cluster:
             )
         return completed
 
+    def _private_folders(self) -> None:
+        """The cluster's folder and its socket folder, mode 700, the server's user's (the socket may live in /tmp,
+        which a cleaner may empty between runs)."""
+        for folder in (self.folder, self.sockets):
+            folder.mkdir(parents=True, exist_ok=True)
+            os.chmod(folder, 0o700)
+            if self.as_root:
+                shutil.chown(folder, "postgres", "postgres")
+
     def init(self) -> Cluster:
         """``initdb`` when the folder holds no cluster yet: superuser ``postgres`` over the socket, SCRAM over TCP."""
         if self.initialized:
             return self
-        self.sockets.mkdir(parents=True, exist_ok=True)
-        for folder in (self.folder, self.sockets):
-            os.chmod(folder, 0o700)
-            if self.as_root:
-                shutil.chown(folder, "postgres", "postgres")
+        self._private_folders()
         self._run(
             self._tool("initdb"),
             "-D",
@@ -147,6 +164,7 @@ class Cluster:
         """Start the server unless it runs; ``durable=False`` (throwaway clusters) turns fsync off."""
         if self.running():
             return self
+        self._private_folders()
         if local_service.port_taken(HOST, self.port):
             raise PostgresError(
                 f"port {self.port} on {HOST} is already in use by another process; set AIRFLOW_METADATA_DB_PORT to a "

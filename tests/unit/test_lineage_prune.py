@@ -93,6 +93,9 @@ def generated_events() -> list[dict]:
         if day < 100:  # stopped running 200 days ago: its latest run and versions must stay
             events += _run_events("legacy_report", day, ["/merged"], ["/legacy"])[1]
         events += _run_events("report", day, ["/merged"], ["/report"])[1]
+        if day in (100, 290):  # a rare job: its old run stays (it wrote /rare's current version) and is its latest
+            # run as of any instant between them, past the horizon too, with edges its later run no longer has
+            events += _run_events("rare", day, ["/merged"], ["/rare"] if day == 100 else ["/rare_summary"])[1]
     old_declaration = {  # a runless job event, long ago: a job that never ran keeps its edges
         "eventTime": (NOW - timedelta(days=250)).isoformat(),
         "producer": PRODUCER,
@@ -208,6 +211,31 @@ def test_pruning_keeps_every_current_version_and_answers_every_graph_query_as_be
     assert len(old) <= len(creators), "no other old run stays"
     assert oldest_event < horizon  # the kept latest runs of stopped jobs
     assert LineageQueries(store).marquez_lineage("job:ns:declared", 5)["graph"], "the runless job keeps its edges"
+
+
+def test_after_pruning_the_graph_as_of_any_instant_past_the_horizon_is_the_one_of_the_runs_that_stay(store):
+    """``--as-of`` walks find a dataset's writers and readers among every edge ever seen (lineage_edge_history): the
+    prune keeps the edges of the runs that stay, though their last sighting is older than the horizon and they left
+    the current graph (the rare job's run of day 100 is its latest until day 290)."""
+    from include.lineage.queries.walks import as_of_edges, as_of_walk, as_of_walk_by_levels, directed_depths
+
+    report = prune_store(store, parse_horizon("90d"), now=NOW)
+    queries = LineageQueries(store)
+    with store.engine.connect() as conn:
+        keys = sorted(conn.execute(select(nodes_table.c.key)).scalars())
+        nodes = [queries.resolve(key, conn) for key in keys]
+        for day in (DAYS - 89, 250, DAYS - 5):
+            as_of = (NOW - timedelta(days=DAYS - day)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            assert as_of >= report.horizon
+            whole = as_of_edges(conn, as_of)[0]
+            for node in nodes:
+                for direction in ("upstream", "downstream"):
+                    expected = directed_depths(whole, node.id, direction == "downstream", 20)
+                    among = sorted(e for e in whole if e[0] in expected and e[1] in expected)
+                    assert as_of_walk_by_levels(conn, node, direction, 20, as_of) == (expected, among), (node.key, day)
+                    assert as_of_walk(conn, node, direction, 20, as_of) == (expected, among), (node.key, day)
+    upstream = LineageQueries(store).upstream("dataset:file:/rare", as_of=(NOW - timedelta(days=40)).isoformat())
+    assert "job:ns:rare" in {node.key for node in upstream.nodes.values()}
 
 
 def test_after_pruning_new_and_late_events_keep_the_closure_exact(store):

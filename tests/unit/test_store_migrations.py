@@ -57,6 +57,14 @@ def _shape(conn: Connection) -> dict:
             "primary key": inspector.get_pk_constraint(table)["constrained_columns"],
             "indexes": sorted((i["name"], tuple(i["column_names"]), i["unique"]) for i in inspector.get_indexes(table)),
             "unique": sorted(tuple(u["column_names"]) for u in inspector.get_unique_constraints(table)),
+            # SQLAlchemy's inspector leaves out an index on an expression (ix_lineage_runs_job_start): SQLite's own
+            # record of each index's statement has them all
+            "index statements": sorted(
+                conn.exec_driver_sql(
+                    "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL",
+                    (table,),
+                ).all()
+            ),
         }
         for table in sorted(migrate.lineage_tables(conn))
     }

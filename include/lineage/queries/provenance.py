@@ -28,20 +28,25 @@ _RUN_PROVENANCE = (
     " FROM reached p JOIN lineage_run_datasets rd ON rd.run_id = p.run AND rd.direction = 'input'"
     " JOIN lineage_runs u ON u.id = rd.run_id"
     " LEFT JOIN lineage_dataset_versions dv ON dv.id = rd.dataset_version_id)"
-    " SELECT u.id, j.namespace, j.name, jv.version, u.started_at, u.ended_at, u.state, u.state_time,"
-    " u.job_version_id, u.facets, d.namespace, d.name, n.label, rd.dataset_version_id, dv.version,"
+    # The latest write is looked up once per input without a version, as a column of a derived table: in a join's
+    # condition PostgreSQL ran it once per output row of the dataset (a dataset written daily for a year: 365
+    # times the lookup, each reading those 365 writes).
+    " SELECT x.run, j.namespace, j.name, jv.version, u.started_at, u.ended_at, u.state, u.state_time,"
+    " u.job_version_id, u.facets, d.namespace, d.name, n.label, x.dataset_version_id, dv.version,"
     f" dv.created_by_run_id, dv.created_at, lw.run_id, lwv.version, {_WRITTEN_AT.format(w='wr')}"
-    " FROM reached p JOIN lineage_runs u ON u.id = p.run JOIN lineage_jobs j ON j.id = u.job_id"
-    " LEFT JOIN lineage_job_versions jv ON jv.id = u.job_version_id"
+    " FROM (SELECT p.run, rd.dataset_id, rd.dataset_version_id,"
+    f" CASE WHEN rd.dataset_version_id IS NULL AND rd.dataset_id IS NOT NULL THEN {_LATEST_WRITE} END AS latest"
+    " FROM reached p JOIN lineage_runs u ON u.id = p.run"
     " LEFT JOIN lineage_run_datasets rd ON rd.run_id = u.id AND rd.direction = 'input'"
-    " LEFT JOIN lineage_datasets d ON d.id = rd.dataset_id LEFT JOIN lineage_nodes n ON n.id = d.node_id"
-    " LEFT JOIN lineage_dataset_versions dv ON dv.id = rd.dataset_version_id"
-    " LEFT JOIN lineage_run_datasets lw ON rd.dataset_version_id IS NULL AND lw.dataset_id = rd.dataset_id"
-    # CASE: the latest write is looked up for an input without a version only (a join on it alone ran it for all)
-    f" AND lw.direction = 'output' AND lw.run_id = CASE WHEN rd.dataset_version_id IS NULL THEN {_LATEST_WRITE} END"
+    " WHERE p.run IS NOT NULL) x"
+    " JOIN lineage_runs u ON u.id = x.run JOIN lineage_jobs j ON j.id = u.job_id"
+    " LEFT JOIN lineage_job_versions jv ON jv.id = u.job_version_id"
+    " LEFT JOIN lineage_datasets d ON d.id = x.dataset_id LEFT JOIN lineage_nodes n ON n.id = d.node_id"
+    " LEFT JOIN lineage_dataset_versions dv ON dv.id = x.dataset_version_id"
+    " LEFT JOIN lineage_run_datasets lw ON lw.run_id = x.latest AND lw.dataset_id = x.dataset_id"
+    " AND lw.direction = 'output'"
     " LEFT JOIN lineage_runs wr ON wr.id = lw.run_id"
     " LEFT JOIN lineage_dataset_versions lwv ON lwv.id = lw.dataset_version_id"
-    " WHERE p.run IS NOT NULL"
 )
 
 

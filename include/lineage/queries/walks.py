@@ -269,9 +269,13 @@ def as_of_walk_by_levels(
 
 # The level-by-level walk's queries, prepared once: building a statement per level cost more than running it.
 _RUN_START_SQL = "COALESCE(r.started_at, r.first_event_time, r.state_time)"
-_WALK_RUNS_OF_JOBS = text(
-    f"SELECT r.id, j.node_id, {_RUN_START_SQL} FROM lineage_runs r JOIN lineage_jobs j ON j.id = r.job_id"
-    f" WHERE j.node_id IN :jobs AND {_RUN_START_SQL} <= :as_of"
+# Each job's runs of the latest start by then (one, but for a tie), the latest start found by a seek of
+# ix_lineage_runs_job_start: a job's whole history of runs is never read.
+_WALK_LATEST_RUNS_OF_JOBS = text(
+    f"SELECT r.id, j.node_id FROM lineage_jobs j JOIN lineage_runs r ON r.job_id = j.id AND {_RUN_START_SQL} ="
+    " (SELECT MAX(COALESCE(x.started_at, x.first_event_time, x.state_time)) FROM lineage_runs x"
+    " WHERE x.job_id = j.id AND COALESCE(x.started_at, x.first_event_time, x.state_time) <= :as_of)"
+    " WHERE j.node_id IN :jobs"
 ).bindparams(bindparam("jobs", expanding=True))
 _WALK_DATASET_ROWS = text("SELECT node_id, id, created_at FROM lineage_datasets WHERE node_id IN :nodes").bindparams(
     bindparam("nodes", expanding=True)
@@ -280,10 +284,17 @@ _WALK_DATASETS_OF_RUNS = text(
     "SELECT rd.run_id, d.node_id, d.created_at FROM lineage_run_datasets rd JOIN lineage_datasets d"
     " ON d.id = rd.dataset_id WHERE rd.run_id IN :runs AND rd.direction = :direction"
 ).bindparams(bindparam("runs", expanding=True))
-_WALK_JOBS_OF_DATASETS = text(
-    "SELECT DISTINCT j.node_id, rd.dataset_id FROM lineage_run_datasets rd JOIN lineage_runs r ON r.id = rd.run_id"
-    " JOIN lineage_jobs j ON j.id = r.job_id WHERE rd.dataset_id IN :datasets AND rd.direction = :direction"
-).bindparams(bindparam("datasets", expanding=True))
+# The jobs that ever wrote (read) the datasets, from every edge ever seen (one row per job and dataset, whatever the
+# history; the store keeps an edge there while any stored run has it: retention.py): reading them off the runs that
+# touched each dataset (all of a hub's) is what made the walk grow with history.
+_WALK_JOBS_OF_DATASETS = {
+    "upstream": text("SELECT source, target FROM lineage_edge_history WHERE target IN :nodes").bindparams(
+        bindparam("nodes", expanding=True)
+    ),
+    "downstream": text("SELECT target, source FROM lineage_edge_history WHERE source IN :nodes").bindparams(
+        bindparam("nodes", expanding=True)
+    ),
+}
 _WALK_ROWS_OF_RUNS = text(
     "SELECT run_id, dataset_id FROM lineage_run_datasets WHERE run_id IN :runs AND direction = :direction"
 ).bindparams(bindparam("runs", expanding=True))
@@ -346,11 +357,10 @@ class _LevelWalk:
         by_row = {self.dataset_ids[n]: n for n in datasets if n in self.dataset_ids}
         other = "output" if self.upstream else "input"
         candidates: dict[int, set[int]] = {}  # job node -> datasets of the frontier it ever wrote (read)
-        for chunk in chunks(by_row):
-            for job_node, dataset_row in self.conn.execute(
-                _WALK_JOBS_OF_DATASETS, {"datasets": chunk, "direction": other}
-            ):
-                candidates.setdefault(job_node, set()).add(by_row[dataset_row])
+        statement = _WALK_JOBS_OF_DATASETS["upstream" if self.upstream else "downstream"]
+        for chunk in chunks(by_row.values()):
+            for job_node, dataset_node in self.conn.execute(statement, {"nodes": chunk}):
+                candidates.setdefault(job_node, set()).add(dataset_node)
         self._latest_runs(list(candidates))
         current = {self.latest_run[n]: n for n in candidates if self.latest_run[n] is not None}
         for chunk in chunks(current):
@@ -365,12 +375,12 @@ class _LevelWalk:
     def _latest_runs(self, job_nodes: list[int]) -> None:
         wanted = [node for node in job_nodes if node not in self.latest_run]
         for chunk in chunks(wanted):
-            best: dict[int, tuple] = {}
-            for run_id, job_node, time in self.conn.execute(_WALK_RUNS_OF_JOBS, {"jobs": chunk, "as_of": self.as_of}):
-                if job_node not in best or (time, run_id) > best[job_node]:
-                    best[job_node] = (time, run_id)
+            best: dict[int, str] = {}
+            for run_id, job_node in self.conn.execute(_WALK_LATEST_RUNS_OF_JOBS, {"jobs": chunk, "as_of": self.as_of}):
+                if job_node not in best or run_id > best[job_node]:  # of runs that started at once, the greatest id
+                    best[job_node] = run_id
             for node in chunk:
-                self.latest_run[node] = best[node][1] if node in best else None
+                self.latest_run[node] = best.get(node)
 
     def _row_ids(self, dataset_nodes: list[int]) -> None:
         wanted = [node for node in dataset_nodes if node not in self.dataset_ids]

@@ -9,7 +9,8 @@ What goes, in one transaction, is history older than the horizon (now minus the 
 - dataset versions created before the horizon that are no dataset's current version and that no remaining run read
   or wrote; job versions likewise (no job's current one, no remaining run's);
 - events without a run older than the horizon, but a job's latest ones (they give a job without runs its edges);
-- ``lineage_edge_history`` rows last seen before the horizon whose edge is not in the current graph.
+- ``lineage_edge_history`` rows last seen before the horizon whose edge is not in the current graph nor an edge of a
+  run that stays (the as-of walk finds a dataset's writers and readers there).
 
 What stays is untouched: every node, every current version, the current graph (``lineage_edges``) and so its
 closure, which pruning never changes and therefore keeps exact. Run provenance and ``--as-of`` answers reach back to
@@ -93,6 +94,25 @@ def _chunks(values):
         yield values[start : start + _CHUNK]
 
 
+def _edges_of_runs(conn, run_ids: list[str]) -> set[tuple[int, int]]:
+    """The graph edges (node ids) of runs' inputs and outputs: the history rows the as-of walk finds a dataset's
+    writers and readers by (queries/walks.py), which must outlive neither a run that stays nor its edges."""
+    rd, d, r, j = run_datasets_table.c, datasets_table.c, runs_table.c, jobs_table.c
+    found = set()
+    for chunk in _chunks(run_ids):
+        for direction, dataset_node, job_node in conn.execute(
+            select(rd.direction, d.node_id, j.node_id)
+            .select_from(run_datasets_table)
+            .join(datasets_table, d.id == rd.dataset_id)
+            .join(runs_table, r.id == rd.run_id)
+            .join(jobs_table, j.id == r.job_id)
+            .where(rd.run_id.in_(chunk))
+            .distinct()
+        ):
+            found.add((dataset_node, job_node) if direction == "input" else (job_node, dataset_node))
+    return found
+
+
 def prune_store(store, older_than: timedelta, dry_run: bool = False, now: datetime | None = None) -> PruneReport:
     """Delete what the module's rules say is older than ``now - older_than``; with ``dry_run`` only count it."""
     horizon = ((now or datetime.now(UTC)) - older_than).astimezone(UTC).strftime(_STAMP)
@@ -174,12 +194,14 @@ def prune_store(store, older_than: timedelta, dry_run: bool = False, now: dateti
                 )
                 if (row.job_namespace, row.job_name, row.event_time) not in latest_runless
             }
-            current_edges = set(conn.execute(select(edges_table.c.source, edges_table.c.target)).all())
+            kept_edges = set(conn.execute(select(edges_table.c.source, edges_table.c.target)).all())
+            # a run that stays and began before the horizon may have an edge only its early events showed
+            kept_edges |= _edges_of_runs(conn, [k for k in kept if (runs[k].first_event_time or "") < horizon])
             eh = edge_history_table.c
             old_history = {
                 (source, target)
                 for source, target in conn.execute(select(eh.source, eh.target).where(eh.last_seen < horizon))
-                if (source, target) not in current_edges
+                if (source, target) not in kept_edges
             }
 
             counts = {"events": 0, "runs": len(old_runs), "run edges": 0}

@@ -292,7 +292,7 @@ BENCH_LINEAGE_TARGET_ERROR = _define(
 BENCH_LINEAGE_MAX_PAIRS = _define(
     "BENCH_LINEAGE_MAX_PAIRS",
     "20",
-    "most on/off pairs of the lineage section (at least BENCH_REPEATS)",
+    "most on/off pairs of the lineage section (at least BENCH_REPEATS and 10)",
     "bench",
     minimum=1,
 )

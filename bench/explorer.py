@@ -141,7 +141,7 @@ def generate_events(target_nodes: int, seed: int = 7) -> tuple[list[dict], dict]
 # The baselines: recursive CTEs on the same tables, all built by ``queries.recursive_walk_sql`` (the current graph's
 # walk is ``queries.cte_walk``), fetched through the same driver cursor as the store's own queries (``fetch_rows``).
 #
-# The as-of upstream of a node in SQL alone (beside ``LineageQueries._as_of_walk``): each job as its latest run
+# The as-of upstream of a node in SQL alone (beside ``queries.walks.as_of_walk``): each job as its latest run
 # started by then (an indexed ORDER BY ... LIMIT 1 per job), its inputs first seen by then; a dataset's writers are
 # the jobs whose latest run then wrote it.
 _RUN_START = "COALESCE({r}.started_at, {r}.first_event_time, {r}.state_time)"

@@ -217,7 +217,7 @@ def test_after_pruning_the_graph_as_of_any_instant_past_the_horizon_is_the_one_o
     """``--as-of`` walks find a dataset's writers and readers among every edge ever seen (lineage_edge_history): the
     prune keeps the edges of the runs that stay, though their last sighting is older than the horizon and they left
     the current graph (the rare job's run of day 100 is its latest until day 290)."""
-    from include.lineage.queries.walks import as_of_edges, as_of_walk, as_of_walk_by_levels, directed_depths
+    from include.lineage.queries.walks import as_of_edges, as_of_walk, directed_depths
 
     report = prune_store(store, parse_horizon("90d"), now=NOW)
     queries = LineageQueries(store)
@@ -232,7 +232,6 @@ def test_after_pruning_the_graph_as_of_any_instant_past_the_horizon_is_the_one_o
                 for direction in ("upstream", "downstream"):
                     expected = directed_depths(whole, node.id, direction == "downstream", 20)
                     among = sorted(e for e in whole if e[0] in expected and e[1] in expected)
-                    assert as_of_walk_by_levels(conn, node, direction, 20, as_of) == (expected, among), (node.key, day)
                     assert as_of_walk(conn, node, direction, 20, as_of) == (expected, among), (node.key, day)
     upstream = LineageQueries(store).upstream("dataset:file:/rare", as_of=(NOW - timedelta(days=40)).isoformat())
     assert "job:ns:rare" in {node.key for node in upstream.nodes.values()}

@@ -90,7 +90,9 @@ class LineageStore:
         self.dialect = self.engine.dialect.name
         if self.dialect == "sqlite":
             _sqlite_pragmas(self.engine)
-        elif self.dialect != "postgresql":
+        elif self.dialect == "postgresql":
+            _postgres_session(self.engine)
+        else:
             raise LineageError(f"lineage store {self.url!r}: only SQLite and PostgreSQL are supported")
         try:
             migrate.open_at_head(self.engine)  # the tables at the code's revision: one query when they already are
@@ -434,6 +436,19 @@ def _sqlite_pragmas(engine: Engine) -> None:
         # page cache per connection: the nodes of a 2,220-node answer cost 8 ms with the cache, 3 ms mapped.
         cursor.execute("PRAGMA mmap_size=1073741824")
         cursor.close()
+
+
+def _postgres_session(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, _record):
+        # No JIT compilation: the planner over-estimates a recursive walk (run provenance, the as-of walk) by orders of
+        # magnitude, and past jit_above_cost it compiled ~150 functions per question: 808 ms of an 849 ms run
+        # provenance at 3x10^4 events (EXPLAIN ANALYZE), for a query that then ran in 40 ms. The store's questions are
+        # short index walks; JIT pays off only for long scans.
+        cursor = dbapi_connection.cursor()
+        cursor.execute("SET jit = off")
+        cursor.close()
+        dbapi_connection.commit()  # the SET outside any transaction the pool's first user begins
 
 
 def iter_events(store: LineageStore, run_id: str | None = None) -> Iterator[dict]:

@@ -93,20 +93,21 @@ def generate(count: int) -> list[dict]:
     return events[:count]
 
 
-def _serve(folder: Path, env: dict) -> tuple[subprocess.Popen, str]:
+def serve(store_url: str, env: dict, timeout: float = 120) -> tuple[subprocess.Popen, str]:
+    """A real ``lineage serve`` on a free loopback port over ``store_url``, once its health answers: (process, URL)."""
     port = ports.free_port()
     lineage = str(Path(sys.executable).with_name("lineage"))
     process = subprocess.Popen(
-        [lineage, "serve", "--port", str(port), "--store", f"sqlite:///{folder / 'store.db'}"],
+        [lineage, "serve", "--port", str(port), "--store", store_url],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + timeout
     while True:
         try:
-            if requests.get(f"{url}/api/v1/health", timeout=1).ok:
+            if requests.get(f"{url}/api/v1/health", timeout=5).ok:
                 return process, url
         except requests.ConnectionError:
             pass
@@ -122,7 +123,7 @@ def _served(folder: Path, env: dict, expected: int) -> Iterator[str]:
     done, the store must hold ``expected`` events, and the server is stopped."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "store.db").unlink(missing_ok=True)
-    process, url = _serve(folder, env)
+    process, url = serve(f"sqlite:///{folder / 'store.db'}", env)
     try:
         yield url
         assert requests.get(f"{url}/api/v1/health", timeout=10).json()["events"] == expected

@@ -44,6 +44,7 @@ from pathlib import Path
 import requests
 
 from bench.history import History, table_key
+from bench.ingest_throughput import serve
 from include.core import ports, settings
 
 SECTION = "store_scale"
@@ -173,29 +174,6 @@ def backlog_ingest(files: list[Path], url: str, env: dict) -> dict:
     return {"seconds": round(wall, 2), "cpu_seconds": round(cpu, 2)}
 
 
-def _serve(url: str, env: dict) -> tuple[subprocess.Popen, str]:
-    port = ports.free_port()
-    lineage = str(Path(sys.executable).with_name("lineage"))
-    process = subprocess.Popen(
-        [lineage, "serve", "--port", str(port), "--store", url],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            if requests.get(f"{base}/api/v1/health", timeout=5).ok:
-                return process, base
-        except requests.ConnectionError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            raise RuntimeError("lineage serve did not start")
-        time.sleep(0.3)
-
-
 def _post_all(base: str, token: str, bodies: list, path: str, clients: int) -> float:
     """Post ``bodies`` from ``clients`` threads (each its share, in order); seconds of wall clock."""
     errors: list[BaseException] = []
@@ -224,7 +202,7 @@ def served_ingest(url: str, env: dict, token: str, events: list[dict], clients: 
     """The next events through a real ``lineage serve`` over the filled store: half one per POST, half in batches."""
     half = len(events) // 2
     singles, batched = events[:half], events[half:]
-    process, base = _serve(url, env)
+    process, base = serve(url, env)
     try:
         single_seconds = _post_all(base, token, singles, "/api/v1/lineage", clients)
         batches = [batched[start : start + BATCH] for start in range(0, len(batched), BATCH)]

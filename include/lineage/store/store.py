@@ -446,7 +446,8 @@ def _postgres_session(engine: Engine) -> None:
         # provenance at 3x10^4 events (EXPLAIN ANALYZE), for a query that then ran in 40 ms. The store's questions are
         # short index walks; JIT pays off only for long scans.
         cursor = dbapi_connection.cursor()
-        cursor.execute("SET jit = off")
+        # set_config only where the setting exists: PostgreSQL 10 and older have no JIT and refuse `SET jit`
+        cursor.execute("SELECT set_config('jit', 'off', false) WHERE current_setting('jit', true) IS NOT NULL")
         cursor.close()
         dbapi_connection.commit()  # the SET outside any transaction the pool's first user begins
 

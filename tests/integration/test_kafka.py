@@ -175,9 +175,16 @@ def test_a_consumer_killed_between_the_store_and_the_offset_commit_stores_nothin
 def test_readme_kafka_transport_costs_at_most_its_timeout_per_event_with_the_broker_down_and_loses_nothing(
     broker, tmp_path
 ):
-    """The README's line, broker down: each emit returns within the spool's bound and the event is spooled; once the
-    broker is back, `replay` delivers each event once (a late acknowledgement removes the spooled copy)."""
+    """The README's line, broker down: each emit waits at most the transport's timeout for the broker, then makes the
+    event durable in the spool (a file written and fsynced) and returns; once the broker is back, `replay` delivers
+    each event once (a late acknowledgement removes the spooled copy).
+
+    The bound is the timeout plus the spool's own durable write, measured beside each emit on a spool of its own: on
+    a loaded disk the first emit took 1.33 s (CI, 28 November), which is not waiting for the broker. Without the
+    bound an emit waits for the project's Kafka transport's acknowledgement timeout (6 s)."""
     from openlineage.client.transport import get_default_factory
+
+    from include.lineage.emit.spool import Spool
 
     topic = "test.down.events"
     create_topics(broker.bootstrap, topic)
@@ -187,13 +194,23 @@ def test_readme_kafka_transport_costs_at_most_its_timeout_per_event_with_the_bro
     params["inner"]["topic"] = topic
     transport = get_default_factory().create(params)
     events = [run_event(f"job_{i}") for i in range(4)]
-    costs = []
+    probe = Spool(tmp_path / "durable-write-probe")
+    costs, durable_writes = [], []
     for event in events:
         started = time.monotonic()
         transport.emit(json.dumps(event))
         costs.append(time.monotonic() - started)
-    print(f"\nbroker down: {max(costs) * 1000:.0f} ms per event at most ({params['timeout']} s bound)")
-    assert max(costs) <= params["timeout"] + 0.5, costs
+        started = time.monotonic()
+        probe.append(json.dumps(event))
+        durable_writes.append(time.monotonic() - started)
+    print(
+        f"\nbroker down: {max(costs) * 1000:.0f} ms per event at most ({params['timeout']} s bound; a durable write "
+        f"of the spool alone {max(durable_writes) * 1000:.0f} ms at most)"
+    )
+    for cost, durable_write in zip(costs, durable_writes, strict=True):
+        # a second of scheduling on a loaded machine; an emit that waited for the broker takes 6 s (message.timeout.ms
+        # of 5 s, then the transport's second)
+        assert cost <= params["timeout"] + 2 * durable_write + 1.0, (costs, durable_writes)
     assert len(transport.spool) == len(events)
 
     params["inner"]["config"]["bootstrap.servers"] = broker.bootstrap

@@ -44,3 +44,13 @@ def read_secrets(path: Path, names: tuple[str, ...], lost_if_made_anew: str) -> 
             f"it to make new secrets: {lost_if_made_anew}"
         )
     return stored
+
+
+def kept_secrets(path: Path, made: dict[str, str], lost_if_made_anew: str) -> dict[str, str]:
+    """The secrets named by ``made``'s keys as ``path`` keeps them (``read_secrets``), each one missing or empty taken
+    from ``made`` (freshly generated values) and the file written again (mode 600) only when that changed anything."""
+    stored = read_secrets(path, tuple(made), lost_if_made_anew)
+    values = {name: stored.get(name) or value for name, value in made.items()}
+    if values != stored:
+        write_private(path, json.dumps(values, indent=2))
+    return values

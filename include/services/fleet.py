@@ -225,20 +225,8 @@ def _databases(fleet_root: Path, topology: Topology) -> tuple[str, str]:
 
 def _prepare_machines(fleet_root: Path, topology: Topology, metadata_url: str, say) -> None:
     """Each machine's ``var/`` made as set-up makes one (airflow.cfg, the code zip, …) from its own secrets."""
-    control = machine(fleet_root, CONTROL)
-    subprocess.run(
-        [sys.executable, "-m", "include.setup.bootstrap", "--no-db"],
-        env=environment(control, topology),
-        check=True,
-        cwd=settings.PROJECT_ROOT,
-        stdout=subprocess.DEVNULL,
-    )
-    shared = json.loads((control.secrets / "airflow.json").read_text())
-    tokens = json.loads((control.secrets / "lineage-tokens.json").read_text())["tokens"]
-    writer = next(token["token"] for token in tokens if "write" in token["scopes"])
-    for name in (CONTROL, *WORKERS):
-        paths = machine(fleet_root, name).ensure()
-        provision(paths, topology, metadata_url, writer, shared)
+
+    def set_up(paths: settings.Paths) -> None:
         subprocess.run(
             [sys.executable, "-m", "include.setup.bootstrap", "--no-db"],
             env=environment(paths, topology),
@@ -246,6 +234,16 @@ def _prepare_machines(fleet_root: Path, topology: Topology, metadata_url: str, s
             cwd=settings.PROJECT_ROOT,
             stdout=subprocess.DEVNULL,
         )
+
+    control = machine(fleet_root, CONTROL)
+    set_up(control)  # first alone: its secrets are the ones every machine shares
+    shared = json.loads((control.secrets / "airflow.json").read_text())
+    tokens = json.loads((control.secrets / "lineage-tokens.json").read_text())["tokens"]
+    writer = next(token["token"] for token in tokens if "write" in token["scopes"])
+    for name in (CONTROL, *WORKERS):
+        paths = machine(fleet_root, name).ensure()
+        provision(paths, topology, metadata_url, writer, shared)
+        set_up(paths)
     say(f"fleet: machines {CONTROL}, {', '.join(WORKERS)} set up under {fleet_root}")
 
 

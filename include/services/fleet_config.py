@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from include.core import ports, settings
-from include.core.private_file import read_secrets, write_private
+from include.core.private_file import kept_secrets, write_private
 
 CONTROL = "control"
 WORKERS = ("worker-a", "worker-b")
@@ -88,20 +88,17 @@ class Topology:
         for name in PORT_NAMES:
             chosen.setdefault(name, ports.free_port(HOST))
         record.write_text(json.dumps(chosen, indent=2) + "\n")
-        names = ("redis_password", "lineage_password", "s3_access_key", "s3_secret_key")
-        path = machine(fleet_root, CONTROL).secrets / "fleet.json"
-        stored = read_secrets(path, names, "the fleet's services keep the old ones: `pipeline fleet stop`, delete it")
         made = {
             "redis_password": secrets.token_hex(16),
             "lineage_password": secrets.token_hex(16),
             "s3_access_key": "AKIA" + secrets.token_hex(8).upper(),
             "s3_secret_key": secrets.token_urlsafe(30),
         }
-        values = {name: stored.get(name) or made[name] for name in names}
-        if values != stored:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            os.chmod(path.parent, 0o700)
-            write_private(path, json.dumps(values, indent=2))
+        values = kept_secrets(
+            machine(fleet_root, CONTROL).secrets / "fleet.json",
+            made,
+            "the fleet's services keep the old ones: `pipeline fleet stop`, delete it",
+        )
         return cls(fleet_root, chosen, **values)
 
     def url(self, name: str) -> str:

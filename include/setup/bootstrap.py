@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import base64
 import hashlib
-import json
 import os
 import secrets
 import subprocess
@@ -13,7 +12,7 @@ import sys
 from string import Template
 
 from include.core import jars, settings
-from include.core.private_file import read_secrets, write_private
+from include.core.private_file import kept_secrets, write_private
 from include.core.verified_download import verify_and_report
 from include.spark import submit
 
@@ -31,24 +30,17 @@ def airflow_secrets(paths: settings.Paths) -> dict[str, str]:
     fails under the scheduler (Trap 10 in docs/versions-and-traps.md); ``[core] fernet_key`` encrypts connection passwords in the metadata
     DB, and ``[api] secret_key`` signs the UI's sessions.
     """
-    secrets_file = paths.secrets / "airflow.json"
-    stored = read_secrets(
-        secrets_file,
-        SECRET_NAMES,
-        "connection passwords encrypted with the old fernet_key cannot be read any more, and running tasks lose "
-        "their tokens",
-    )
-    generated = {
+    made = {
         "jwt_secret": secrets.token_urlsafe(48),
         "fernet_key": base64.urlsafe_b64encode(secrets.token_bytes(32)).decode(),
         "api_secret_key": secrets.token_urlsafe(32),
     }
-    merged = {name: stored.get(name) or generated[name] for name in SECRET_NAMES}
-    if merged != stored:
-        paths.secrets.mkdir(parents=True, exist_ok=True)
-        os.chmod(paths.secrets, 0o700)
-        write_private(secrets_file, json.dumps(merged, indent=2))
-    return merged
+    return kept_secrets(
+        paths.secrets / "airflow.json",
+        made,
+        "connection passwords encrypted with the old fernet_key cannot be read any more, and running tasks lose "
+        "their tokens",
+    )
 
 
 def lineage_tokens(paths: settings.Paths):

@@ -250,6 +250,57 @@ def test_a_refused_event_past_the_first_batch_leaves_the_new_event_count_exact(s
     assert [item["line"] for item in mine] == [refused_at + 1]
 
 
+def test_a_value_postgresql_refuses_in_a_deferred_row_names_its_event_and_stores_nothing(postgres_store, tmp_path):
+    """A parent run id longer than the runs table's column reaches PostgreSQL only when the transaction's runs are
+    written, at its end (include/lineage/store/pending.py), where which event it came from is no longer known: the
+    store takes the batch again, writing each event's rows with it, and the error names the file and line."""
+    from include.lineage.errors import InvalidEventError
+
+    url, cluster, password = postgres_store
+    cluster.ensure_database("deferred_refused", "lineage")
+    url = url.rsplit("/", 1)[0] + "/deferred_refused"
+    events = _events(seed=52)[:6]
+    events[4] = dict(
+        events[4],
+        run={
+            "runId": events[4]["run"]["runId"],
+            "facets": {"parent": {"run": {"runId": "p" * 80}, "job": {"namespace": "tests", "name": "parent"}}},
+        },
+    )
+    file = tmp_path / "day.jsonl"
+    file.write_text("".join(json.dumps(event) + "\n" for event in events))
+    with LineageStore(url) as store:
+        with pytest.raises(InvalidEventError) as raised:
+            store.ingest_files([file])
+        assert f"{file}:5" in str(raised.value) and "too long" in str(raised.value), str(raised.value)
+        with store.engine.connect() as conn:
+            assert conn.execute(select(func.count()).select_from(events_table)).scalar_one() == 0
+        events[4]["run"]["facets"] = {}
+        file.write_text("".join(json.dumps(event) + "\n" for event in events))
+        assert store.ingest_files([file]).new == len(events)
+
+
+def test_a_batch_leaves_a_postgresql_store_as_an_event_per_transaction_leaves_it(postgres_store):
+    """The rows one transaction defers and writes at its end (runs, links, jobs' latest runs, current versions)
+    leave PostgreSQL, row for row, as an event per transaction does, on a generated platform history with late
+    events (the SQLite twin: tests/unit/test_store_batch_writes.py)."""
+    from tests.unit.test_store_batch_writes import _late, _tables
+
+    url, cluster, _password = postgres_store
+    urls = []
+    for name in ("per_event", "per_batch"):
+        cluster.ensure_database(name, "lineage")
+        urls.append(url.rsplit("/", 1)[0] + f"/{name}")
+    events = _late(600, seed=12)
+    with LineageStore(urls[0]) as one, LineageStore(urls[1]) as batch:
+        one.ingest(events, batch_size=1)
+        batch.ingest(events, batch_size=250)
+        expected, actual = _tables(one), _tables(batch)
+    for name in expected:
+        assert actual[name] == expected[name], name
+    assert expected["lineage_runs"] and expected["lineage_run_datasets"]
+
+
 def test_the_lineage_page_answers_503_not_500_while_its_store_is_away(postgres_store, tmp_path):
     """The page's app (inside Airflow) catches the store up with the event files before a graph read, in a
     middleware: there an unreachable store passed the app's error handlers and was answered 500. PostgreSQL stopped

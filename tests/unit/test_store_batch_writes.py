@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import random
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from bench.history import History
 from include.lineage.store import LineageStore
-from include.lineage.store.schema import metadata
+from include.lineage.store.schema import metadata, runs_table
 
 # what depends on when a row was written, not on what the events say
 _SKIPPED = {"lineage_file_cursors", "lineage_rejected_lines", "lineage_dead_letters"}
@@ -25,14 +25,19 @@ def _tables(store: LineageStore) -> dict[str, list[tuple]]:
         }
 
 
-def test_one_transaction_per_batch_leaves_the_store_one_per_event_leaves(tmp_path):
-    events = list(History(1_200, seed=8).events())
-    rng = random.Random(8)
-    late = rng.sample(range(len(events)), 60)  # some events late, out of order: merges that must not win
+def _late(count: int, seed: int) -> list[dict]:
+    """A generated history with one event in twenty arriving late, out of order: merges that must not win."""
+    events = list(History(count, seed=seed).events())
+    late = random.Random(seed).sample(range(len(events)), len(events) // 20)
     for index in late:
         events.append(events[index])
     for index in sorted(late, reverse=True):
         del events[index]
+    return events
+
+
+def test_one_transaction_per_batch_leaves_the_store_one_per_event_leaves(tmp_path):
+    events = _late(1_200, seed=8)
     with (
         LineageStore(f"sqlite:///{tmp_path / 'one.db'}") as one,
         LineageStore(f"sqlite:///{tmp_path / 'all.db'}") as batch,
@@ -44,3 +49,31 @@ def test_one_transaction_per_batch_leaves_the_store_one_per_event_leaves(tmp_pat
     for name in expected:
         assert actual[name] == expected[name], name
     assert expected["lineage_column_edges"] and expected["lineage_edge_history"]
+
+
+def test_a_transaction_writes_each_run_link_job_and_dataset_row_once_at_its_end(tmp_path):
+    """The rows a day of events changes again and again (runs, run -> dataset links, jobs' latest runs, datasets'
+    current versions: include/lineage/store/pending.py) cost one multi-row statement per table a transaction, not
+    one per change; the raw events one insert. Counted from the statements the store sends, not timed."""
+    from sqlalchemy import event
+
+    events = list(History(1_200, seed=9).events())
+    with LineageStore(f"sqlite:///{tmp_path / 'store.db'}") as store:
+        sent: list[str] = []
+        event.listen(store.engine, "before_cursor_execute", lambda *args: sent.append(" ".join(args[2].split()[:3])))
+        store.ingest(events, batch_size=len(events))
+        with store.engine.connect() as conn:
+            runs = conn.execute(select(func.count()).select_from(runs_table)).scalar_one()
+    assert runs > 300, "the history has runs enough for per-change writes to show"
+    writes = {
+        table: sum(1 for statement in sent if statement.startswith(("INSERT INTO " + table, "UPDATE " + table)))
+        for table in ("lineage_runs", "lineage_run_datasets", "lineage_events", "lineage_jobs", "lineage_datasets")
+    }
+    pages = -(-len(events) // 1_000)  # SQLAlchemy sends a multi-row insert in pages of 1,000 rows
+    assert writes["lineage_runs"] <= 2, writes  # one insert of the new runs, one update of the stored
+    assert writes["lineage_run_datasets"] == 1, writes
+    assert writes["lineage_events"] == pages, writes
+    # new jobs and datasets are inserted one by one (their ids are needed at once); their facets, latest runs and
+    # current versions updated once at the end
+    assert writes["lineage_jobs"] <= 2 + len({e["job"]["name"] for e in events}), writes
+    assert len(sent) < len(events), f"{len(sent)} statements for {len(events)} events"

@@ -28,10 +28,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from sqlalchemy import update
 from sqlalchemy.engine import Connection
 
 from include.lineage.events import dataset_aliases, dataset_label, digest, event_dedup_key, utc_time
+from include.lineage.store.pending import PendingWrites
 from include.lineage.store.problems import problem_rows
 from include.lineage.store.schema import (
     column_edges_table,
@@ -40,7 +40,6 @@ from include.lineage.store.schema import (
     facet_problems_table,
     job_versions_table,
     jobs_table,
-    runs_table,
 )
 from include.lineage.store.statements import (
     DELETE_JOB_VERSION,
@@ -49,17 +48,12 @@ from include.lineage.store.statements import (
     SELECT_JOB,
     SELECT_JOB_VERSION,
     SELECT_LATEST_RUN,
-    SELECT_RUN,
-    SELECT_RUN_IO,
     SELECT_RUN_NODES,
     SELECT_VERSION,
-    UPDATE_CURRENT_VERSION,
     UPDATE_DATASET_FACETS,
     UPDATE_FIRST_VERSION,
     UPDATE_JOB_FACETS,
-    UPDATE_JOB_LATEST,
     UPDATE_NODE_LABEL,
-    UPDATE_RUN_VERSION,
     UPDATE_VERSION,
 )
 
@@ -71,8 +65,8 @@ class StoreWriter(Protocol):
     statements: dict
     _ids: dict
     _facet_rows: dict  # per transaction: what the store writes once at its end or only once
-    _run_datasets: dict
     _column_edges: dict
+    pending: PendingWrites  # ... runs, run -> dataset links, jobs' latest runs, datasets' current versions
 
     def _node_id(self, conn: Connection, kind: str, namespace: str, name: str, label: str) -> int: ...
 
@@ -215,7 +209,12 @@ class EventIngest:
         self.stamp: tuple[str, int] = (self.time, 0)  # (event time, event id): which facet wins
 
     def run(self) -> bool:
-        event_id = self._store_raw()
+        """Keep the event and ingest it; False when the very same event is already stored."""
+        return self.run_stored(self._store_raw())
+
+    def run_stored(self, event_id: int | None) -> bool:
+        """Ingest the event, already kept as ``event_id`` (by the batch's one insert); None: the very same event was
+        stored before, and nothing is done."""
         if event_id is None:
             return False
         self.stamp = (self.time, event_id)
@@ -249,22 +248,23 @@ class EventIngest:
     def _store_raw(self) -> int | None:
         """Keep the event (as received, and what the store reads of it); its id, or None when the very same event is
         already stored."""
+        return self.conn.execute(self.store.statements["insert_event"], self.raw_row()).scalar()
+
+    def raw_row(self) -> dict:
+        """The event's row of ``lineage_events``."""
         job = self.event.get("job") or {}
-        return self.conn.execute(
-            self.store.statements["insert_event"],
-            {
-                "dedup_key": event_dedup_key(self.received if self.received is not None else self.event),
-                "run_id": self.run_id,
-                "event_type": self.event.get("eventType"),
-                "event_time": self.time,
-                "job_namespace": job.get("namespace"),
-                "job_name": job.get("name"),
-                "source": self.source[:1024],
-                "payload": json.dumps(self.event, sort_keys=True),
-                "received": json.dumps(self.received, sort_keys=True) if self.received is not None else None,
-                "problems": json.dumps(self.problems, sort_keys=True) if self.problems else None,
-            },
-        ).scalar()
+        return {
+            "dedup_key": event_dedup_key(self.received if self.received is not None else self.event),
+            "run_id": self.run_id,
+            "event_type": self.event.get("eventType"),
+            "event_time": self.time,
+            "job_namespace": job.get("namespace"),
+            "job_name": job.get("name"),
+            "source": self.source[:1024],
+            "payload": json.dumps(self.event, sort_keys=True),
+            "received": json.dumps(self.received, sort_keys=True) if self.received is not None else None,
+            "problems": json.dumps(self.problems, sort_keys=True) if self.problems else None,
+        }
 
     def _job(self, job: dict) -> tuple[int, int]:
         namespace, name = job["namespace"], job["name"]
@@ -313,21 +313,8 @@ class EventIngest:
             )
             store._ids[("dataset", namespace, name)] = dataset_id
         version_id = self._dataset_version(dataset_id, facets, direction)
-        # the run's row for the dataset, unless this transaction already wrote it with this version (or one, and this
-        # event has none: the upsert keeps the stored version then)
-        written = store._run_datasets
-        link = (self.run_id, dataset_id, direction)
-        if direction and self.run_id and not (link in written and version_id in (None, written[link])):
-            written[link] = version_id if version_id is not None else written.get(link)
-            conn.execute(
-                store.statements["upsert_run_dataset"],
-                {
-                    "run_id": self.run_id,
-                    "dataset_id": dataset_id,
-                    "direction": direction,
-                    "dataset_version_id": version_id,
-                },
-            )
+        if direction and self.run_id:
+            store.pending.link(self.run_id, dataset_id, direction, version_id, (namespace, name))
         return dataset_id, node_id
 
     def _version_row(
@@ -385,7 +372,7 @@ class EventIngest:
         if creator:
             store._ids[("version_creator", version_id)] = 1
         if direction == "output":
-            conn.execute(UPDATE_CURRENT_VERSION, {"p_id": dataset_id, "p_version": version_id, "p_time": self.time})
+            store.pending.set_current_version(dataset_id, self.time, version_id)
             store._ids[("has_version", dataset_id)] = 1
         elif ("has_version", dataset_id) not in store._ids:
             conn.execute(UPDATE_FIRST_VERSION, {"p_id": dataset_id, "p_version": version_id})
@@ -393,15 +380,15 @@ class EventIngest:
         return version_id
 
     def _run(self, job_id: int, job_node: int, edges: list[tuple[int, int]]) -> None:
-        conn = self.conn
-        row = conn.execute(SELECT_RUN, {"p_run": self.run_id}).first()
-        current = NEW_RUN if row is None else row._mapping
+        pending = self.store.pending
+        row = pending.run(self.conn, self.run_id)
+        current = NEW_RUN if row is None else dict(row)
         values: dict = {} if row is not None else {"id": self.run_id, "job_id": job_id, "state": "NEW", "state_rank": 0}
         values.update(self._run_changes(current))
         if row is None:
-            conn.execute(runs_table.insert(), values)
+            pending.add_run(values)
         elif values:
-            conn.execute(update(runs_table).where(runs_table.c.id == self.run_id).values(**values))
+            pending.change_run(self.run_id, values)
         version_id = current["job_version_id"]
         if row is None or edges or "code_hash" in values or "code_version" in values:
             version_id = self._job_version(
@@ -469,7 +456,7 @@ class EventIngest:
     def _job_version(self, job_id: int, code_hash: str | None, code_version: str | None, previous: int | None) -> int:
         """The run's job version: its inputs and outputs (all events of the run so far) and its source code."""
         conn, store = self.conn, self.store
-        io = conn.execute(SELECT_RUN_IO, {"p_run": self.run_id}).all()
+        io = store.pending.run_io(conn, self.run_id)
         inputs = sorted(f"{ns}:{name}" for direction, ns, name in io if direction == "input")
         outputs = sorted(f"{ns}:{name}" for direction, ns, name in io if direction == "output")
         version = digest({"inputs": inputs, "outputs": outputs, "code": code_hash or code_version})
@@ -489,13 +476,18 @@ class EventIngest:
             },
         )
         if previous != version_id:
-            conn.execute(UPDATE_RUN_VERSION, {"p_run": self.run_id, "p_version": version_id})
-            if previous is not None and conn.execute(RUN_USING_VERSION, {"p_version": previous}).first() is None:
+            store.pending.change_run(self.run_id, {"job_version_id": version_id})
+            if previous is not None and self._unused(previous):
                 conn.execute(
                     DELETE_JOB_VERSION, {"p_version": previous}
                 )  # a version only a partial event of this run had
                 store._ids = {k: v for k, v in store._ids.items() if not (k[0] == "job_version" and v == previous)}
         return version_id
+
+    def _unused(self, job_version_id: int) -> bool:
+        """No run has this job version (the runs this transaction changed included)."""
+        self.store.pending.flush_runs(self.conn)
+        return self.conn.execute(RUN_USING_VERSION, {"p_version": job_version_id}).first() is None
 
     def _latest_run(
         self,
@@ -518,6 +510,7 @@ class EventIngest:
         latest_run, latest_time, current_version = store.job_latest(conn, job_id)
         if self.run_id == latest_run:
             if earlier:
+                store.pending.flush_runs(conn)
                 top = conn.execute(SELECT_LATEST_RUN, {"p_job": job_id}).first()
                 if top is not None and top.id != self.run_id:
                     self._set_latest(job_id, top.id, top.first_event_time, top.job_version_id)
@@ -544,13 +537,12 @@ class EventIngest:
             store.add_job_edges(conn, job_node, edges)
 
     def _set_latest(self, job_id: int, run_id: str | None, run_time: str, version_id: int | None) -> None:
-        self.conn.execute(
-            UPDATE_JOB_LATEST, {"p_id": job_id, "p_run": run_id, "p_time": run_time, "p_version": version_id}
-        )
+        self.store.pending.set_job_latest(job_id, (run_id, run_time, version_id))
         self.store.job_latest_known(job_id, (run_id, run_time, version_id))
 
     def _run_edges(self, run_id: str, job_node: int) -> list[tuple[int, int]]:
         """The graph edges of a run: its input datasets -> its job -> its output datasets (all its events)."""
+        self.store.pending.flush_run_datasets(self.conn)
         return [
             (node, job_node) if direction == "input" else (job_node, node)
             for direction, node in self.conn.execute(SELECT_RUN_NODES, {"p_run": run_id})

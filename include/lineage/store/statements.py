@@ -140,7 +140,7 @@ def dialect_statements(dialect: str) -> dict:
     )
     repack = dialect_insert(ancestry_table)
     repack = repack.on_conflict_do_update(index_elements=["descendant"], set_={"packed": repack.excluded.packed})
-    raw = dialect_insert(events_table).on_conflict_do_nothing(index_elements=["dedup_key"]).returning(events_table.c.id)
+    raw = dialect_insert(events_table).on_conflict_do_nothing(index_elements=["dedup_key"])
     history = dialect_insert(edge_history_table)
     h = edge_history_table.c
     history = history.on_conflict_do_update(
@@ -189,7 +189,8 @@ def dialect_statements(dialect: str) -> dict:
         "insert_rejected_line": rejected,
         "extend_closure": extend,
         "upsert_ancestry": repack,
-        "insert_event": raw,
+        "insert_event": raw.returning(events_table.c.id),
+        "insert_events": raw.returning(events_table.c.id, events_table.c.dedup_key),
         "upsert_run_dataset": run_dataset,
         "upsert_edge_history": history,
         "upsert_column_edge": column_edge,

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import (
@@ -48,6 +49,7 @@ from include.lineage.errors import InvalidEventError, LineageError, UnreadableEv
 from include.lineage.events import SourcedEvent, check_event, dataset_key, job_key, read_event_file
 from include.lineage.store import ancestry, migrate
 from include.lineage.store.ingest import EventIngest, FacetRow, IngestResult
+from include.lineage.store.pending import PendingWrites
 from include.lineage.store.schema import (
     aliases_table,
     closure_table,
@@ -86,7 +88,8 @@ class LineageStore:
         self.url = url or default_store_url()
         if self.url.startswith("sqlite:///"):
             Path(self.url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-        self.engine: Engine = create_engine(self.url, echo=echo)
+        options = {"executemany_mode": "values_plus_batch"} if self.url.startswith("postgresql+psycopg2") else {}
+        self.engine: Engine = create_engine(self.url, echo=echo, **options)
         self.dialect = self.engine.dialect.name
         if self.dialect == "sqlite":
             _sqlite_pragmas(self.engine)
@@ -113,8 +116,8 @@ class LineageStore:
         # edges' seen times; the run -> dataset rows and column edges it already wrote.
         self._facet_rows: dict[tuple, FacetRow] = {}
         self._seen_edges: dict[tuple[int, int], tuple[str, str]] = {}
-        self._run_datasets: dict[tuple, int | None] = {}
         self._column_edges: dict[tuple, str] = {}
+        self.pending = PendingWrites(self.statements["upsert_run_dataset"])
 
     def close(self) -> None:
         self.engine.dispose()
@@ -163,6 +166,16 @@ class LineageStore:
         return result
 
     def _ingest_batch(self, batch: list[SourcedEvent]) -> IngestResult:
+        try:
+            return self._ingest_transaction(batch, bulk=True)
+        except _BulkWriteRefusedError:
+            # an event the database cannot take (a text it refuses): the batch again, each event kept by its own
+            # insert, so that the error names it
+            return self._ingest_transaction(batch, bulk=False)
+
+    def _ingest_transaction(self, batch: list[SourcedEvent], bulk: bool) -> IngestResult:
+        """The batch in one transaction. ``bulk``: its events kept by one multi-row insert before they are read
+        (``_keep_events``); else each by its own."""
         result = IngestResult(read=len(batch))
         with self._lock:
             self._job_latest.clear()  # what another writer may change between transactions is read again
@@ -170,31 +183,31 @@ class LineageStore:
             try:
                 with self.engine.begin() as conn:
                     self.serialize_writers(conn)
+                    ingests, rows = [], []
                     for item in batch:
-                        try:
+                        with _named(item):
                             check_event(item.event)
-                            new = EventIngest(self, conn, item.event, item.source, item.received, item.problems).run()
-                        except InvalidEventError as error:
-                            raise InvalidEventError(_where(item, str(error))) from error
-                        # A value of a type the database cannot take (a list bound as text: ProgrammingError; an
-                        # integer past 64 bits: OverflowError), wherever check_event does not look
-                        except (
-                            DataError,
-                            ProgrammingError,
-                            AttributeError,
-                            TypeError,
-                            ValueError,
-                            KeyError,
-                            OverflowError,
-                        ) as error:
-                            raise InvalidEventError(
-                                _where(item, f"the store cannot keep this event ({type(error).__name__}: {error})")
-                            ) from error
+                            ingests.append(
+                                EventIngest(self, conn, item.event, item.source, item.received, item.problems)
+                            )
+                            rows.append(ingests[-1].raw_row() if bulk else None)
+                    event_ids = self._keep_events(conn, rows) if bulk else None
+                    self.pending.read_runs(conn, {i.run_id for i in ingests if isinstance(i.run_id, str)})
+                    for index, (item, ingest) in enumerate(zip(batch, ingests, strict=True)):
+                        with _named(item):
+                            if event_ids is not None:
+                                new = ingest.run_stored(event_ids[index])
+                            else:  # each event's rows written with it, so that a refused value names its event
+                                new = ingest.run()
+                                self.pending.flush(conn)
                         if new:
                             result.new += 1
-                            run_id = (item.event.get("run") or {}).get("runId")
-                            if run_id:
-                                result.new_run_ids.add(run_id)
+                            if ingest.run_id:
+                                result.new_run_ids.add(ingest.run_id)
+                    try:
+                        self.pending.flush(conn)
+                    except _REFUSED_VALUES as error:
+                        raise _BulkWriteRefusedError from error
                     self._flush(conn)
                     self._repack_ancestry(conn)
             except BaseException:
@@ -207,11 +220,23 @@ class LineageStore:
                 self._graph.clear()
                 self._facet_rows.clear()
                 self._seen_edges.clear()
-                self._run_datasets.clear()
+                self.pending.clear()
                 self._column_edges.clear()
                 self._stale_ancestry.clear()
                 self._stale_below.clear()
         return result
+
+    def _keep_events(self, conn: Connection, rows: list[dict]) -> list[int | None]:
+        """The batch's raw events in one multi-row insert; each one's id, in order, or None for the very same event
+        stored before (or earlier in the batch)."""
+        if not rows:
+            return []
+        try:
+            kept = conn.execute(self.statements["insert_events"], rows).all()
+        except _REFUSED_VALUES as error:
+            raise _BulkWriteRefusedError from error
+        ids = {dedup_key: event_id for event_id, dedup_key in kept}
+        return [ids.pop(row["dedup_key"], None) for row in rows]
 
     def serialize_writers(self, conn: Connection) -> None:
         """One writing transaction at a time across processes (two `lineage serve`, a `lineage consume`): each
@@ -420,6 +445,29 @@ def _in_chunks(conn: Connection, query, column, values) -> Iterator:
 
 def _where(item: SourcedEvent, reason: str) -> str:
     return f"{item.source}: {reason}" if item.source else reason
+
+
+# A value of a type the database cannot take (a list bound as text: ProgrammingError; an integer past 64 bits:
+# OverflowError; a NUL in PostgreSQL's text: ValueError), wherever check_event does not look
+_REFUSED_VALUES = (DataError, ProgrammingError, AttributeError, TypeError, ValueError, KeyError, OverflowError)
+
+
+class _BulkWriteRefusedError(Exception):
+    """A multi-row write of the batch (its raw events, its runs and links) failed on a value: which event's is not
+    known."""
+
+
+@contextmanager
+def _named(item: SourcedEvent) -> Iterator[None]:
+    """An error of one event, raised as InvalidEventError naming where it came from."""
+    try:
+        yield
+    except InvalidEventError as error:
+        raise InvalidEventError(_where(item, str(error))) from error
+    except _REFUSED_VALUES as error:
+        raise InvalidEventError(
+            _where(item, f"the store cannot keep this event ({type(error).__name__}: {error})")
+        ) from error
 
 
 def _sqlite_pragmas(engine: Engine) -> None:

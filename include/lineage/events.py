@@ -177,7 +177,12 @@ def event_dedup_key(lineage_event: dict) -> str:
     """An event's identity: the SHA-256 of its canonical JSON. Only the same event again is a duplicate; two events
     of one run with the same type and time that differ in anything (a dataset, a facet, how the time is written)
     are both kept and merged into their run."""
-    return "sha256:" + hashlib.sha256(canonical_json(lineage_event).encode()).hexdigest()
+    return dedup_key_of(canonical_json(lineage_event))
+
+
+def dedup_key_of(canonical: str) -> str:
+    """``event_dedup_key`` of an event whose canonical JSON is ``canonical``."""
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 
 EVENT_TYPES = frozenset({"START", "RUNNING", "COMPLETE", "ABORT", "FAIL", "OTHER"})  # OpenLineage.json, RunEvent
@@ -327,6 +332,7 @@ class SourcedEvent:
     # schemaURL inferred), and what the spec refuses in it ([{"path", "facet", "rule"}])
     received: dict | None = None
     problems: tuple = ()
+    checked: bool = False  # ``event`` already passed ``check_event`` (as it was read): the store need not ask again
 
 
 class EventLine(NamedTuple):
@@ -408,13 +414,13 @@ def read_event_file(path: Path | str) -> list[SourcedEvent]:
                 check_event(item)
             except InvalidEventError as error:
                 raise UnreadableEventFileError(label, None, f"event {index}: {error}") from None
-            out.append(SourcedEvent(item, f"{label}#{index}"))
+            out.append(SourcedEvent(item, f"{label}#{index}", checked=True))
         return out
     out = []
     for line in event_lines(raw):
         if line.error is not None:
             raise UnreadableEventFileError(label, line.number, line.error)
-        out.append(SourcedEvent(line.event, line.where(label)))
+        out.append(SourcedEvent(line.event, line.where(label), checked=True))  # event_lines checked it
     return out
 
 

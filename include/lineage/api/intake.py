@@ -47,7 +47,7 @@ class Admitted:
     problems: list[dict] = field(default_factory=list)
 
     def sourced(self, source: str) -> SourcedEvent:
-        return SourcedEvent(self.event, source, self.received, tuple(self.problems))
+        return SourcedEvent(self.event, source, self.received, tuple(self.problems), checked=True)  # admit checked it
 
 
 @dataclass
@@ -74,10 +74,9 @@ def admit(event) -> Admitted | Refused:
             )
         except InvalidEventError as error:
             return Refused(400, str(error))
-    refusal = marquez_intake.marquez_answer(event)
+    refusal, reading = marquez_intake.marquez_verdict(event)
     if refusal is not None:
         return Refused(refusal.status if refusal.status < 500 else 400, refusal.reason, refusal)
-    reading = marquez_intake.marquez_reading(event)
     kind = reading.kind
     problems: list[Problem] = []
     raw = {key: value for key, value in event.items() if key not in OTHER_MEMBERS or key in KIND_MEMBERS[kind]}

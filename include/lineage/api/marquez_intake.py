@@ -292,16 +292,22 @@ def marquez_reading(event) -> Reading:
 
 def marquez_answer(event) -> Refusal | None:
     """Marquez 0.51's answer to one event posted to ``/api/v1/lineage``: None when it answers 201, else the refusal."""
+    return marquez_verdict(event)[0]
+
+
+def marquez_verdict(event) -> tuple[Refusal | None, Reading | None]:
+    """``marquez_answer`` and Marquez's reading of the event (``marquez_reading``; None where it could not bind it):
+    the event is bound once for both."""
     if event is None:
-        return Refusal(422, "the body holds no event (null or empty)", VALIDATION_422)
+        return Refusal(422, "the body holds no event (null or empty)", VALIDATION_422), None
     try:
         reading = marquez_reading(event)
     except _BindError as error:
-        return Refusal(500, f"{error.path}: {error.reason}", error.rule)
+        return Refusal(500, f"{error.path}: {error.reason}", error.rule), None
     if reading.missing:
         path, line = reading.missing[0]
-        return Refusal(422, f"{path} is required (@NotNull)", f"{line}; {VALIDATION_422}")
-    return _service_refusal(reading)
+        return Refusal(422, f"{path} is required (@NotNull)", f"{line}; {VALIDATION_422}"), reading
+    return _service_refusal(reading), reading
 
 
 def _service_refusal(reading: Reading) -> Refusal | None:

@@ -114,7 +114,7 @@ class StoreFollower:
         alone and only the refused ones go to ``rejected``. The batch is one transaction, not several of the
         store's: had a first one committed before a later one was refused, storing its events again alone would
         find them stored, and count them as not new."""
-        events = [SourcedEvent(line.event, line.where(label)) for line in good]
+        events = [SourcedEvent(line.event, line.where(label), checked=True) for line in good]
         try:
             return self.store.ingest(events, batch_size=len(events)).new
         except InvalidEventError:

@@ -30,11 +30,18 @@ from typing import Protocol
 
 from sqlalchemy.engine import Connection
 
-from include.lineage.events import dataset_aliases, dataset_label, digest, event_dedup_key, utc_time
+from include.lineage.events import (
+    canonical_json,
+    dataset_aliases,
+    dataset_label,
+    dedup_key_of,
+    digest,
+    event_dedup_key,
+    utc_time,
+)
 from include.lineage.store.pending import PendingWrites
 from include.lineage.store.problems import problem_rows
 from include.lineage.store.schema import (
-    column_edges_table,
     dataset_versions_table,
     datasets_table,
     facet_problems_table,
@@ -65,8 +72,7 @@ class StoreWriter(Protocol):
     statements: dict
     _ids: dict
     _facet_rows: dict  # per transaction: what the store writes once at its end or only once
-    _column_edges: dict
-    pending: PendingWrites  # ... runs, run -> dataset links, jobs' latest runs, datasets' current versions
+    pending: PendingWrites  # ... runs, run -> dataset links, jobs' latest runs, current versions, column edges
 
     def _node_id(self, conn: Connection, kind: str, namespace: str, name: str, label: str) -> int: ...
 
@@ -253,15 +259,20 @@ class EventIngest:
     def raw_row(self) -> dict:
         """The event's row of ``lineage_events``."""
         job = self.event.get("job") or {}
+        if self.received is None:  # the event as it came is what the store reads: one spelling for its key and row
+            payload = canonical_json(self.event)
+            dedup_key = dedup_key_of(payload)
+        else:
+            payload, dedup_key = canonical_json(self.event), event_dedup_key(self.received)
         return {
-            "dedup_key": event_dedup_key(self.received if self.received is not None else self.event),
+            "dedup_key": dedup_key,
             "run_id": self.run_id,
             "event_type": self.event.get("eventType"),
             "event_time": self.time,
             "job_namespace": job.get("namespace"),
             "job_name": job.get("name"),
             "source": self.source[:1024],
-            "payload": json.dumps(self.event, sort_keys=True),
+            "payload": payload,
             "received": json.dumps(self.received, sort_keys=True) if self.received is not None else None,
             "problems": json.dumps(self.problems, sort_keys=True) if self.problems else None,
         }
@@ -549,8 +560,8 @@ class EventIngest:
         ]
 
     def _column_lineage(self, dataset: dict, dataset_id: int) -> None:
-        """The column edges of an output's ``columnLineage``, each with the transformations its latest report gave:
-        those this transaction has not already written as they are, in one upsert."""
+        """The column edges of an output's ``columnLineage``, each with the transformations its latest report gave,
+        written at the transaction's end (``PendingWrites.column_edges``)."""
         fields = ((dataset.get("facets") or {}).get("columnLineage") or {}).get("fields") or {}
         store = self.store
         wanted: dict[tuple, str] = {}
@@ -566,13 +577,5 @@ class EventIngest:
                 )
                 transformations = json.dumps(input_field.get("transformations") or [], sort_keys=True)
                 wanted[(dataset_id, field_name, input_id, input_field["field"])] = transformations
-        written = store._column_edges
-        columns = [column.name for column in column_edges_table.c]  # the key's four, then transformations
-        rows = [
-            dict(zip(columns, (*key, transformations), strict=True))
-            for key, transformations in wanted.items()
-            if written.get(key) != transformations
-        ]
-        if rows:
-            self.conn.execute(store.statements["upsert_column_edge"], rows)
-            written.update((key, value) for key, value in wanted.items())
+        if wanted:
+            store.pending.column_edges(wanted)

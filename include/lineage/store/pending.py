@@ -1,5 +1,5 @@
 """The rows an ingest transaction changes again and again, kept in memory and written once per transaction: runs,
-run -> dataset links, jobs' latest runs, datasets' current versions.
+run -> dataset links, jobs' latest runs, datasets' current versions, column edges.
 
 A day of events touches each run several times (START, RUNNING, COMPLETE; Spark's child runs) and each job and
 dataset many times: written as they came, that was six statements an event, most of them rewriting a row the same
@@ -17,7 +17,13 @@ from __future__ import annotations
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.engine import Connection
 
-from include.lineage.store.schema import datasets_table, jobs_table, run_datasets_table, runs_table
+from include.lineage.store.schema import (
+    column_edges_table,
+    datasets_table,
+    jobs_table,
+    run_datasets_table,
+    runs_table,
+)
 
 _CHUNK = 500  # values of one IN (...) list
 _RUN_COLUMNS = tuple(column.name for column in runs_table.c)
@@ -53,11 +59,13 @@ _SELECT_RUN_IO = (
 
 
 class PendingWrites:
-    """One ingest transaction's deferred rows. ``upsert_run_dataset``: the dialect's upsert of a run -> dataset link
-    (``statements.dialect_statements``)."""
+    """One ingest transaction's deferred rows. ``statements``: the dialect's upserts (``statements.dialect_statements``)
+    of a run -> dataset link and of a column edge."""
 
-    def __init__(self, upsert_run_dataset) -> None:
-        self._upsert_run_dataset = upsert_run_dataset
+    def __init__(self, statements: dict) -> None:
+        self._upsert_run_dataset = statements["upsert_run_dataset"]
+        self._upsert_column_edge = statements["upsert_column_edge"]
+        self._column_edges: dict[tuple[int, str, int, str], str] = {}  # (dataset, field, input, its field) -> how
         self.runs: dict[str, dict | None] = {}  # run id -> its row as this transaction leaves it; None: not stored
         self._new_runs: set[str] = set()  # ... to insert
         self._changed_runs: set[str] = set()  # ... stored, to update
@@ -74,6 +82,7 @@ class PendingWrites:
             kept.clear()
         for kept in (self._current_versions, self._stored_before, self._new_runs, self._changed_runs):
             kept.clear()
+        self._column_edges.clear()
 
     # ---------------------------------------------------------------- runs
     def read_runs(self, conn: Connection, run_ids: set[str]) -> None:
@@ -152,8 +161,14 @@ class PendingWrites:
         if known is None or time >= known[0]:
             self._current_versions[dataset_id] = (time, version_id)
 
+    def column_edges(self, edges: dict[tuple[int, str, int, str], str]) -> None:
+        """Column edges of an output's ``columnLineage``, each with its transformations (JSON): the latest report of an
+        edge wins, as the upsert per report did."""
+        self._column_edges.update(edges)
+
     def flush(self, conn: Connection) -> None:
-        """Everything still in memory, written: runs, links, jobs' latest runs, datasets' current versions."""
+        """Everything still in memory, written: runs, links, jobs' latest runs, datasets' current versions, column
+        edges."""
         self.flush_runs(conn)
         self.flush_run_datasets(conn)
         if self._latest:
@@ -174,3 +189,8 @@ class PendingWrites:
                 ],
             )
             self._current_versions.clear()
+        if self._column_edges:
+            names = [column.name for column in column_edges_table.c]  # the key's four, then transformations
+            rows = [dict(zip(names, (*key, how), strict=True)) for key, how in sorted(self._column_edges.items())]
+            conn.execute(self._upsert_column_edge, rows)
+            self._column_edges.clear()

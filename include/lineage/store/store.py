@@ -39,6 +39,7 @@ from sqlalchemy import (
     func,
     select,
     text,
+    tuple_,
     update,
 )
 from sqlalchemy.engine import Connection, Engine
@@ -55,6 +56,7 @@ from include.lineage.store.schema import (
     closure_table,
     edges_table,
     events_table,
+    jobs_table,
     nodes_table,
 )
 from include.lineage.store.statements import (
@@ -62,6 +64,7 @@ from include.lineage.store.statements import (
     SELECT_JOB_EDGES,
     SELECT_JOB_LATEST,
     SELECT_NODE,
+    UPDATE_JOB_FACETS,
     dialect_statements,
 )
 
@@ -116,8 +119,7 @@ class LineageStore:
         # edges' seen times; the run -> dataset rows and column edges it already wrote.
         self._facet_rows: dict[tuple, FacetRow] = {}
         self._seen_edges: dict[tuple[int, int], tuple[str, str]] = {}
-        self._column_edges: dict[tuple, str] = {}
-        self.pending = PendingWrites(self.statements["upsert_run_dataset"])
+        self.pending = PendingWrites(self.statements)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -186,13 +188,18 @@ class LineageStore:
                     ingests, rows = [], []
                     for item in batch:
                         with _named(item):
-                            check_event(item.event)
+                            if not item.checked:
+                                check_event(item.event)
                             ingests.append(
                                 EventIngest(self, conn, item.event, item.source, item.received, item.problems)
                             )
                             rows.append(ingests[-1].raw_row() if bulk else None)
                     event_ids = self._keep_events(conn, rows) if bulk else None
                     self.pending.read_runs(conn, {i.run_id for i in ingests if isinstance(i.run_id, str)})
+                    self._read_jobs(
+                        conn,
+                        {(i.event["job"]["namespace"], i.event["job"]["name"]) for i in ingests if i.event.get("job")},
+                    )
                     for index, (item, ingest) in enumerate(zip(batch, ingests, strict=True)):
                         with _named(item):
                             if event_ids is not None:
@@ -221,7 +228,6 @@ class LineageStore:
                 self._facet_rows.clear()
                 self._seen_edges.clear()
                 self.pending.clear()
-                self._column_edges.clear()
                 self._stale_ancestry.clear()
                 self._stale_below.clear()
         return result
@@ -237,6 +243,43 @@ class LineageStore:
             raise _BulkWriteRefusedError from error
         ids = {dedup_key: event_id for event_id, dedup_key in kept}
         return [ids.pop(row["dedup_key"], None) for row in rows]
+
+    def _read_jobs(self, conn: Connection, names: set[tuple[str, str]]) -> None:
+        """What the transaction reads of the batch's jobs, read at once: each job's row (its facets, its latest run)
+        and its edges in the graph, a query per 500 jobs instead of three per job (``_job_edges``, ``job_latest``,
+        ``ingest.EventIngest._upsert_with_facets``: each still reads what is not read here)."""
+        j, e = jobs_table.c, edges_table.c
+        wanted = sorted(key for key in names if (jobs_table.name, *key) not in self._facet_rows)
+        nodes: list[int] = []
+        for start in range(0, len(wanted), _CHUNK):
+            query = select(
+                j.id,
+                j.node_id,
+                j.namespace,
+                j.name,
+                j.facets,
+                j.facet_times,
+                j.updated_at,
+                j.latest_run_id,
+                j.latest_run_time,
+                j.current_version_id,
+            ).where(tuple_(j.namespace, j.name).in_(wanted[start : start + _CHUNK]))
+            for row in conn.execute(query):
+                key = (row.namespace, row.name)
+                self._facet_rows[(jobs_table.name, *key)] = FacetRow(
+                    row.id, UPDATE_JOB_FACETS, row.facets, row.facet_times, row.updated_at
+                )
+                self._job_latest.setdefault(row.id, (row.latest_run_id, row.latest_run_time, row.current_version_id))
+                self._ids[("job", *key)] = row.id
+                self._ids[("node", "job", *key)] = row.node_id
+                if row.node_id not in self._graph:
+                    self._graph[row.node_id] = set()
+                    nodes.append(row.node_id)
+        for end in (e.source, e.target):
+            for source, target in _in_chunks(conn, select(e.source, e.target), end, nodes):
+                for node in (source, target):
+                    if node in self._graph:
+                        self._graph[node].add((source, target))
 
     def serialize_writers(self, conn: Connection) -> None:
         """One writing transaction at a time across processes (two `lineage serve`, a `lineage consume`): each

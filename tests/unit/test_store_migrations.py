@@ -6,6 +6,7 @@ one query; every revision goes down and up again."""
 from __future__ import annotations
 
 import ast
+import json
 import multiprocessing
 import shutil
 from unittest import mock
@@ -71,8 +72,22 @@ def _shape(conn: Connection) -> dict:
 
 
 def _contents(store: LineageStore) -> dict:
+    """Every row; a JSON text column (an event's payload, facets) as what it holds: a release may spell it otherwise
+    (the raw event was ``json.dumps(sort_keys=True)`` before it was the canonical JSON of its dedup key)."""
+
+    def read(value):
+        if isinstance(value, str) and value[:1] in "{[":
+            try:
+                return json.loads(value)
+            except ValueError:
+                return value
+        return value
+
     with store.engine.connect() as conn:
-        return {table.name: [tuple(row) for row in conn.execute(select(table))] for table in metadata.sorted_tables}
+        return {
+            table.name: [tuple(map(read, row)) for row in conn.execute(select(table))]
+            for table in metadata.sorted_tables
+        }
 
 
 def _answers(store: LineageStore) -> dict:

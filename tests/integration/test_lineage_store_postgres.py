@@ -280,6 +280,41 @@ def test_a_value_postgresql_refuses_in_a_deferred_row_names_its_event_and_stores
         assert store.ingest_files([file]).new == len(events)
 
 
+def test_a_refused_deferred_row_written_while_a_later_event_is_read_still_names_its_own_event(postgres_store, tmp_path):
+    """The runs written so far are flushed while a later event is read (a run whose inputs grew changes its job
+    version, and whether the old version is still used is asked of the runs table): the refusal of the first event's
+    run must not be blamed on the event being read."""
+    from include.lineage.errors import InvalidEventError
+
+    url, cluster, _password = postgres_store
+    cluster.ensure_database("deferred_mid_batch", "lineage")
+    url = url.rsplit("/", 1)[0] + "/deferred_mid_batch"
+
+    def run_event(kind: str, run_id: str, job: str, inputs: list[str], facets: dict | None = None) -> dict:
+        return {
+            "eventType": kind,
+            "eventTime": f"2025-01-01T00:00:0{len(inputs)}Z",
+            "producer": "https://example.com/tests",
+            "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+            "run": {"runId": run_id, "facets": facets or {}},
+            "job": {"namespace": "tests", "name": job, "facets": {}},
+            "inputs": [{"namespace": "file", "name": name, "facets": {}} for name in inputs],
+            "outputs": [],
+        }
+
+    parent = {"parent": {"run": {"runId": "p" * 80}, "job": {"namespace": "tests", "name": "parent"}}}
+    events = [
+        run_event("START", "01940000-0000-7000-8000-000000000001", "child", ["/a"], parent),
+        run_event("START", "01940000-0000-7000-8000-000000000002", "other", ["/a"]),
+        run_event("COMPLETE", "01940000-0000-7000-8000-000000000002", "other", ["/a", "/b"]),
+    ]
+    file = tmp_path / "day.jsonl"
+    file.write_text("".join(json.dumps(event) + "\n" for event in events))
+    with LineageStore(url) as store, pytest.raises(InvalidEventError) as raised:
+        store.ingest_files([file])
+    assert f"{file}:1:" in str(raised.value) and "too long" in str(raised.value), str(raised.value)
+
+
 def test_a_batch_leaves_a_postgresql_store_as_an_event_per_transaction_leaves_it(postgres_store):
     """The rows one transaction defers and writes at its end (runs, links, jobs' latest runs, current versions)
     leave PostgreSQL, row for row, as an event per transaction does, on a generated platform history with late

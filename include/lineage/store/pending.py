@@ -10,12 +10,17 @@ statement per table at the transaction's end (``flush``).
 What reads these tables inside the transaction asks ``flush_runs`` or ``flush_run_datasets`` first (a job's latest run
 looked up again, whether a job version is still used, a run's datasets), so every read sees what a statement-per-change
 ingest would have written: the rules of ``ingest.py`` are unchanged, only when rows reach the database.
+
+A value the database refuses in a deferred row (a parent run id longer than its column) is found only when it is
+written, maybe while another event is being read: ``DeferredWriteRefusedError`` then says that which event it came
+from is not known, and the store takes the batch again an event at a time (``LineageStore._ingest_batch``).
 """
 
 from __future__ import annotations
 
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DataError, ProgrammingError
 
 from include.lineage.store.schema import (
     column_edges_table,
@@ -56,6 +61,21 @@ _SELECT_RUN_IO = (
     .join(datasets_table, datasets_table.c.id == run_datasets_table.c.dataset_id)
     .where(run_datasets_table.c.run_id == bindparam("p_run"))
 )
+
+
+# What a database answers to a value it cannot keep (a text too long or holding NUL, an integer past 64 bits)
+REFUSED_VALUE_ERRORS = (DataError, ProgrammingError, TypeError, ValueError, OverflowError)
+
+
+class DeferredWriteRefusedError(Exception):
+    """A deferred row was refused (the cause says why); which event it came from is not known."""
+
+
+def _write(conn: Connection, statement, rows) -> None:
+    try:
+        conn.execute(statement, rows)
+    except REFUSED_VALUE_ERRORS as error:
+        raise DeferredWriteRefusedError(str(error)) from error
 
 
 class PendingWrites:
@@ -113,10 +133,10 @@ class PendingWrites:
 
     def flush_runs(self, conn: Connection) -> None:
         if self._new_runs:
-            conn.execute(runs_table.insert(), [self.runs[run_id] for run_id in sorted(self._new_runs)])
+            _write(conn, runs_table.insert(), [self.runs[run_id] for run_id in sorted(self._new_runs)])
         if self._changed_runs:
             rows = [self.runs[run_id] for run_id in sorted(self._changed_runs)]
-            conn.execute(_UPDATE_RUN, [{f"v_{k}": v for k, v in row.items()} | {"p_id": row["id"]} for row in rows])
+            _write(conn, _UPDATE_RUN, [{f"v_{k}": v for k, v in row.items()} | {"p_id": row["id"]} for row in rows])
         self._new_runs.clear()
         self._changed_runs.clear()
 
@@ -147,7 +167,7 @@ class PendingWrites:
             or self._written_links[(run, dataset, direction)] != version
         ]
         if rows:
-            conn.execute(self._upsert_run_dataset, rows)
+            _write(conn, self._upsert_run_dataset, rows)
         self._written_links.update(self._links)
 
     # ---------------------------------------------------------------- jobs and datasets
@@ -172,7 +192,8 @@ class PendingWrites:
         self.flush_runs(conn)
         self.flush_run_datasets(conn)
         if self._latest:
-            conn.execute(
+            _write(
+                conn,
                 _UPDATE_JOB_LATEST,
                 [
                     {"p_id": job, "p_run": run, "p_time": time, "p_version": version}
@@ -181,7 +202,8 @@ class PendingWrites:
             )
             self._latest.clear()
         if self._current_versions:
-            conn.execute(
+            _write(
+                conn,
                 _UPDATE_CURRENT_VERSION,
                 [
                     {"p_id": dataset, "p_time": time, "p_version": version}
@@ -192,5 +214,5 @@ class PendingWrites:
         if self._column_edges:
             names = [column.name for column in column_edges_table.c]  # the key's four, then transformations
             rows = [dict(zip(names, (*key, how), strict=True)) for key, how in sorted(self._column_edges.items())]
-            conn.execute(self._upsert_column_edge, rows)
+            _write(conn, self._upsert_column_edge, rows)
             self._column_edges.clear()

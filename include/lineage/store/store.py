@@ -43,14 +43,13 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DataError, ProgrammingError
 
 from include.core import settings
 from include.lineage.errors import InvalidEventError, LineageError, UnreadableEventFileError
 from include.lineage.events import SourcedEvent, check_event, dataset_key, job_key, read_event_file
 from include.lineage.store import ancestry, migrate
 from include.lineage.store.ingest import EventIngest, FacetRow, IngestResult
-from include.lineage.store.pending import PendingWrites
+from include.lineage.store.pending import REFUSED_VALUE_ERRORS, DeferredWriteRefusedError, PendingWrites
 from include.lineage.store.schema import (
     aliases_table,
     closure_table,
@@ -115,8 +114,8 @@ class LineageStore:
         self._graph: dict[int, set[tuple[int, int]]] = {}
         self._stale_ancestry: set[int] = set()  # nodes whose closure rows changed in this transaction
         self._stale_below: set[int] = set()  # ... and the descendants of these
-        # What one transaction writes once, at its end, or only once (ingest.py): jobs' and datasets' merged facets,
-        # edges' seen times; the run -> dataset rows and column edges it already wrote.
+        # What one transaction writes once, at its end (ingest.py): jobs' and datasets' merged facets, edges' seen
+        # times; and (pending.py) runs, run -> dataset links, jobs' latest runs, current versions, column edges.
         self._facet_rows: dict[tuple, FacetRow] = {}
         self._seen_edges: dict[tuple[int, int], tuple[str, str]] = {}
         self.pending = PendingWrites(self.statements)
@@ -170,9 +169,9 @@ class LineageStore:
     def _ingest_batch(self, batch: list[SourcedEvent]) -> IngestResult:
         try:
             return self._ingest_transaction(batch, bulk=True)
-        except _BulkWriteRefusedError:
-            # an event the database cannot take (a text it refuses): the batch again, each event kept by its own
-            # insert, so that the error names it
+        except DeferredWriteRefusedError:
+            # a value the database cannot take in a row written for several events at once: the batch again, each
+            # event's rows written with it, so that the error names the event
             return self._ingest_transaction(batch, bulk=False)
 
     def _ingest_transaction(self, batch: list[SourcedEvent], bulk: bool) -> IngestResult:
@@ -186,6 +185,7 @@ class LineageStore:
                 with self.engine.begin() as conn:
                     self.serialize_writers(conn)
                     ingests, rows = [], []
+                    deferred = (DeferredWriteRefusedError,) if bulk else ()  # ... raised as it is, not as this event's
                     for item in batch:
                         with _named(item):
                             if not item.checked:
@@ -201,7 +201,7 @@ class LineageStore:
                         {(i.event["job"]["namespace"], i.event["job"]["name"]) for i in ingests if i.event.get("job")},
                     )
                     for index, (item, ingest) in enumerate(zip(batch, ingests, strict=True)):
-                        with _named(item):
+                        with _named(item, passing=deferred):
                             if event_ids is not None:
                                 new = ingest.run_stored(event_ids[index])
                             else:  # each event's rows written with it, so that a refused value names its event
@@ -211,10 +211,7 @@ class LineageStore:
                             result.new += 1
                             if ingest.run_id:
                                 result.new_run_ids.add(ingest.run_id)
-                    try:
-                        self.pending.flush(conn)
-                    except _REFUSED_VALUES as error:
-                        raise _BulkWriteRefusedError from error
+                    self.pending.flush(conn)
                     self._flush(conn)
                     self._repack_ancestry(conn)
             except BaseException:
@@ -239,8 +236,8 @@ class LineageStore:
             return []
         try:
             kept = conn.execute(self.statements["insert_events"], rows).all()
-        except _REFUSED_VALUES as error:
-            raise _BulkWriteRefusedError from error
+        except REFUSED_VALUE_ERRORS as error:
+            raise DeferredWriteRefusedError(str(error)) from error
         ids = {dedup_key: event_id for event_id, dedup_key in kept}
         return [ids.pop(row["dedup_key"], None) for row in rows]
 
@@ -491,25 +488,25 @@ def _where(item: SourcedEvent, reason: str) -> str:
 
 
 # A value of a type the database cannot take (a list bound as text: ProgrammingError; an integer past 64 bits:
-# OverflowError; a NUL in PostgreSQL's text: ValueError), wherever check_event does not look
-_REFUSED_VALUES = (DataError, ProgrammingError, AttributeError, TypeError, ValueError, KeyError, OverflowError)
-
-
-class _BulkWriteRefusedError(Exception):
-    """A multi-row write of the batch (its raw events, its runs and links) failed on a value: which event's is not
-    known."""
+# OverflowError; a NUL in PostgreSQL's text: ValueError), or of a shape the store cannot read, wherever check_event
+# does not look
+_REFUSED_VALUES = (*REFUSED_VALUE_ERRORS, AttributeError, KeyError, DeferredWriteRefusedError)
 
 
 @contextmanager
-def _named(item: SourcedEvent) -> Iterator[None]:
-    """An error of one event, raised as InvalidEventError naming where it came from."""
+def _named(item: SourcedEvent, passing: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
+    """An error of one event, raised as InvalidEventError naming where it came from; ``passing``: errors raised as
+    they are."""
     try:
         yield
+    except passing:
+        raise
     except InvalidEventError as error:
         raise InvalidEventError(_where(item, str(error))) from error
     except _REFUSED_VALUES as error:
+        cause = error.__cause__ if isinstance(error, DeferredWriteRefusedError) else error
         raise InvalidEventError(
-            _where(item, f"the store cannot keep this event ({type(error).__name__}: {error})")
+            _where(item, f"the store cannot keep this event ({type(cause).__name__}: {cause})")
         ) from error
 
 

@@ -259,11 +259,9 @@ class EventIngest:
     def raw_row(self) -> dict:
         """The event's row of ``lineage_events``."""
         job = self.event.get("job") or {}
-        if self.received is None:  # the event as it came is what the store reads: one spelling for its key and row
-            payload = canonical_json(self.event)
-            dedup_key = dedup_key_of(payload)
-        else:
-            payload, dedup_key = canonical_json(self.event), event_dedup_key(self.received)
+        payload = canonical_json(self.event)
+        # the key of the event as received; when that is what the store reads, of the very text the row keeps
+        dedup_key = dedup_key_of(payload) if self.received is None else event_dedup_key(self.received)
         return {
             "dedup_key": dedup_key,
             "run_id": self.run_id,

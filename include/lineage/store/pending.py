@@ -22,13 +22,8 @@ from sqlalchemy import bindparam, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DataError, ProgrammingError
 
-from include.lineage.store.schema import (
-    column_edges_table,
-    datasets_table,
-    jobs_table,
-    run_datasets_table,
-    runs_table,
-)
+from include.lineage.store.schema import column_edges_table, runs_table
+from include.lineage.store.statements import SELECT_RUN_IO, UPDATE_CURRENT_VERSION, UPDATE_JOB_LATEST
 
 _CHUNK = 500  # values of one IN (...) list
 _RUN_COLUMNS = tuple(column.name for column in runs_table.c)
@@ -37,31 +32,6 @@ _UPDATE_RUN = (
     .where(runs_table.c.id == bindparam("p_id"))
     .values({name: bindparam(f"v_{name}") for name in _RUN_COLUMNS if name != "id"})
 )
-_UPDATE_JOB_LATEST = (
-    update(jobs_table)
-    .where(jobs_table.c.id == bindparam("p_id"))
-    .values(
-        latest_run_id=bindparam("p_run"),
-        latest_run_time=bindparam("p_time"),
-        current_version_id=bindparam("p_version"),
-    )
-)
-# The same rule as a statement per output had: a version of a later (or equal) event time replaces the current one.
-_UPDATE_CURRENT_VERSION = (
-    update(datasets_table)
-    .where(
-        datasets_table.c.id == bindparam("p_id"),
-        (datasets_table.c.current_version_time.is_(None))
-        | (datasets_table.c.current_version_time <= bindparam("p_time")),
-    )
-    .values(current_version_id=bindparam("p_version"), current_version_time=bindparam("p_time"))
-)
-_SELECT_RUN_IO = (
-    select(run_datasets_table.c.direction, datasets_table.c.namespace, datasets_table.c.name)
-    .join(datasets_table, datasets_table.c.id == run_datasets_table.c.dataset_id)
-    .where(run_datasets_table.c.run_id == bindparam("p_run"))
-)
-
 
 # What a database answers to a value it cannot keep (a text too long or holding NUL, an integer past 64 bits)
 REFUSED_VALUE_ERRORS = (DataError, ProgrammingError, TypeError, ValueError, OverflowError)
@@ -156,7 +126,7 @@ class PendingWrites:
         if run_id in self._stored_before:
             stored = self._stored_io.get(run_id)
             if stored is None:
-                stored = self._stored_io[run_id] = set(conn.execute(_SELECT_RUN_IO, {"p_run": run_id}).tuples())
+                stored = self._stored_io[run_id] = set(conn.execute(SELECT_RUN_IO, {"p_run": run_id}).tuples())
         return stored | self._run_io.get(run_id, set())
 
     def flush_run_datasets(self, conn: Connection) -> None:
@@ -194,7 +164,7 @@ class PendingWrites:
         if self._latest:
             _write(
                 conn,
-                _UPDATE_JOB_LATEST,
+                UPDATE_JOB_LATEST,
                 [
                     {"p_id": job, "p_run": run, "p_time": time, "p_version": version}
                     for job, (run, time, version) in sorted(self._latest.items())
@@ -204,7 +174,7 @@ class PendingWrites:
         if self._current_versions:
             _write(
                 conn,
-                _UPDATE_CURRENT_VERSION,
+                UPDATE_CURRENT_VERSION,
                 [
                     {"p_id": dataset, "p_time": time, "p_version": version}
                     for dataset, (time, version) in sorted(self._current_versions.items())

@@ -103,7 +103,6 @@ UPDATE_FIRST_VERSION = (
     .where(datasets_table.c.id == p("p_id"), datasets_table.c.current_version_id.is_(None))
     .values(current_version_id=p("p_version"))
 )
-SELECT_RUN = select(runs_table).where(runs_table.c.id == p("p_run"))
 SELECT_RUN_IO = (
     select(run_datasets_table.c.direction, datasets_table.c.namespace, datasets_table.c.name)
     .join(datasets_table, datasets_table.c.id == run_datasets_table.c.dataset_id)
@@ -112,7 +111,6 @@ SELECT_RUN_IO = (
 SELECT_JOB_VERSION = select(job_versions_table.c.id).where(
     job_versions_table.c.job_id == p("p_job"), job_versions_table.c.version == p("p_version")
 )
-UPDATE_RUN_VERSION = update(runs_table).where(runs_table.c.id == p("p_run")).values(job_version_id=p("p_version"))
 RUN_USING_VERSION = select(runs_table.c.id).where(runs_table.c.job_version_id == p("p_version")).limit(1)
 DELETE_JOB_VERSION = job_versions_table.delete().where(job_versions_table.c.id == p("p_version"))
 

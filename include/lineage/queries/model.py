@@ -3,64 +3,18 @@ events, whatever the closure table holds (``marquez.py`` answers ``GET /api/v1/l
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from sqlalchemy import func, select
+from sqlalchemy import case, func, select
 from sqlalchemy.engine import Connection
 
+from include.lineage.store.marquez_view import CompactEvent, Ref
 from include.lineage.store.schema import events_table
-
-Ref = tuple[str, str]  # (namespace, name) of a dataset or a job
-DatasetItem = tuple[str, str, tuple[Ref, ...]]  # (namespace, name, the names of its symlinks facet)
 
 DONE = frozenset({"COMPLETE", "FAIL", "ABORT"})  # OpenLineageDao.getRunState(...).isDone()
 _TERMINAL = frozenset({"COMPLETE", "FAIL"})  # LineageEvent.isTerminalEvent()
-
-
-def _dataset_item(item: dict) -> DatasetItem:
-    identifiers = ((item.get("facets") or {}).get("symlinks") or {}).get("identifiers") or []
-    links = tuple(
-        (i["namespace"], i["name"]) for i in identifiers if isinstance(i, dict) and i.get("namespace") and i.get("name")
-    )
-    return item["namespace"], item["name"], links
-
-
-@dataclass(frozen=True)
-class CompactEvent:
-    """What Marquez's model keeps of one event: the job, run, type, datasets (with their symlinks)."""
-
-    time: str
-    id: int
-    job: Ref | None
-    run: str | None
-    event_type: str
-    streaming: bool
-    location: str | None
-    inputs: tuple[DatasetItem, ...]
-    outputs: tuple[DatasetItem, ...]
-    dataset: DatasetItem | None
-
-    @classmethod
-    def of(cls, event_id: int, time: str, payload: str) -> CompactEvent:
-        event = json.loads(payload)
-        job = event.get("job") if isinstance(event.get("job"), dict) else None
-        facets = (job or {}).get("facets") or {}
-        run = event.get("run") if isinstance(event.get("run"), dict) else None
-        return cls(
-            time=time,
-            id=event_id,
-            job=(job["namespace"], job["name"]) if job else None,
-            run=run.get("runId") if run else None,
-            event_type=(event.get("eventType") or "").upper(),
-            streaming=((facets.get("jobType") or {}).get("processingType") or "").upper() == "STREAMING",
-            location=(facets.get("sourceCodeLocation") or {}).get("url"),
-            inputs=tuple(_dataset_item(d) for d in event.get("inputs") or []),
-            outputs=tuple(_dataset_item(d) for d in event.get("outputs") or []),
-            dataset=_dataset_item(event["dataset"]) if isinstance(event.get("dataset"), dict) else None,
-        )
 
 
 @dataclass
@@ -113,11 +67,21 @@ class _Replay:
         self.model = model
         self.run_io: dict[str, tuple[set[Ref], set[Ref]]] = {}
         self.versions: dict[tuple, tuple[str, int]] = {}
+        self.applied = 0  # events replayed so far: the next one's place in the order
+        self.last: tuple[str, int] | None = None  # (time, id) of the last event replayed
 
     def run(self, compact_events: Iterable[CompactEvent]) -> MarquezModel:
-        for order, event in enumerate(compact_events):
-            self.apply(event, order)
+        """Replay events that sort after every event replayed so far (by time, then id), continuing the order."""
+        for event in compact_events:
+            self.apply(event, self.applied)
+            self.applied += 1
+            self.last = (event.time, event.id)
         return self.model
+
+    def follows(self, compact_events: Iterable[CompactEvent]) -> bool:
+        """Whether every one of these sorts after the last event replayed, so replaying them next is the replay of
+        all events in order."""
+        return self.last is None or all((event.time, event.id) > self.last for event in compact_events)
 
     def register(self, namespace: str, name: str, links: tuple[Ref, ...]) -> Ref:
         registry = self.model.registry
@@ -195,31 +159,50 @@ def marquez_walk(job_io: dict[Ref, tuple[frozenset[Ref], frozenset[Ref]]], start
 
 
 class ModelCache:
-    """The events replayed into ``MarquezModel``, kept until the store has other events; a new event is compacted
-    alone, not the whole store again. One per ``LineageQueries``; locked, as one may answer several requests at
+    """The model of the stored events, kept until the store has other events. New events that all sort after those
+    already replayed (the usual case: events arrive in about the order they happened) are replayed onto the kept
+    model; a late one (earlier than the newest replayed) or a deleted one (``lineage prune``) replays every event
+    again, from the compact events kept in memory. Each event is read from its ``marquez`` column (its payload only
+    for rows stored before that column). One per ``LineageQueries``; locked, as one may answer several requests at
     once."""
 
     def __init__(self):
         self._lock = threading.Lock()
         self._key: tuple | None = None
-        self._model: MarquezModel | None = None
+        self._replay: _Replay | None = None
         self._compact: dict[int, CompactEvent] = {}
+        self.full_replays = 0  # how many times every event was replayed (the cost a late event brings)
 
     def model(self, conn: Connection) -> MarquezModel:
         e = events_table
         key = tuple(conn.execute(select(func.count(), func.max(e.c.id))).one())
         with self._lock:
-            if self._model is not None and self._key == key:
-                return self._model
+            if self._replay is not None and self._key == key:
+                return self._replay.model
             known = self._compact
-            query = select(e.c.id, e.c.event_time, e.c.payload)
             since = max(known) if known else 0
-            for row in conn.execute(query.where(e.c.id > since)):
-                known[row.id] = CompactEvent.of(row.id, row.event_time or "", row.payload)
+            new = self._read(conn, e.c.id > since)
+            known.update((event.id, event) for event in new)
             if len(known) != key[0]:  # not only new rows: read them all again
                 known.clear()
-                for row in conn.execute(query):
-                    known[row.id] = CompactEvent.of(row.id, row.event_time or "", row.payload)
-            self._model = MarquezModel.replay(sorted(known.values(), key=lambda c: (c.time, c.id)))
+                known.update((event.id, event) for event in self._read(conn, None))
+                self._replay = None
+            new.sort(key=lambda c: (c.time, c.id))
+            if self._replay is not None and self._replay.follows(new):
+                self._replay.run(new)
+            else:
+                self._replay = _Replay(MarquezModel())
+                self._replay.run(sorted(known.values(), key=lambda c: (c.time, c.id)))
+                self.full_replays += 1
             self._key = key
-            return self._model
+            return self._replay.model
+
+    @staticmethod
+    def _read(conn: Connection, where) -> list[CompactEvent]:
+        e = events_table
+        # the payload only where the compact column is missing (a row stored before migration 0009)
+        payload = case((e.c.marquez.is_(None), e.c.payload), else_=None)
+        query = select(e.c.id, e.c.event_time, e.c.marquez, payload)
+        if where is not None:
+            query = query.where(where)
+        return [CompactEvent.of_row(row[0], row[1] or "", row[2], row[3]) for row in conn.execute(query)]

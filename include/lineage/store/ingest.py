@@ -39,6 +39,7 @@ from include.lineage.events import (
     event_dedup_key,
     utc_time,
 )
+from include.lineage.store.marquez_view import marquez_column
 from include.lineage.store.pending import PendingWrites
 from include.lineage.store.problems import problem_rows
 from include.lineage.store.schema import (
@@ -273,6 +274,7 @@ class EventIngest:
             "payload": payload,
             "received": json.dumps(self.received, sort_keys=True) if self.received is not None else None,
             "problems": json.dumps(self.problems, sort_keys=True) if self.problems else None,
+            "marquez": marquez_column(self.event),
         }
 
     def _job(self, job: dict) -> tuple[int, int]:

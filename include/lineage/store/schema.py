@@ -37,6 +37,8 @@ events_table = Table(
     # the two differ (null when they do not), ``problems`` what the spec refuses in it (JSON: path, facet, rule)
     Column("received", Text),
     Column("problems", Text),
+    # what Marquez's model reads of the payload, compact (store/marquez_view.py); null for rows stored before 0009
+    Column("marquez", Text),
 )
 
 nodes_table = Table(

@@ -1,0 +1,117 @@
+"""The Marquez model kept between answers (``queries/model.py`` ``ModelCache``) is always the model a replay of every
+stored event gives: events arriving after the newest replayed are replayed onto it, a late or a pruned one replays
+everything again, and each event is read from its compact ``marquez`` column or, for a row stored before that
+column, from its payload. Real SQLite stores; the reference is ``MarquezModel.replay`` over the payloads."""
+
+from __future__ import annotations
+
+import itertools
+import tempfile
+import uuid
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import delete, select, update
+
+from include.lineage.queries.model import MarquezModel, ModelCache
+from include.lineage.store import LineageStore
+from include.lineage.store.marquez_view import CompactEvent, marquez_column
+from include.lineage.store.schema import events_table
+from tests.unit.test_marquez_graph import ds, event
+
+JOBS = ("j1", "j2", "j3")
+DATASETS = ("a", "b", "c", "d")
+
+
+def replayed_from_payloads(store: LineageStore) -> MarquezModel:
+    """The reference: every stored payload parsed and replayed in (event time, id) order."""
+    e = events_table.c
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(e.id, e.event_time, e.payload)).all()
+    compact = [CompactEvent.of_row(row.id, row.event_time, None, row.payload) for row in rows]
+    return MarquezModel.replay(sorted(compact, key=lambda c: (c.time, c.id)))
+
+
+def cached(store: LineageStore, cache: ModelCache) -> MarquezModel:
+    with store.engine.connect() as conn:
+        return cache.model(conn)
+
+
+@st.composite
+def arrivals(draw) -> list[list[dict]]:
+    """Runs of a few jobs over a few datasets (one sometimes named by a symlink), their events cut into deliveries
+    that arrive in about, but not always, the order they happened."""
+    events = []
+    for minute in range(draw(st.integers(1, 8))):
+        run_id, job = str(uuid.uuid4()), draw(st.sampled_from(JOBS))
+        ins = [ds(name) for name in draw(st.sets(st.sampled_from(DATASETS), max_size=2))]
+        outs = [
+            ds(name, symlink=("hive", f"t_{name}") if draw(st.booleans()) else None)
+            for name in draw(st.sets(st.sampled_from(DATASETS), max_size=2))
+        ]
+        end = draw(st.sampled_from(["COMPLETE", "FAIL", "RUNNING", "ABORT"]))
+        for offset, kind in enumerate(("START", end)):
+            when = f"2025-03-01T10:{minute * 2 + offset:02d}:00+00:00"
+            events.append(event(kind, job, run_id, when, ins if offset == 0 or draw(st.booleans()) else [], outs))
+    order = draw(st.permutations(range(len(events)))) if draw(st.booleans()) else range(len(events))
+    arrived = [events[index] for index in order]
+    cuts = sorted(draw(st.sets(st.integers(1, max(1, len(arrived) - 1)), max_size=4)))
+    bounds = [0, *cuts, len(arrived)]
+    return [arrived[start:stop] for start, stop in itertools.pairwise(bounds) if arrived[start:stop]]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(deliveries=arrivals())
+def test_the_kept_model_is_a_replay_of_every_stored_event_after_each_delivery(deliveries):
+    with tempfile.TemporaryDirectory() as folder, LineageStore(f"sqlite:///{Path(folder) / 's.db'}") as store:
+        cache = ModelCache()
+        for delivery in deliveries:
+            store.ingest(delivery)
+            assert cached(store, cache) == replayed_from_payloads(store)
+
+
+def test_events_after_the_newest_are_replayed_onto_the_model_and_a_late_one_replays_all(tmp_path):
+    with LineageStore(f"sqlite:///{tmp_path / 's.db'}") as store:
+        cache = ModelCache()
+        run_ids = [str(uuid.uuid4()) for _ in range(3)]
+        store.ingest([event("COMPLETE", "j1", run_ids[0], "2025-03-01T10:00:00Z", [ds("a")], [ds("b")])])
+        cached(store, cache)
+        assert cache.full_replays == 1
+        store.ingest([event("COMPLETE", "j2", run_ids[1], "2025-03-01T11:00:00Z", [ds("b")], [ds("c")])])
+        assert cached(store, cache) == replayed_from_payloads(store)
+        assert cache.full_replays == 1  # in order: replayed onto the kept model
+        # late: j1's run of 09:00 happened before its run of 10:00, whose outputs stay j1's current ones (replayed
+        # onto the kept model as if it were the newest, it would make d j1's output)
+        store.ingest([event("COMPLETE", "j1", run_ids[2], "2025-03-01T09:00:00Z", [ds("a")], [ds("d")])])
+        assert cached(store, cache) == replayed_from_payloads(store)
+        assert cache.full_replays == 2
+        assert cached(store, cache).job_io()[("marquez-tests", "j1")][1] == {("warehouse", "b")}
+
+
+def test_a_pruned_event_replays_all_and_a_row_without_the_column_is_read_from_its_payload(tmp_path):
+    with LineageStore(f"sqlite:///{tmp_path / 's.db'}") as store:
+        cache = ModelCache()
+        for hour, (job, source, target) in enumerate([("j1", "a", "b"), ("j2", "b", "c")]):
+            when = f"2025-03-01T{10 + hour}:00:00Z"
+            store.ingest([event("COMPLETE", job, str(uuid.uuid4()), when, [ds(source)], [ds(target)])])
+        full = cached(store, cache)
+        assert set(full.job_io()) == {("marquez-tests", "j1"), ("marquez-tests", "j2")}
+        with store.engine.begin() as conn:  # a row of the release before 0009, and the oldest event pruned
+            conn.execute(update(events_table).values(marquez=None))
+            conn.execute(delete(events_table).where(events_table.c.id == 1))
+        after = cached(store, cache)
+        assert after == replayed_from_payloads(store)
+        assert set(after.job_io()) == {("marquez-tests", "j2")} and cache.full_replays == 2
+
+
+def test_the_compact_column_reads_back_as_the_payload_does():
+    item = event("COMPLETE", "j1", str(uuid.uuid4()), "2025-03-01T10:00:00Z", [ds("a", symlink=("hive", "t"))], [])
+    item["job"]["facets"] = {
+        "jobType": {"processingType": "streaming", "integration": "SPARK", "jobType": "JOB"},
+        "sourceCodeLocation": {"type": "git", "url": "https://git.example.com/j1.py"},
+    }
+    column = marquez_column(item)
+    assert CompactEvent.of_row(7, "t", column, None) == CompactEvent.of_event(7, "t", item)
+    assert CompactEvent.of_event(7, "t", item).streaming and "https://git.example.com/j1.py" in column
+    assert marquez_column({"inputs": [{"name": "no namespace"}]}) is None  # never fails an ingest

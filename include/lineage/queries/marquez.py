@@ -158,16 +158,23 @@ def marquez_graph_of(
         return marquez_orphan(conn, focus_dataset)
     refs = {("job", *job) for job in jobs} | {("dataset", *dataset) for dataset in datasets}
     nodes = nodes_by_ref(conn, refs)
-    data = node_data(conn, list(nodes.values()))
+    # each job's data lists the inputs and outputs of its current version here, not the closure's edges: given to
+    # node_data, which then does not read those edges for nothing
+    job_data_io = {
+        nodes[("job", *job)].id: {
+            side: [{"namespace": ns, "name": name} for ns, name in sorted(refs)]
+            for side, refs in (("inputs", ins), ("outputs", outs))
+        }
+        for job, (ins, outs) in io.items()
+        if ("job", *job) in nodes
+    }
+    data = node_data(conn, list(nodes.values()), job_data_io)
     graph = []
     for job in jobs:
         node = nodes.get(("job", *job))
         ins, outs = io[job]
-        item = dict(data.get(node.id) or {}) if node else {}
-        if item:
-            item["inputs"] = [{"namespace": ns, "name": name} for ns, name in sorted(ins)]
-            item["outputs"] = [{"namespace": ns, "name": name} for ns, name in sorted(outs)]
-        graph.append(_graph_node("job", job, item or None, ("dataset", ins), ("dataset", outs), times))
+        item = data.get(node.id) if node else None
+        graph.append(_graph_node("job", job, item, ("dataset", ins), ("dataset", outs), times))
     for dataset in datasets:
         node = nodes.get(("dataset", *dataset))
         ins, outs = ("job", writers.get(dataset, ())), ("job", readers.get(dataset, ()))

@@ -78,9 +78,14 @@ def test_events_after_the_newest_are_replayed_onto_the_model_and_a_late_one_repl
         store.ingest([event("COMPLETE", "j1", run_ids[0], "2025-03-01T10:00:00Z", [ds("a")], [ds("b")])])
         cached(store, cache)
         assert cache.full_replays == 1
+        given = cached(store, cache)
+        before = given.copy()
         store.ingest([event("COMPLETE", "j2", run_ids[1], "2025-03-01T11:00:00Z", [ds("b")], [ds("c")])])
         assert cached(store, cache) == replayed_from_payloads(store)
         assert cache.full_replays == 1  # in order: replayed onto the kept model
+        # ... a copy of it: a request still walking the model it was given (lineage serve answers several at once)
+        # sees it unchanged
+        assert given == before and ("marquez-tests", "j2") not in given.jobs
         # late: j1's run of 09:00 happened before its run of 10:00, whose outputs stay j1's current ones (replayed
         # onto the kept model as if it were the newest, it would make d j1's output)
         store.ingest([event("COMPLETE", "j1", run_ids[2], "2025-03-01T09:00:00Z", [ds("a")], [ds("d")])])
@@ -115,3 +120,25 @@ def test_the_compact_column_reads_back_as_the_payload_does():
     assert CompactEvent.of_row(7, "t", column, None) == CompactEvent.of_event(7, "t", item)
     assert CompactEvent.of_event(7, "t", item).streaming and "https://git.example.com/j1.py" in column
     assert marquez_column({"inputs": [{"name": "no namespace"}]}) is None  # never fails an ingest
+
+
+def test_an_event_stored_between_the_count_and_the_read_is_replayed_onto_the_model(tmp_path, monkeypatch):
+    """``lineage serve`` stores events while it answers: one stored after the model counted the events and before
+    it read the new ones is read with them, not mistaken for a store that changed under it (a full replay)."""
+    with LineageStore(f"sqlite:///{tmp_path / 's.db'}") as store:
+        cache = ModelCache()
+        store.ingest([event("COMPLETE", "j1", str(uuid.uuid4()), "2025-03-01T10:00:00Z", [ds("a")], [ds("b")])])
+        cached(store, cache)
+        store.ingest([event("COMPLETE", "j2", str(uuid.uuid4()), "2025-03-01T11:00:00Z", [ds("b")], [ds("c")])])
+        read = ModelCache._read
+
+        def another_writer_first(conn, where):
+            monkeypatch.setattr(ModelCache, "_read", staticmethod(read))
+            racing = event("COMPLETE", "j3", str(uuid.uuid4()), "2025-03-01T12:00:00Z", [ds("c")], [ds("d")])
+            store.ingest([racing])
+            return read(conn, where)
+
+        monkeypatch.setattr(ModelCache, "_read", staticmethod(another_writer_first))
+        assert ("marquez-tests", "j3") in cached(store, cache).jobs
+        assert cached(store, cache) == replayed_from_payloads(store)
+        assert cache.full_replays == 1

@@ -45,6 +45,17 @@ class MarquezModel:
     def replay(cls, compact_events: Iterable[CompactEvent]) -> MarquezModel:
         return _Replay(cls()).run(compact_events)
 
+    def copy(self) -> MarquezModel:
+        """A model that later replays can change without changing this one (the values are immutable)."""
+        return MarquezModel(
+            dict(self.registry),
+            dict(self.inputs),
+            dict(self.outputs),
+            dict(self.writer),
+            dict(self.reader),
+            set(self.jobs),
+        )
+
     def job_io(self) -> dict[Ref, tuple[frozenset[Ref], frozenset[Ref]]]:
         """Jobs with current inputs or outputs (``job_io`` of ``LineageDao.getLineage``) and those datasets."""
         return {
@@ -183,12 +194,16 @@ class ModelCache:
             since = max(known) if known else 0
             new = self._read(conn, e.c.id > since)
             known.update((event.id, event) for event in new)
-            if len(known) != key[0]:  # not only new rows: read them all again
+            # rows stored since the count was taken are not in it; anything else the count disagrees with (a row
+            # deleted, or one committed late under a lower id) means the kept events are not the store's: read all
+            if len(known) - sum(1 for event in new if event.id > (key[1] or 0)) != key[0]:
                 known.clear()
                 known.update((event.id, event) for event in self._read(conn, None))
                 self._replay = None
             new.sort(key=lambda c: (c.time, c.id))
             if self._replay is not None and self._replay.follows(new):
+                # onto a copy: a request still walking the model it was given must not see it change under it
+                self._replay.model = self._replay.model.copy()
                 self._replay.run(new)
             else:
                 self._replay = _Replay(MarquezModel())

@@ -5,16 +5,18 @@ column, from its payload. Real SQLite stores; the reference is ``MarquezModel.re
 
 from __future__ import annotations
 
+import gc
 import itertools
 import tempfile
 import uuid
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import delete, select, update
 
-from include.lineage.queries.model import MarquezModel, ModelCache
+from include.lineage.queries.model import MarquezModel, ModelCache, _Replay, cyclic_gc_paused
 from include.lineage.store import LineageStore
 from include.lineage.store.marquez_view import CompactEvent, marquez_column
 from include.lineage.store.schema import events_table
@@ -142,3 +144,29 @@ def test_an_event_stored_between_the_count_and_the_read_is_replayed_onto_the_mod
         assert ("marquez-tests", "j3") in cached(store, cache).jobs
         assert cached(store, cache) == replayed_from_payloads(store)
         assert cache.full_replays == 1
+
+
+def test_the_cycle_collector_is_paused_while_the_model_is_built_and_left_as_it_was(tmp_path, monkeypatch):
+    with LineageStore(f"sqlite:///{tmp_path / 's.db'}") as store:
+        store.ingest([event("COMPLETE", "j1", str(uuid.uuid4()), "2025-03-01T10:00:00Z", [ds("a")], [ds("b")])])
+        collector_on_during_replay = []
+        replay = _Replay.run
+
+        def watched(self, events):
+            collector_on_during_replay.append(gc.isenabled())
+            return replay(self, events)
+
+        monkeypatch.setattr(_Replay, "run", watched)
+        assert gc.isenabled()
+        assert ("marquez-tests", "j1") in cached(store, ModelCache()).jobs
+        assert collector_on_during_replay == [False] and gc.isenabled()
+    with pytest.raises(ValueError), cyclic_gc_paused():
+        raise ValueError("a replay that fails")
+    assert gc.isenabled()  # back on after a failure too
+    gc.disable()
+    try:
+        with cyclic_gc_paused():
+            pass
+        assert not gc.isenabled()  # a caller's own pause is not ended by it
+    finally:
+        gc.enable()

@@ -3,8 +3,10 @@ events, whatever the closure table holds (``marquez.py`` answers ``GET /api/v1/l
 
 from __future__ import annotations
 
+import gc
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from sqlalchemy import case, func, select
@@ -169,6 +171,20 @@ def marquez_walk(job_io: dict[Ref, tuple[frozenset[Ref], frozenset[Ref]]], start
     return reached
 
 
+@contextmanager
+def cyclic_gc_paused() -> Iterator[None]:
+    """Python's cycle collector paused while the model is built: building a million compact events (none of them in a
+    cycle, all freed by reference counts) set off collections that each walked every object made so far, two thirds
+    of the time at 10^6 events (39 s against 13 s without it)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 class ModelCache:
     """The model of the stored events, kept until the store has other events. New events that all sort after those
     already replayed (the usual case: events arrive in about the order they happened) are replayed onto the kept
@@ -187,7 +203,7 @@ class ModelCache:
     def model(self, conn: Connection) -> MarquezModel:
         e = events_table
         key = tuple(conn.execute(select(func.count(), func.max(e.c.id))).one())
-        with self._lock:
+        with self._lock, cyclic_gc_paused():
             if self._replay is not None and self._key == key:
                 return self._replay.model
             known = self._compact

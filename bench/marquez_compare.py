@@ -44,6 +44,8 @@ from bench.history import DAYS, History, table_key
 from bench.ingest_throughput import serve
 from bench.store_scale import percentiles, postgres_server
 from include.core import ports, settings
+from include.core.errors import ServiceError
+from include.services.local_service import wait_until_healthy
 
 DEFAULT_JAR = settings.PROJECT_ROOT / "var/marquez-build/target/marquez-api-0.51.2-SNAPSHOT.jar"
 DEFAULT_WORK = settings.PROJECT_ROOT / "var/marquez-build/work"
@@ -307,6 +309,13 @@ logging:
 """
 
 
+def _answers(url: str) -> bool:
+    try:
+        return requests.get(url, timeout=5).ok
+    except requests.ConnectionError:
+        return False
+
+
 @contextmanager
 def marquez_server(jar: Path, database_url: str, folder: Path, heap: str = "2g") -> Iterator[str]:
     """Marquez from its jar over ``database_url`` (migrated on start), once ``/api/v1/namespaces`` answers: its URL.
@@ -323,16 +332,17 @@ def marquez_server(jar: Path, database_url: str, folder: Path, heap: str = "2g")
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 300  # the first start runs Marquez's ~90 Flyway migrations
-        while True:
-            try:
-                if requests.get(f"{base}/api/v1/namespaces", timeout=5).ok:
-                    break
-            except requests.ConnectionError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"Marquez did not start (exit {process.poll()}); see {folder / 'marquez.log'}")
-            time.sleep(1)
+        wait_until_healthy(
+            process,
+            lambda: _answers(f"{base}/api/v1/namespaces"),
+            started=time.monotonic(),
+            timeout=300,  # the first start runs Marquez's ~90 Flyway migrations
+            poll=1,
+            name="Marquez",
+            address=base,
+            log_path=folder / "marquez.log",
+            error=ServiceError,
+        )
         yield base
     finally:
         process.terminate()

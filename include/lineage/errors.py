@@ -24,6 +24,18 @@ class UnreadableEventFileError(LineageError, BadInputError):
         self.file, self.line, self.reason = file, line, reason
 
 
+class UnreadableStoredEventError(LineageError):
+    """A stored event's packed text cannot be unpacked (a damaged row, or its dictionary row deleted by hand): not
+    something the asker can fix, so a failure (exit 1, 500), naming the row."""
+
+    exit_code = 1
+    http_status = 500
+
+    def __init__(self, event_id: int, reason: str):
+        super().__init__(f"lineage_events row {event_id}: its packed text cannot be read ({reason})")
+        self.event_id = event_id
+
+
 class UnknownNodeError(LineageError, NotFoundError):
     http_status = 404
 

@@ -168,15 +168,18 @@ def emitted(machines: list[settings.Paths]) -> list[dict]:
 
 
 def stored(store_url: str) -> list[dict]:
+    """Every event the store keeps, as it was received (its text as read where it was not changed)."""
     import sqlalchemy
 
-    engine = sqlalchemy.create_engine(store_url)
-    try:
-        with engine.connect() as connection:
-            rows = connection.execute(sqlalchemy.text("SELECT payload, received FROM lineage_events")).fetchall()
-    finally:
-        engine.dispose()
-    return [json.loads(row.received or row.payload) for row in rows]
+    from include.lineage.store import LineageStore
+    from include.lineage.store.schema import events_table
+
+    e = events_table.c
+    with LineageStore(store_url) as store, store.engine.connect() as conn:
+        return [
+            json.loads(row.received or store.packer.text(conn, row.id, row.payload, row.packed))
+            for row in conn.execute(sqlalchemy.select(e.id, e.payload, e.packed, e.received))
+        ]
 
 
 def per_run(events: list[dict]) -> dict[str, collections.Counter]:

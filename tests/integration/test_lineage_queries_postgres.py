@@ -12,8 +12,8 @@ from sqlalchemy import select
 
 from bench.explorer import generate_events
 from include.lineage.queries import LineageQueries, NotYetSeenError, parse_instant
-from include.lineage.store import LineageStore
-from include.lineage.store.schema import nodes_table, runs_table
+from include.lineage.store import LineageStore, iter_events, packing
+from include.lineage.store.schema import nodes_table, payload_dictionaries_table, runs_table
 from include.services import postgres
 from tests.support import free_port, postgresql
 
@@ -82,6 +82,22 @@ def test_postgresql_answers_every_read_as_sqlite_does(both_stores):
     sample = keys[-1]  # a roll-up report: the widest upstream
     graphs = [q.marquez_graph(q.upstream(sample, 20)) for q in queries]
     assert graphs[0] == graphs[1] and len(graphs[0]["graph"]) > 20
+
+
+def test_postgresql_keeps_every_event_packed_and_gives_it_back_as_sqlite_does(both_stores, monkeypatch):
+    """Packed events (bytea on PostgreSQL, read back as a memoryview), with a dictionary trained there too."""
+    (lite, pg), _shape = both_stores
+    monkeypatch.setattr(packing, "CHECK_EVERY", 0)  # look at once: the store holds 820 events, train at 500
+    monkeypatch.setattr(packing, "FIRST_TRAINING", 500)
+    pg.packer.after_ingest()
+    with pg.engine.connect() as conn:
+        trained = conn.execute(select(payload_dictionaries_table.c.events)).scalars().all()
+    assert trained == [len(list(iter_events(lite)))]
+    extra = {**next(iter_events(lite)), "eventTime": "2031-01-01T00:00:00Z", "eventType": "OTHER"}
+    for store in (lite, pg):
+        store.ingest([extra])  # packed with the new dictionary on PostgreSQL, without one on SQLite
+    assert list(iter_events(pg)) == list(iter_events(lite)) and list(iter_events(pg))[-1] == extra
+    assert LineageQueries(pg).merged_runs() == LineageQueries(lite).merged_runs()
 
 
 def test_the_store_s_postgresql_sessions_compile_nothing_just_in_time(both_stores):

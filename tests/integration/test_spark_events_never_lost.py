@@ -22,8 +22,7 @@ import pytest
 from include.airflow import runs
 from include.core import settings
 from include.lineage.emit import spark_forwarder
-from include.lineage.store import LineageStore
-from include.lineage.store.schema import events_table
+from include.lineage.store import LineageStore, iter_events
 from include.services import kafka_broker
 from include.sources import sample_server
 from tests.support import free_port, read_topic
@@ -119,10 +118,8 @@ class _LineageServe:
             time.sleep(0.2)
 
     def delivered(self) -> list[dict]:
-        from sqlalchemy import select
-
-        with LineageStore(self.store) as store, store.engine.connect() as conn:
-            return [json.loads(row[0]) for row in conn.execute(select(events_table.c.payload))]
+        with LineageStore(self.store) as store:
+            return list(iter_events(store))
 
     def close(self) -> None:
         if self.process is not None:

@@ -11,12 +11,11 @@ import uuid
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import select
 
 from include.core import settings
 from include.lineage import cli
 from include.lineage.api.server import create_app
-from include.lineage.store import LineageStore, dead_letters
+from include.lineage.store import LineageStore, dead_letters, iter_events
 from include.lineage.store.follower import StoreFollower, rejected_lines
 from include.lineage.store.schema import events_table
 
@@ -148,9 +147,6 @@ def test_replay_after_an_upgrade_with_an_operators_edit_and_of_a_file_line(serve
     assert "stored: 1 read, 1 new" in capsys.readouterr().out
     assert served.store.count(events_table) == 3
     assert [item["status"] for item in dead_letters.letters(served.store, waiting_only=True)] == [413]
-    with served.store.engine.connect() as conn:
-        names = {
-            json.loads(payload)["job"]["name"] for payload in conn.execute(select(events_table.c.payload)).scalars()
-        }
+    names = {stored["job"]["name"] for stored in iter_events(served.store)}
     assert names == {"wide", "no_run", "done"}
     assert cli.main(["rejected", "--store", served.store.url, "--file", fixed]) == 2, "--file needs one ID"

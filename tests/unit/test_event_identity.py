@@ -225,8 +225,12 @@ def test_upgrading_a_store_of_the_previous_release_recomputes_every_events_key_f
     old = tmp_path / "old.db"
     shutil.copy(OLD_STORE, old)
     with LineageStore(f"sqlite:///{old}") as store:
+        e = events_table.c
         with store.engine.connect() as conn:
-            rows = conn.execute(select(events_table.c.dedup_key, events_table.c.payload)).all()
+            rows = [
+                (row.dedup_key, store.packer.text(conn, row.id, row.payload, row.packed))
+                for row in conn.execute(select(e.dedup_key, e.id, e.payload, e.packed))
+            ]
         assert len(rows) == 8
         assert all(key == event_dedup_key(json.loads(payload)) for key, payload in rows)
         assert store.ingest_files([OLD_EVENTS]).new == 0  # the files again: every event known

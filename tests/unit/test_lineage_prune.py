@@ -154,7 +154,11 @@ def latest_runs_graph(store) -> nx.DiGraph:
     """The reference graph (tests/lineage_graph.py) of the events of each job's latest run."""
     with store.engine.connect() as conn:
         latest = set(conn.execute(select(jobs_table.c.latest_run_id)).scalars()) - {None}
-        payloads = conn.execute(select(events_table.c.payload, events_table.c.run_id)).all()
+        e = events_table.c
+        payloads = [
+            (store.packer.text(conn, row.id, row.payload, row.packed), row.run_id)
+            for row in conn.execute(select(e.id, e.payload, e.packed, e.run_id))
+        ]
     return build_graph([json.loads(payload) for payload, run_id in payloads if run_id in latest])
 
 

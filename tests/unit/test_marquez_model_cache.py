@@ -30,8 +30,10 @@ def replayed_from_payloads(store: LineageStore) -> MarquezModel:
     """The reference: every stored payload parsed and replayed in (event time, id) order."""
     e = events_table.c
     with store.engine.connect() as conn:
-        rows = conn.execute(select(e.id, e.event_time, e.payload)).all()
-    compact = [CompactEvent.of_row(row.id, row.event_time, None, row.payload) for row in rows]
+        compact = [
+            CompactEvent.of_row(row.id, row.event_time, None, store.packer.text(conn, row.id, row.payload, row.packed))
+            for row in conn.execute(select(e.id, e.event_time, e.payload, e.packed))
+        ]
     return MarquezModel.replay(sorted(compact, key=lambda c: (c.time, c.id)))
 
 
@@ -67,7 +69,7 @@ def arrivals(draw) -> list[list[dict]]:
 @given(deliveries=arrivals())
 def test_the_kept_model_is_a_replay_of_every_stored_event_after_each_delivery(deliveries):
     with tempfile.TemporaryDirectory() as folder, LineageStore(f"sqlite:///{Path(folder) / 's.db'}") as store:
-        cache = ModelCache()
+        cache = ModelCache(store.packer)
         for delivery in deliveries:
             store.ingest(delivery)
             assert cached(store, cache) == replayed_from_payloads(store)
@@ -75,7 +77,7 @@ def test_the_kept_model_is_a_replay_of_every_stored_event_after_each_delivery(de
 
 def test_events_after_the_newest_are_replayed_onto_the_model_and_a_late_one_replays_all(tmp_path):
     with LineageStore(f"sqlite:///{tmp_path / 's.db'}") as store:
-        cache = ModelCache()
+        cache = ModelCache(store.packer)
         run_ids = [str(uuid.uuid4()) for _ in range(3)]
         store.ingest([event("COMPLETE", "j1", run_ids[0], "2025-03-01T10:00:00Z", [ds("a")], [ds("b")])])
         cached(store, cache)
@@ -98,7 +100,7 @@ def test_events_after_the_newest_are_replayed_onto_the_model_and_a_late_one_repl
 
 def test_a_pruned_event_replays_all_and_a_row_without_the_column_is_read_from_its_payload(tmp_path):
     with LineageStore(f"sqlite:///{tmp_path / 's.db'}") as store:
-        cache = ModelCache()
+        cache = ModelCache(store.packer)
         for hour, (job, source, target) in enumerate([("j1", "a", "b"), ("j2", "b", "c")]):
             when = f"2025-03-01T{10 + hour}:00:00Z"
             store.ingest([event("COMPLETE", job, str(uuid.uuid4()), when, [ds(source)], [ds(target)])])
@@ -128,19 +130,19 @@ def test_an_event_stored_between_the_count_and_the_read_is_replayed_onto_the_mod
     """``lineage serve`` stores events while it answers: one stored after the model counted the events and before
     it read the new ones is read with them, not mistaken for a store that changed under it (a full replay)."""
     with LineageStore(f"sqlite:///{tmp_path / 's.db'}") as store:
-        cache = ModelCache()
+        cache = ModelCache(store.packer)
         store.ingest([event("COMPLETE", "j1", str(uuid.uuid4()), "2025-03-01T10:00:00Z", [ds("a")], [ds("b")])])
         cached(store, cache)
         store.ingest([event("COMPLETE", "j2", str(uuid.uuid4()), "2025-03-01T11:00:00Z", [ds("b")], [ds("c")])])
         read = ModelCache._read
 
-        def another_writer_first(conn, where):
-            monkeypatch.setattr(ModelCache, "_read", staticmethod(read))
+        def another_writer_first(self, conn, where):
+            monkeypatch.setattr(ModelCache, "_read", read)
             racing = event("COMPLETE", "j3", str(uuid.uuid4()), "2025-03-01T12:00:00Z", [ds("c")], [ds("d")])
             store.ingest([racing])
-            return read(conn, where)
+            return read(self, conn, where)
 
-        monkeypatch.setattr(ModelCache, "_read", staticmethod(another_writer_first))
+        monkeypatch.setattr(ModelCache, "_read", another_writer_first)
         assert ("marquez-tests", "j3") in cached(store, cache).jobs
         assert cached(store, cache) == replayed_from_payloads(store)
         assert cache.full_replays == 1
@@ -158,7 +160,7 @@ def test_the_cycle_collector_is_paused_while_the_model_is_built_and_left_as_it_w
 
         monkeypatch.setattr(_Replay, "run", watched)
         assert gc.isenabled()
-        assert ("marquez-tests", "j1") in cached(store, ModelCache()).jobs
+        assert ("marquez-tests", "j1") in cached(store, ModelCache(store.packer)).jobs
         assert collector_on_during_replay == [False] and gc.isenabled()
     with pytest.raises(ValueError), cyclic_gc_paused():
         raise ValueError("a replay that fails")

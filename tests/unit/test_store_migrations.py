@@ -23,9 +23,9 @@ from sqlalchemy.engine import Connection, Engine
 from include.core import settings
 from include.lineage.errors import LineageError
 from include.lineage.queries import LineageQueries
-from include.lineage.store import LineageStore, migrate, schema
+from include.lineage.store import LineageStore, migrate, packing, schema
 from include.lineage.store.marquez_view import CompactEvent
-from include.lineage.store.schema import events_table, metadata, runs_table
+from include.lineage.store.schema import events_table, metadata, payload_dictionaries_table, runs_table
 
 OLD_STORE = settings.PROJECT_ROOT / "tests" / "fixtures" / "lineage-store-bdbe81a.db"
 OLD_EVENTS = "tests/fixtures/lineage-store-bdbe81a.events.jsonl"  # relative to the project, as the store has it
@@ -91,18 +91,33 @@ def _contents(store: LineageStore) -> dict:
         }
 
 
+UNCOMPARED = {"marquez", "payload", "packed"}  # of lineage_events: see _compared
+
+
 def _compared(table) -> list:
     """The columns compared row for row: all but ``lineage_events.marquez``, which a row stored before 0009 lacks by
-    design (``_marquez_views`` compares what it reads as)."""
-    return [column for column in table.columns if (table.name, column.name) != ("lineage_events", "marquez")]
+    design (``_marquez_views`` compares what it reads as), and the event's text, in ``payload`` before 0010 and
+    packed since (``_event_texts`` compares what it reads as)."""
+    return [column for column in table.columns if table.name != "lineage_events" or column.name not in UNCOMPARED]
+
+
+def _event_texts(store: LineageStore) -> tuple[list, list]:
+    """Each stored event as the store reads it back (JSON), and whether its row is packed."""
+    e = events_table.c
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(e.id, e.payload, e.packed).order_by(e.id)).all()
+        return [json.loads(store.packer.text(conn, *row)) for row in rows], [row.packed is not None for row in rows]
 
 
 def _marquez_views(store: LineageStore) -> tuple[list, list]:
     """Each event as Marquez's model reads it (from its ``marquez`` column, else its payload), and the column."""
     e = events_table.c
     with store.engine.connect() as conn:
-        rows = conn.execute(select(e.id, e.event_time, e.marquez, e.payload).order_by(e.id)).all()
-    return [CompactEvent.of_row(*row) for row in rows], [row.marquez for row in rows]
+        rows = conn.execute(select(e.id, e.event_time, e.marquez, e.payload, e.packed).order_by(e.id)).all()
+        views = [
+            CompactEvent.of_row(*row[:3], store.packer.text(conn, row.id, row.payload, row.packed)) for row in rows
+        ]
+    return views, [row.marquez for row in rows]
 
 
 def _answers(store: LineageStore) -> dict:
@@ -138,6 +153,9 @@ def test_a_store_of_the_previous_release_is_stamped_upgraded_and_answers_like_a_
         # events stored today are from theirs
         (old_views, old_columns), (new_views, new_columns) = _marquez_views(upgraded), _marquez_views(new)
         assert old_views == new_views and set(old_columns) == {None} and None not in new_columns
+        # the rows stored before 0010 keep their text unpacked and read as the same events packed today
+        (old_texts, old_packed), (new_texts, new_packed) = _event_texts(upgraded), _event_texts(new)
+        assert old_texts == new_texts and set(old_packed) == {False} and set(new_packed) == {True}
         assert answers["marquez lineage"]["graph"]
         # the answers are not empty ones: the fixture holds the graph, the Spark child run, the column lineage
         assert answers["spark run"]["parentRunId"] == RUN["actuals"]
@@ -258,6 +276,42 @@ def test_an_up_to_date_store_opens_with_one_query_and_without_alembic(tmp_path):
 
 
 # ----------------------------------------------------------------------------- the revisions themselves
+def test_0010s_downgrade_unpacks_every_packed_event_into_its_payload_first(tmp_path, monkeypatch):
+    """Packed rows, some with a trained dictionary and some without, go back to 0009 with every event's text in
+    ``payload``, and up again read the same (the rows then unpacked)."""
+    monkeypatch.setattr(packing, "FIRST_TRAINING", 20)
+    monkeypatch.setattr(packing, "CHECK_EVERY", 20)
+    url = _url(tmp_path / "packed.db")
+    with LineageStore(url) as store:
+        for batch in range(3):
+            store.ingest([_generated_event(batch * 20 + i) for i in range(20)])
+        texts, packed = _event_texts(store)
+        with store.engine.connect() as conn:
+            dictionaries = conn.execute(select(payload_dictionaries_table.c.id)).scalars().all()
+    assert len(texts) == 60 and all(packed) and len(dictionaries) == 1  # trained after the first 20, not again
+    engine = create_engine(url)
+    with migrate.migration_lock(engine) as conn:
+        command.downgrade(migrate.alembic_config(conn), "0009")
+        payloads = conn.execute(text("SELECT payload FROM lineage_events ORDER BY id")).scalars().all()
+        assert [json.loads(payload) for payload in payloads] == texts
+    engine.dispose()
+    with LineageStore(url) as store:  # upgraded again: the rows are 0009's, read from their payload
+        assert _event_texts(store) == (texts, [False] * 60)
+
+
+def _generated_event(index: int) -> dict:
+    return {
+        "eventType": "COMPLETE",
+        "eventTime": f"2026-01-01T00:{index // 60:02d}:{index % 60:02d}Z",
+        "producer": "https://example.com/producer",
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+        "run": {"runId": f"01937a3c-0000-7000-8000-{index:012d}"},
+        "job": {"namespace": "migrations", "name": f"job_{index % 7}"},
+        "inputs": [{"namespace": "file", "name": f"/data/in_{index % 5}"}],
+        "outputs": [{"namespace": "file", "name": f"/data/out_{index % 7}"}],
+    }
+
+
 def test_every_revision_downgrades_and_upgrades_again_on_sqlite(tmp_path):
     engine = create_engine(_url(tmp_path / "roundtrip.db"))
     revisions = list(reversed(list(ScriptDirectory(str(migrate.MIGRATIONS)).walk_revisions())))

@@ -32,7 +32,7 @@ from include.lineage.store import LineageStore
 class LineageQueries:
     def __init__(self, store: LineageStore):
         self.store = store
-        self._models = ModelCache()
+        self._models = ModelCache(store.packer)
 
     # ------------------------------------------------------------------------- names
     def resolve(self, ref: str, conn: Connection | None = None) -> Node:
@@ -139,7 +139,7 @@ class LineageQueries:
         Airflow run ids: the provider derives an OpenLineage run id from the DAG, logical date and clear number, so
         a DAG re-run at the same logical date reuses it). ``run_ids``: only these."""
         with self.store.engine.connect() as conn:
-            return runs.merged_runs(conn, run_ids)
+            return runs.merged_runs(conn, self.store.packer, run_ids)
 
     def child_runs(self, run_id: str) -> list[tuple[str, str]]:
         """(run id, job name) of a run's child runs (a DAG run's task runs), by job name."""

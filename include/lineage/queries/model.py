@@ -13,6 +13,7 @@ from sqlalchemy import case, func, select
 from sqlalchemy.engine import Connection
 
 from include.lineage.store.marquez_view import CompactEvent, Ref
+from include.lineage.store.packing import PayloadPacker
 from include.lineage.store.schema import events_table
 
 DONE = frozenset({"COMPLETE", "FAIL", "ABORT"})  # OpenLineageDao.getRunState(...).isDone()
@@ -193,7 +194,8 @@ class ModelCache:
     for rows stored before that column). One per ``LineageQueries``; locked, as one may answer several requests at
     once."""
 
-    def __init__(self):
+    def __init__(self, packer: PayloadPacker):
+        self.packer = packer  # a row without the compact column is read from its (packed) payload
         self._lock = threading.Lock()
         self._key: tuple | None = None
         self._replay: _Replay | None = None
@@ -228,12 +230,18 @@ class ModelCache:
             self._key = key
             return self._replay.model
 
-    @staticmethod
-    def _read(conn: Connection, where) -> list[CompactEvent]:
+    def _read(self, conn: Connection, where) -> list[CompactEvent]:
         e = events_table
-        # the payload only where the compact column is missing (a row stored before migration 0009)
+        # the payload only where the compact column is missing (a row stored before migration 0009, or an event it
+        # could not be built for)
         payload = case((e.c.marquez.is_(None), e.c.payload), else_=None)
-        query = select(e.c.id, e.c.event_time, e.c.marquez, payload)
+        packed = case((e.c.marquez.is_(None), e.c.packed), else_=None)
+        query = select(e.c.id, e.c.event_time, e.c.marquez, payload, packed)
         if where is not None:
             query = query.where(where)
-        return [CompactEvent.of_row(row[0], row[1] or "", row[2], row[3]) for row in conn.execute(query)]
+        return [
+            CompactEvent.of_row(
+                event_id, time or "", marquez, self.packer.text(conn, event_id, text, blob) if marquez is None else None
+            )
+            for event_id, time, marquez, text, blob in conn.execute(query)
+        ]

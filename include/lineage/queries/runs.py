@@ -7,13 +7,14 @@ import difflib
 import json
 from collections.abc import Iterable
 
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.engine import Connection
 
 from include.lineage.errors import EmptyStoreError, LineageError, UnknownNodeError
 from include.lineage.queries.model import DONE
 from include.lineage.queries.names import Node, resolve
 from include.lineage.queries.sql import chunks, run_start
+from include.lineage.store.packing import PayloadPacker
 from include.lineage.store.schema import (
     dataset_versions_table,
     datasets_table,
@@ -252,14 +253,14 @@ def _run_of_dataset(conn: Connection, node: Node, as_of: str | None) -> str:
 
 
 # ------------------------------------------------------------------------- runs that hold two runs' events
-def merged_runs(conn: Connection, run_ids: Iterable[str] | None = None) -> list[dict]:
+def merged_runs(conn: Connection, packer: PayloadPacker, run_ids: Iterable[str] | None = None) -> list[dict]:
     """The answer of ``LineageQueries.merged_runs``."""
     wanted = None if run_ids is None else set(run_ids)
     found: dict[str, list[str]] = {}
     for run_id, start, first_end in _restarted_runs(conn):
         if wanted is None or run_id in wanted:
             found.setdefault(run_id, []).append(f"a START at {start} after the run had finished at {first_end}")
-    for run_id, identities in _dag_run_identities(conn, wanted).items():
+    for run_id, identities in _dag_run_identities(conn, packer, wanted).items():
         distinct = _distinct_identities(identities)
         if len(distinct) > 1:
             described = "; ".join(", ".join(f"{k} {v}" for k, v in identity) for identity in distinct)
@@ -295,14 +296,25 @@ def _restarted_runs(conn: Connection) -> list[tuple]:
     ).all()
 
 
-def _dag_run_identities(conn: Connection, wanted: set[str] | None) -> dict[str, set[tuple]]:
+def _dag_run_identities(conn: Connection, packer: PayloadPacker, wanted: set[str] | None) -> dict[str, set[tuple]]:
     """run id -> the Airflow DAG run identities (dag id, logical date, clear number, run id) its events carry."""
     e = events_table
+    # a packed payload cannot be searched by SQL: every packed row is unpacked, an old one only if it names a dagRun
+    mentions = or_(e.c.packed.is_not(None), e.c.payload.like('%"dagRun"%'))
+    queries = (
+        [
+            select(e.c.id, e.c.run_id, e.c.payload, e.c.packed).where(mentions, e.c.run_id.in_(chunk))
+            for chunk in chunks(wanted)
+        ]
+        if wanted is not None
+        else [select(e.c.id, e.c.run_id, e.c.payload, e.c.packed).where(mentions)]
+    )
     dag_runs: dict[str, set[tuple]] = {}
-    for run_id, payload in conn.execute(select(e.c.run_id, e.c.payload).where(e.c.payload.like('%"dagRun"%'))):
-        if wanted is not None and run_id not in wanted:
+    for event_id, run_id, payload, packed in (row for query in queries for row in conn.execute(query)):
+        text = packer.text(conn, event_id, payload, packed)
+        if '"dagRun"' not in text:
             continue
-        facets = (json.loads(payload).get("run") or {}).get("facets") or {}
+        facets = (json.loads(text).get("run") or {}).get("facets") or {}
         for facet in ("airflowDagRun", "airflow"):
             dag_run = (facets.get(facet) or {}).get("dagRun") or {}
             if dag_run:

@@ -31,6 +31,7 @@ events_table = Table(
     Column("job_namespace", String(255)),
     Column("job_name", String(1024)),
     Column("source", String(1024)),
+    # the event's text: "" when it is packed (below), its text for a row stored before migration 0010
     Column("payload", Text, nullable=False),
     # ``lineage serve`` keeps an event as received and stores what of it the spec lets the store read: ``payload`` is
     # that reading (invalid facets left out, a missing schemaURL inferred), ``received`` the event as it came when
@@ -39,6 +40,19 @@ events_table = Table(
     Column("problems", Text),
     # what Marquez's model reads of the payload, compact (store/marquez_view.py); null for rows stored before 0009
     Column("marquez", Text),
+    # the payload as a zstd frame, packed with one of lineage_payload_dictionaries (store/packing.py)
+    Column("packed", LargeBinary),
+)
+
+payload_dictionaries_table = Table(
+    "lineage_payload_dictionaries",
+    metadata,
+    # zstd's dictionary id, written into each frame packed with it; drawn at random, never reused
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("trained_at", String(32), nullable=False),
+    Column("events", Integer, nullable=False),  # the newest event id when it was trained
+    Column("samples", Integer, nullable=False),
+    Column("data", LargeBinary, nullable=False),
 )
 
 nodes_table = Table(

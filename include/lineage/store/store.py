@@ -49,6 +49,7 @@ from include.lineage.errors import InvalidEventError, LineageError, UnreadableEv
 from include.lineage.events import SourcedEvent, check_event, dataset_key, job_key, read_event_file
 from include.lineage.store import ancestry, migrate
 from include.lineage.store.ingest import EventIngest, FacetRow, IngestResult
+from include.lineage.store.packing import PayloadPacker
 from include.lineage.store.pending import REFUSED_VALUE_ERRORS, DeferredWriteRefusedError, PendingWrites
 from include.lineage.store.schema import (
     aliases_table,
@@ -105,6 +106,7 @@ class LineageStore:
             self.engine.dispose()
             raise
         self.statements = dialect_statements(self.dialect)
+        self.packer = PayloadPacker(self.engine)
         self._lock = threading.Lock()
         self._ids: dict[tuple, int] = {}  # ids of rows that never change once written: nodes, jobs, datasets, versions
         self._aliases: dict[int, set[str]] = {}
@@ -227,6 +229,7 @@ class LineageStore:
                 self.pending.clear()
                 self._stale_ancestry.clear()
                 self._stale_below.clear()
+        self.packer.after_ingest()
         return result
 
     def _keep_events(self, conn: Connection, rows: list[dict]) -> list[int | None]:
@@ -542,9 +545,10 @@ def _postgres_session(engine: Engine) -> None:
 
 def iter_events(store: LineageStore, run_id: str | None = None) -> Iterator[dict]:
     """The raw events kept, in event-time order (all of them, or one run's)."""
-    query = select(events_table.c.payload).order_by(events_table.c.event_time, events_table.c.id)
+    e = events_table.c
+    query = select(e.id, e.payload, e.packed).order_by(e.event_time, e.id)
     if run_id:
-        query = query.where(events_table.c.run_id == run_id)
+        query = query.where(e.run_id == run_id)
     with store.engine.connect() as conn:
-        for (payload,) in conn.execute(query):
-            yield json.loads(payload)
+        for row in conn.execute(query):
+            yield json.loads(store.packer.text(conn, *row))

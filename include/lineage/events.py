@@ -6,10 +6,14 @@ Lowest layer of the lineage package with ``errors``: the store, the HTTP API and
 
 from __future__ import annotations
 
+import gzip
 import hashlib
+import io
 import json
 import re
+import shutil
 import sys
+import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -388,15 +392,13 @@ def event_lines(chunk: bytes, offset: int = 0, first_number: int | None = 1) -> 
 
 
 def read_event_file(path: Path | str) -> list[SourcedEvent]:
-    """Events of a JSON-lines file (``-`` is stdin), or of a file holding one JSON event or a list of them.
+    """Events of a JSON-lines file (``-`` is stdin), or of a file holding one JSON event or a list of them; either
+    may be gzip-compressed (``.jsonl.gz``, ``.json.gz``), read as the file it holds (``_event_file_bytes``).
 
     Every line is checked before anything is stored; a bad one raises UnreadableEventFileError naming file and line."""
     name = str(path)
-    try:
-        raw = sys.stdin.buffer.read() if name == "-" else Path(path).read_bytes()
-    except OSError as error:
-        raise UnreadableEventFileError(name, None, f"cannot read: {error}") from None
     label = "<stdin>" if name == "-" else name
+    raw = _event_file_bytes(name, label)
     stripped = raw.strip()
     if stripped.startswith(b"[") or (stripped.startswith(b"{") and b"\n" in stripped and _whole_json(stripped)):
         try:
@@ -422,6 +424,51 @@ def read_event_file(path: Path | str) -> list[SourcedEvent]:
             raise UnreadableEventFileError(label, line.number, line.error)
         out.append(SourcedEvent(line.event, line.where(label), checked=True))  # event_lines checked it
     return out
+
+
+GZIP_MAGIC = b"\x1f\x8b"  # the first two bytes of every gzip member (RFC 1952)
+
+
+def _event_file_bytes(name: str, label: str) -> bytes:
+    """The bytes of an event file (``-``: stdin), decompressed when they are gzip: when they start with the gzip magic
+    bytes, whatever the file's name. A file named ``.gz`` that does not start with them is refused, not read as text.
+
+    Read whole, as a plain file is (its events are all checked before any is stored): memory is about the size of
+    what the file holds. A regular file is decompressed as it is read, its compressed bytes never all in memory; a
+    pipe or stdin is read whole first. A gzip file that cannot be decompressed (truncated, corrupt, garbage after a
+    member) raises UnreadableEventFileError naming the file, as a file that cannot be read does."""
+    try:
+        if name == "-":
+            raw = sys.stdin.buffer.read()
+            return _gunzip(io.BytesIO(raw), label) if raw.startswith(GZIP_MAGIC) else raw
+        with open(name, "rb", buffering=0) as file:
+            head = b""
+            while len(head) < 2 and (more := file.read(2 - len(head))):  # a pipe may give one byte at a time
+                head += more
+            seekable = file.seekable()
+            if seekable:
+                file.seek(0)
+            if head != GZIP_MAGIC:
+                if name.lower().endswith(".gz"):
+                    raise UnreadableEventFileError(
+                        label, None, "named .gz but not gzip-compressed (it does not start with the bytes 1f 8b)"
+                    )
+                return file.readall() if seekable else head + file.readall()
+            return _gunzip(file if seekable else io.BytesIO(head + file.readall()), label)
+    except OSError as error:
+        raise UnreadableEventFileError(name, None, f"cannot read: {error}") from None
+
+
+def _gunzip(compressed, label: str) -> bytes:
+    out = io.BytesIO()  # getvalue() hands over its buffer: the decompressed bytes are not copied again
+    try:
+        with gzip.GzipFile(fileobj=compressed, mode="rb") as archive:
+            shutil.copyfileobj(archive, out, 1 << 20)
+    except EOFError:
+        raise UnreadableEventFileError(label, None, "not a readable gzip file: truncated") from None
+    except (gzip.BadGzipFile, zlib.error) as error:  # BadGzipFile before OSError: it is one
+        raise UnreadableEventFileError(label, None, f"not a readable gzip file: {error}") from None
+    return out.getvalue()
 
 
 def _whole_json(text: str | bytes) -> bool:

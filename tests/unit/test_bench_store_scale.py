@@ -3,11 +3,15 @@ day files and a real ``lineage serve``), and its helpers. The bench asserts no t
 
 from __future__ import annotations
 
+import gzip
 import json
+
+import pytest
 
 from bench import ingest_throughput, store_scale
 from bench.history import History
 from include.core import settings
+from include.lineage.events import read_event_file
 
 
 def test_percentiles_are_the_median_and_the_nearest_rank_95th():
@@ -16,14 +20,41 @@ def test_percentiles_are_the_median_and_the_nearest_rank_95th():
     assert figures == {"p50_ms": 50.5, "p95_ms": 95.0, "count": 100}
 
 
+def _day_lines(file) -> list[str]:
+    return gzip.decompress(file.read_bytes()).decode("utf-8").splitlines()
+
+
 def test_the_history_is_written_one_file_per_event_day_every_event_once(tmp_path):
     history = History(900, seed=4)
     files, last = store_scale.write_days(history, tmp_path / "days")
-    lines = [line for file in files for line in file.read_text().splitlines()]
+    lines = [line for file in files for line in _day_lines(file)]
     assert lines == list(History(900, seed=4).lines())
     for file in files:
-        assert {json.loads(line)["eventTime"][:10] for line in file.read_text().splitlines()} == {file.stem}
+        day = file.name.removesuffix(".jsonl.gz")
+        assert {json.loads(line)["eventTime"][:10] for line in _day_lines(file)} == {day}
     assert last == max(json.loads(line)["eventTime"] for line in lines)
+
+
+@pytest.mark.parametrize(("events", "seed"), [(300, 1), (900, 4)])
+def test_the_day_files_are_gzip_and_read_event_file_reads_back_the_history(tmp_path, events, seed):
+    files, _ = store_scale.write_days(History(events, seed=seed), tmp_path / "days")
+    assert len(files) > 1 and all(file.name.endswith(".jsonl.gz") for file in files)
+    assert all(file.read_bytes()[:2] == b"\x1f\x8b" for file in files), "gzip-compressed, not only named so"
+    read = [item for file in files for item in read_event_file(file)]
+    assert [item.event for item in read] == list(History(events, seed=seed).events())
+    assert read[0].source == f"{files[0]}:1"
+
+
+def test_the_day_files_of_an_earlier_run_plain_or_gzip_are_replaced_by_this_runs(tmp_path):
+    """Every run writes its history afresh: the plain ``<day>.jsonl`` files of the runs before the files were
+    compressed (and an earlier run's day files) are deleted, not left beside the new ones taking the disk."""
+    folder = tmp_path / "days"
+    folder.mkdir()
+    (folder / "2025-01-01.jsonl").write_text("an earlier run's plain day file\n")
+    (folder / "1999-12-31.jsonl.gz").write_bytes(gzip.compress(b"a day this history does not have\n"))
+    (folder / "notes.txt").write_text("not a day file: kept\n")
+    files, _ = store_scale.write_days(History(300, seed=1), folder)
+    assert sorted(folder.iterdir()) == sorted([*files, folder / "notes.txt"])
 
 
 def test_the_bench_measures_every_figure_on_sqlite_and_merges_its_own_section(tmp_path, monkeypatch):

@@ -3,9 +3,12 @@ closure table against networkx's transitive closure, idempotent re-ingest, Marqu
 
 from __future__ import annotations
 
+import gzip
+import io
 import itertools
 import json
 import random
+import sys
 import time
 import uuid
 
@@ -27,6 +30,7 @@ from sqlalchemy import select
 
 from include.lineage import cli
 from include.lineage.errors import UnreadableEventFileError
+from include.lineage.events import read_event_file
 from include.lineage.queries import (
     EmptyStoreError,
     LineageQueries,
@@ -739,3 +743,129 @@ def test_lineage_ingest_reports_every_bad_file_and_what_the_good_ones_stored(tmp
     assert code == 2
     assert "1 events read, 1 new" in out
     assert f"not stored: {bad}:2:" in err
+
+
+# ----------------------------------------------------------------------------- gzip-compressed event files
+def _texts(events: list[dict]) -> dict[str, str]:
+    """An event file's contents in each format ``read_event_file`` takes."""
+    return {
+        "json lines": _lines(*events),
+        "a json list": json.dumps(events, indent=2),
+        "one json event": json.dumps(events[0], indent=2),
+    }
+
+
+@pytest.mark.parametrize(
+    ("form", "plain_name", "gzip_name"),
+    [
+        ("json lines", "events.jsonl", "events.jsonl.gz"),
+        ("a json list", "events.json", "events.json.gz"),
+        ("one json event", "event.json", "event.json.gz"),
+        ("json lines", "events.jsonl", "compressed.jsonl"),  # recognised by its first bytes, not by its name
+        ("a json list", "events.json", "EVENTS.JSON.GZ"),
+    ],
+)
+def test_a_gzip_event_file_is_ingested_as_the_plain_file_it_holds(store, tmp_path, form, plain_name, gzip_name):
+    events, _ = _pipeline_events()
+    text = _texts(events)[form]
+    plain, compressed = tmp_path / plain_name, tmp_path / gzip_name
+    plain.write_text(text)
+    compressed.write_bytes(gzip.compress(text.encode()))
+    from_plain, from_gzip = read_event_file(plain), read_event_file(compressed)
+    assert [item.event for item in from_gzip] == [item.event for item in from_plain]
+    assert [item.source.replace(str(compressed), str(plain)) for item in from_gzip] == [
+        item.source for item in from_plain
+    ], "the same line numbers (or event indexes)"
+    expected = 1 if form == "one json event" else len(events)
+    assert (store.ingest_files([compressed]).new, store.ingest_files([plain]).new) == (expected, 0)
+
+
+def test_a_gzip_event_file_on_stdin_is_read_as_the_plain_one(monkeypatch):
+    events, _ = _pipeline_events()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(gzip.compress(_lines(*events).encode()))))
+    read = read_event_file("-")
+    assert [item.event for item in read] == events and read[1].source == "<stdin>:2"
+
+
+def _damaged_gzip(data: bytes) -> dict[str, bytes]:
+    compressed = gzip.compress(data)
+    return {
+        "truncated": compressed[: len(compressed) // 2],
+        "cut before its trailer": compressed[:-4],
+        "the magic bytes alone": b"\x1f\x8b",
+        "garbage after the magic bytes": b"\x1f\x8b" + b"garbage, not a gzip header nor deflate data" * 3,
+        "damaged deflate data": compressed[:10] + b"\xff" * 64,
+        "a wrong CRC": compressed[:-8] + bytes(4) + compressed[-4:],
+        "garbage after the gzip member": compressed + b"not another gzip member",
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "damage"),
+    [
+        *(("events.jsonl.gz", damage) for damage in _damaged_gzip(b"x")),
+        ("events.json.gz", "truncated"),
+        ("events.jsonl", "truncated"),  # gzip by its first bytes: damaged, though not named .gz
+        ("events.jsonl.gz", "not gzip, named .gz"),
+        ("events.json.gz", "an empty file named .gz"),
+    ],
+)
+def test_a_damaged_gzip_event_file_is_unreadable_named_and_stores_nothing(store, tmp_path, name, damage):
+    events, _ = _pipeline_events()
+    data = _lines(*events).encode()
+    contents = {**_damaged_gzip(data), "not gzip, named .gz": data, "an empty file named .gz": b""}
+    bad, good = tmp_path / name, tmp_path / "good.jsonl.gz"
+    bad.write_bytes(contents[damage])
+    good.write_bytes(gzip.compress(_lines(events[0]).encode()))
+    with pytest.raises(UnreadableEventFileError) as unreadable:
+        read_event_file(bad)
+    error = unreadable.value
+    assert (error.file, error.line) == (str(bad), None) and str(error).startswith(f"{bad}: ")
+    assert "gzip" in error.reason, error.reason
+    with pytest.raises(UnreadableEventFileError) as failed:  # all or nothing: none of its events, the good file's
+        store.ingest_files([bad, good])
+    assert str(failed.value) == str(error) and (failed.value.ingested.read, failed.value.ingested.new) == (1, 1)
+    with store.engine.connect() as conn:
+        assert conn.execute(select(events_table.c.job_name)).scalars().all() == [events[0]["job"]["name"]]
+
+
+@pytest.mark.parametrize(
+    ("number", "bad_line"),
+    [
+        (1, "{not json"),
+        (2, '{"eventTime": "2025-01-01T00:00:00Z", "run": {}, "job": {}}'),
+        (6, "[1, 2]"),
+        (9, "\udcff not UTF-8"),
+    ],
+)
+def test_a_bad_line_of_a_gzip_event_file_is_named_by_its_line_number(store, tmp_path, number, bad_line):
+    events, _ = _pipeline_events()
+    lines = [json.dumps(event) for event in events[: number - 1]]
+    if number > 2:
+        lines[1] = ""  # a blank line counts, as in the plain file
+    text = "\n".join([*lines, bad_line, json.dumps(events[-1])]) + "\n"
+    data = text.encode("utf-8", "surrogateescape")  # \udcff: the byte 0xff
+    plain, compressed = tmp_path / "events.jsonl", tmp_path / "events.jsonl.gz"
+    plain.write_bytes(data)
+    compressed.write_bytes(gzip.compress(data))
+    with pytest.raises(UnreadableEventFileError) as from_plain:
+        read_event_file(plain)
+    with pytest.raises(UnreadableEventFileError) as from_gzip:
+        store.ingest_files([compressed])
+    assert (from_gzip.value.file, from_gzip.value.line) == (str(compressed), number)
+    assert str(from_gzip.value) == str(from_plain.value).replace(str(plain), str(compressed))
+    with store.engine.connect() as conn:
+        assert conn.execute(select(events_table.c.id)).first() is None
+
+
+def test_lineage_ingest_stores_the_events_of_a_gzip_event_file(tmp_path, capsys):
+    events, _ = _pipeline_events()
+    compressed = tmp_path / "events.jsonl.gz"
+    compressed.write_bytes(gzip.compress(_lines(*events).encode()))
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    assert cli.main(["ingest", str(compressed), "--store", url]) == 0
+    assert f"{len(events)} events read from 1 file(s), {len(events)} new" in capsys.readouterr().out
+    with LineageStore(url) as stored, stored.engine.connect() as conn:
+        assert conn.execute(select(events_table.c.job_name).order_by(events_table.c.id)).scalars().all() == [
+            event["job"]["name"] for event in events
+        ]

@@ -66,7 +66,7 @@ def ingest(add: Add, options: Options) -> None:
         "files",
         nargs="*",
         metavar="FILE",
-        help="JSON-lines event files, or - for stdin (default: every event file under var/lineage/)",
+        help="JSON-lines or JSON event files, gzip-compressed or not, or - for stdin (default: every event file under var/lineage/)",
     )
 
 

@@ -3,15 +3,14 @@ events, whatever the closure table holds (``marquez.py`` answers ``GET /api/v1/l
 
 from __future__ import annotations
 
-import gc
 import threading
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from sqlalchemy import case, func, select
 from sqlalchemy.engine import Connection
 
+from include.core.collector import cyclic_gc_paused
 from include.lineage.store.marquez_view import CompactEvent, Ref
 from include.lineage.store.packing import PayloadPacker
 from include.lineage.store.schema import events_table
@@ -170,20 +169,6 @@ def marquez_walk(job_io: dict[Ref, tuple[frozenset[Ref], frozenset[Ref]]], start
             break
         reached |= frontier
     return reached
-
-
-@contextmanager
-def cyclic_gc_paused() -> Iterator[None]:
-    """Python's cycle collector paused while the model is built: building a million compact events (none of them in a
-    cycle, all freed by reference counts) set off collections that each walked every object made so far, two thirds
-    of the time at 10^6 events (39 s against 13 s without it)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class ModelCache:

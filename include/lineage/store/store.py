@@ -45,6 +45,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, Engine
 
 from include.core import settings
+from include.core.collector import cyclic_gc_paused
 from include.lineage.errors import InvalidEventError, LineageError, UnreadableEventFileError
 from include.lineage.events import SourcedEvent, check_event, dataset_key, job_key, read_event_file
 from include.lineage.store import ancestry, migrate
@@ -159,7 +160,8 @@ class LineageStore:
         errors: list[LineageError] = []
         for file in files:
             try:
-                result += self._ingest_batch(read_event_file(file))
+                with cyclic_gc_paused():  # reading a file makes as many objects as storing it
+                    result += self._ingest_batch(read_event_file(file))
             except (UnreadableEventFileError, InvalidEventError) as error:
                 errors.append(error)
         if errors:
@@ -169,12 +171,15 @@ class LineageStore:
         return result
 
     def _ingest_batch(self, batch: list[SourcedEvent]) -> IngestResult:
-        try:
-            return self._ingest_transaction(batch, bulk=True)
-        except DeferredWriteRefusedError:
-            # a value the database cannot take in a row written for several events at once: the batch again, each
-            # event's rows written with it, so that the error names the event
-            return self._ingest_transaction(batch, bulk=False)
+        # the collector paused: a batch makes a burst of short-lived objects (27 % of an ingest's CPU went to
+        # collections with it on; include/core/collector.py)
+        with cyclic_gc_paused():
+            try:
+                return self._ingest_transaction(batch, bulk=True)
+            except DeferredWriteRefusedError:
+                # a value the database cannot take in a row written for several events at once: the batch again,
+                # each event's rows written with it, so that the error names the event
+                return self._ingest_transaction(batch, bulk=False)
 
     def _ingest_transaction(self, batch: list[SourcedEvent], bulk: bool) -> IngestResult:
         """The batch in one transaction. ``bulk``: its events kept by one multi-row insert before they are read

@@ -37,3 +37,13 @@ def cyclic_gc_paused() -> Iterator[None]:
             _pausing -= 1
             if _pausing == 0 and _was_enabled:
                 gc.enable()
+
+
+def set_apart_what_is_alive() -> None:
+    """After building a structure that is kept (Marquez's model of every event): collect what is garbage now, then
+    set every object still alive apart from the collector (``gc.freeze``), so that later collections do not walk
+    them again. Without it, each full collection in a process holding the model of 10^5 events walked it: 230–330 ms
+    added to whichever answer set it off (p95 of the hub's answers 16 ms → 430 ms). Objects set apart are still freed
+    by reference counting when a newer model replaces them; only a cycle among them would be kept."""
+    gc.collect()
+    gc.freeze()

@@ -161,3 +161,21 @@ def test_the_cycle_collector_is_paused_while_the_model_is_built_and_left_as_it_w
         assert gc.isenabled()
         assert ("marquez-tests", "j1") in cached(store, ModelCache(store.packer)).jobs
         assert collector_on_during_replay == [False] and gc.isenabled()
+
+
+def test_a_model_built_from_every_event_is_set_apart_from_the_collector_and_one_replayed_onto_is_not(tmp_path):
+    """A full replay's model is kept: every object then alive is frozen (``gc.freeze``), so that later full
+    collections do not walk it (they added 230–330 ms to one answer in twenty at 10^5 events); replaying a few new
+    events onto it freezes nothing more."""
+    with LineageStore(f"sqlite:///{tmp_path / 's.db'}") as store:
+        cache = ModelCache(store.packer)
+        store.ingest([event("COMPLETE", "j1", str(uuid.uuid4()), "2025-03-01T10:00:00Z", [ds("a")], [ds("b")])])
+        before = gc.get_freeze_count()
+        model = cached(store, cache)
+        frozen = gc.get_freeze_count()
+        assert frozen > before and cache.full_replays == 1
+        # the model's objects are tracked, yet no longer among those a collection walks
+        assert gc.is_tracked(model.jobs) and all(tracked is not model.jobs for tracked in gc.get_objects())
+        store.ingest([event("COMPLETE", "j2", str(uuid.uuid4()), "2025-03-01T11:00:00Z", [ds("b")], [ds("c")])])
+        assert ("marquez-tests", "j2") in cached(store, cache).jobs
+        assert cache.full_replays == 1 and gc.get_freeze_count() == frozen

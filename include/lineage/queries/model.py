@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import case, func, select
 from sqlalchemy.engine import Connection
 
-from include.core.collector import cyclic_gc_paused
+from include.core.collector import cyclic_gc_paused, set_apart_what_is_alive
 from include.lineage.store.marquez_view import CompactEvent, Ref
 from include.lineage.store.packing import PayloadPacker
 from include.lineage.store.schema import events_table
@@ -212,6 +212,7 @@ class ModelCache:
                 self._replay = _Replay(MarquezModel())
                 self._replay.run(sorted(known.values(), key=lambda c: (c.time, c.id)))
                 self.full_replays += 1
+                set_apart_what_is_alive()  # the model is kept: later collections need not walk it
             self._key = key
             return self._replay.model
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import gc
 import json
 import threading
-import uuid
 from contextlib import AbstractContextManager
 
 import pytest
@@ -18,6 +17,7 @@ from include.core.collector import cyclic_gc_paused
 from include.lineage.errors import UnreadableEventFileError
 from include.lineage.store import LineageStore
 from include.lineage.store.ingest import EventIngest
+from tests.unit.test_payload_packing import event
 
 
 @given(order=st.permutations(range(5)), opened=st.integers(min_value=1, max_value=5))
@@ -65,19 +65,6 @@ def test_the_collector_comes_back_after_a_failure_and_a_callers_own_pause_is_not
         gc.enable()
 
 
-def _event(index: int) -> dict:
-    return {
-        "eventType": "COMPLETE",
-        "eventTime": f"2026-01-01T00:00:{index:02d}Z",
-        "producer": "https://example.com/producer",
-        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
-        "run": {"runId": str(uuid.UUID(int=index + 1, version=4))},
-        "job": {"namespace": "collector", "name": f"job_{index}"},
-        "inputs": [{"namespace": "file", "name": f"/in/{index}"}],
-        "outputs": [],
-    }
-
-
 def test_an_ingest_holds_the_pause_while_it_reads_and_stores_and_leaves_it_after(tmp_path, monkeypatch):
     seen: list[bool] = []
     stored = EventIngest.run_stored
@@ -88,10 +75,10 @@ def test_an_ingest_holds_the_pause_while_it_reads_and_stores_and_leaves_it_after
 
     monkeypatch.setattr(EventIngest, "run_stored", watched)
     good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
-    good.write_text("\n".join(json.dumps(_event(i)) for i in range(3)) + "\n")
+    good.write_text("\n".join(json.dumps(event(i)) for i in range(3)) + "\n")
     bad.write_text("{not json\n")
     with LineageStore(f"sqlite:///{tmp_path / 's.db'}") as store:
-        assert store.ingest([_event(10), _event(11)]).new == 2
+        assert store.ingest([event(10), event(11)]).new == 2
         assert gc.isenabled()
         with pytest.raises(UnreadableEventFileError):
             store.ingest_files([good, bad])

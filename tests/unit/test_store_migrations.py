@@ -26,6 +26,7 @@ from include.lineage.queries import LineageQueries
 from include.lineage.store import LineageStore, migrate, packing, schema
 from include.lineage.store.marquez_view import CompactEvent
 from include.lineage.store.schema import events_table, metadata, payload_dictionaries_table, runs_table
+from tests.unit.test_payload_packing import event as generated_event
 
 OLD_STORE = settings.PROJECT_ROOT / "tests" / "fixtures" / "lineage-store-bdbe81a.db"
 OLD_EVENTS = "tests/fixtures/lineage-store-bdbe81a.events.jsonl"  # relative to the project, as the store has it
@@ -284,7 +285,7 @@ def test_0010s_downgrade_unpacks_every_packed_event_into_its_payload_first(tmp_p
     url = _url(tmp_path / "packed.db")
     with LineageStore(url) as store:
         for batch in range(3):
-            store.ingest([_generated_event(batch * 20 + i) for i in range(20)])
+            store.ingest([generated_event(batch * 20 + i) for i in range(20)])
         texts, packed = _event_texts(store)
         with store.engine.connect() as conn:
             dictionaries = conn.execute(select(payload_dictionaries_table.c.id)).scalars().all()
@@ -297,19 +298,6 @@ def test_0010s_downgrade_unpacks_every_packed_event_into_its_payload_first(tmp_p
     engine.dispose()
     with LineageStore(url) as store:  # upgraded again: the rows are 0009's, read from their payload
         assert _event_texts(store) == (texts, [False] * 60)
-
-
-def _generated_event(index: int) -> dict:
-    return {
-        "eventType": "COMPLETE",
-        "eventTime": f"2026-01-01T00:{index // 60:02d}:{index % 60:02d}Z",
-        "producer": "https://example.com/producer",
-        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
-        "run": {"runId": f"01937a3c-0000-7000-8000-{index:012d}"},
-        "job": {"namespace": "migrations", "name": f"job_{index % 7}"},
-        "inputs": [{"namespace": "file", "name": f"/data/in_{index % 5}"}],
-        "outputs": [{"namespace": "file", "name": f"/data/out_{index % 7}"}],
-    }
 
 
 def test_every_revision_downgrades_and_upgrades_again_on_sqlite(tmp_path):

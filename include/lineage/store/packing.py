@@ -46,6 +46,7 @@ FIRST_TRAINING = 1_000
 RETRAIN_GROWTH = 10
 SAMPLE = 2_000  # the newest events trained on: 0.2 s of training
 CHECK_EVERY = 1_000  # events packed by this process between two looks at the store's size
+PRIVATE_IDS = range(32_768, 2**31)
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,8 @@ class PayloadPacker:
             samples = self._samples(conn)
         if len(samples) < FIRST_TRAINING // 2:
             return  # ids are not a count: a store whose early events were pruned trains once it has enough again
-        dictionary_id = 1 + secrets.randbelow(2**31 - 2)
+        # zstd's private range (RFC 8878 reserves ids up to 32,767 and from 2^31 for registered dictionaries)
+        dictionary_id = PRIVATE_IDS.start + secrets.randbelow(len(PRIVATE_IDS))
         data = zstandard.train_dictionary(DICTIONARY_BYTES, samples, dict_id=dictionary_id, level=LEVEL)
         with self.engine.begin() as conn:
             conn.execute(

@@ -42,7 +42,7 @@ import requests
 
 from bench.history import DAYS, History, table_key
 from bench.ingest_throughput import serve
-from bench.store_scale import percentiles, postgres_server
+from bench.store_scale import in_shares, percentiles, postgres_server
 from include.core import ports, settings
 from include.core.errors import ServiceError
 from include.services.local_service import wait_until_healthy
@@ -371,7 +371,7 @@ def post_events(base: str, bodies: list[dict], token: str | None, clients: int) 
     refusals: list[str] = []
     lock = threading.Lock()
 
-    def client(share: list[dict]) -> None:
+    def post(share: list[dict]) -> None:
         with requests.Session() as session:
             if token:
                 session.headers["Authorization"] = f"Bearer {token}"
@@ -382,13 +382,8 @@ def post_events(base: str, bodies: list[dict], token: str | None, clients: int) 
                     if response.status_code >= 400 and len(refusals) < FIRST_REFUSALS:
                         refusals.append(f"{response.status_code} {response.text[:300]}")
 
-    threads = [threading.Thread(target=client, args=(bodies[index::clients],)) for index in range(clients)]
-    started = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return ingest_summary(len(bodies), time.perf_counter() - started, statuses, refusals, clients)
+    seconds = in_shares(post, bodies, clients)
+    return ingest_summary(len(bodies), seconds, statuses, refusals, clients)
 
 
 def ask(base: str, node_id: str, token: str | None, repetitions: int) -> tuple[dict, dict]:

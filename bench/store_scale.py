@@ -187,20 +187,18 @@ def backlog_ingest(files: list[Path], url: str, env: dict) -> dict:
     return {"seconds": round(wall, 2), "cpu_seconds": round(cpu, 2)}
 
 
-def _post_all(base: str, token: str, bodies: list, path: str, clients: int) -> float:
-    """Post ``bodies`` from ``clients`` threads (each its share, in order); seconds of wall clock."""
+def in_shares(work: Callable[[list], None], items: list, clients: int) -> float:
+    """``work(share)`` in ``clients`` threads at once, each given every ``clients``-th item (its share, in order);
+    seconds of wall clock. The first error a thread raised is raised once all have ended."""
     errors: list[BaseException] = []
 
     def client(share: list) -> None:
         try:
-            with requests.Session() as session:
-                session.headers["Authorization"] = f"Bearer {token}"
-                for body in share:
-                    session.post(f"{base}{path}", json=body, timeout=600).raise_for_status()
-        except BaseException as error:  # noqa: BLE001 - reported below
+            work(share)
+        except BaseException as error:  # noqa: BLE001 - raised below, in the caller's thread
             errors.append(error)
 
-    threads = [threading.Thread(target=client, args=(bodies[index::clients],)) for index in range(clients)]
+    threads = [threading.Thread(target=client, args=(items[index::clients],)) for index in range(clients)]
     started = time.perf_counter()
     for thread in threads:
         thread.start()
@@ -209,6 +207,18 @@ def _post_all(base: str, token: str, bodies: list, path: str, clients: int) -> f
     if errors:
         raise errors[0]
     return time.perf_counter() - started
+
+
+def _post_all(base: str, token: str, bodies: list, path: str, clients: int) -> float:
+    """Post ``bodies`` from ``clients`` threads (each its share, in order); seconds of wall clock."""
+
+    def post(share: list) -> None:
+        with requests.Session() as session:
+            session.headers["Authorization"] = f"Bearer {token}"
+            for body in share:
+                session.post(f"{base}{path}", json=body, timeout=600).raise_for_status()
+
+    return in_shares(post, bodies, clients)
 
 
 def served_ingest(url: str, env: dict, token: str, events: list[dict], clients: int) -> dict:

@@ -171,3 +171,38 @@ def test_latency_summary_keeps_the_first_answer_apart():
     assert summary["p50_ms"] == pytest.approx(30.0)
     assert summary["p95_ms"] == pytest.approx(50.0)
     assert summary["count"] == 5 and summary["nodes"] == 7
+
+
+# ------------------------------------------------------------------------------------- posting, on loopback
+def test_post_events_sends_each_body_once_from_every_client_and_counts_the_refused(monkeypatch):
+    """A real HTTP receiver on loopback: every body arrives once, with the token; a 400 is counted and its first
+    text kept, not raised."""
+    import http.server
+    import json
+    import threading
+
+    from bench.marquez_compare import post_events
+    from tests.support import loopback_server
+
+    received: list[tuple[int, str]] = []
+    lock = threading.Lock()
+
+    class Receiver(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            with lock:
+                received.append((body["n"], self.headers.get("Authorization")))
+            status = 400 if body["n"] % 10 == 0 else 201
+            self.send_response(status)
+            self.end_headers()
+            self.wfile.write(b"refused: n is a multiple of ten" if status == 400 else b"{}")
+
+        def log_message(self, *_args):
+            pass
+
+    with loopback_server(Receiver) as base:
+        summary = post_events(base, [{"n": n} for n in range(1, 41)], "secret", clients=3)
+    assert sorted(n for n, _ in received) == list(range(1, 41))
+    assert {auth for _, auth in received} == {"Bearer secret"}
+    assert summary["events"] == 40 and summary["clients"] == 3 and summary["refused"] == 4
+    assert summary["first_refusals"][0] == "400 refused: n is a multiple of ten"

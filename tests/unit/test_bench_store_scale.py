@@ -83,3 +83,29 @@ def test_the_bench_measures_every_figure_on_sqlite_and_merges_its_own_section(tm
 def test_its_section_is_its_own():
     sections = {store_scale.SECTION, ingest_throughput.SECTION, "explorer", "ingest", "lineage", "scale"}
     assert len(sections) == 6
+
+
+def test_in_shares_gives_each_thread_every_nth_item_in_order_and_raises_a_threads_error_after_all_ended():
+    import threading
+
+    from bench.store_scale import in_shares
+
+    shares: list[list[int]] = []
+    lock = threading.Lock()
+
+    def keep(share: list) -> None:
+        with lock:
+            shares.append(share)
+
+    assert in_shares(keep, list(range(10)), 3) >= 0
+    assert sorted(shares) == [[0, 3, 6, 9], [1, 4, 7], [2, 5, 8]]
+    finished: list[list] = []
+
+    def fail_on_the_first(share: list) -> None:
+        if share[0] == 0:
+            raise ValueError("client 0 failed")
+        finished.append(share)
+
+    with pytest.raises(ValueError, match="client 0 failed"):
+        in_shares(fail_on_the_first, list(range(6)), 2)
+    assert finished == [[1, 3, 5]], "the other client ran to its end"

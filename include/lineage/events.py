@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from include.core import settings
+from include.core.jsontext import loads
 from include.lineage.errors import InvalidEventError, LineageError, UnreadableEventFileError
 
 
@@ -360,7 +361,7 @@ def parse_event(raw: bytes) -> tuple[dict | None, str | None]:
     except UnicodeDecodeError as error:
         return None, f"not UTF-8 (byte {error.start} of the line: {error.reason})"
     try:
-        item = json.loads(text)
+        item = loads(text)
     except ValueError as error:
         detail = f"{error.msg} at column {error.colno}" if isinstance(error, json.JSONDecodeError) else str(error)
         return None, f"not valid JSON ({detail})"

@@ -5,11 +5,10 @@ file and include/quality/review.py (``pipeline publish``/``discard``, ``lineage 
 
 from __future__ import annotations
 
-import json
-
 from sqlalchemy import select
 
 from include.core import naming, settings
+from include.core.jsontext import loads
 from include.lineage.store.schema import jobs_table, runs_table
 
 # The operator's decisions about a kept audit branch (``pipeline publish`` / ``pipeline discard``, include/quality/
@@ -31,7 +30,7 @@ def audit_runs(store) -> list[dict]:
         ).all()
     found = []
     for row in rows:
-        facet = json.loads(row.facets or "{}").get("writeAuditPublish")
+        facet = loads(row.facets or "{}").get("writeAuditPublish")
         if not isinstance(facet, dict) or not isinstance(facet.get("table"), str) or not facet["table"]:
             continue  # not a facet this project wrote: nothing to show
         found.append(

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import weakref
 import zlib
 
@@ -24,6 +23,7 @@ import anyio.to_thread
 from fastapi import HTTPException, Request
 
 from include.core import settings
+from include.core.jsontext import loads
 
 _CHUNK = 64 * 1024
 _DECODERS = 2  # bodies decompressed and parsed at once, per event loop
@@ -104,7 +104,7 @@ def parse_json(body: bytes, max_depth: int | None = None):
     if depth > max_depth:
         raise HTTPException(status_code=400, detail=f"the JSON nests {depth} levels deep; the limit is {max_depth}")
     try:
-        return json.loads(body, parse_constant=_not_json)
+        return loads(body, parse_constant=_not_json)
     except (ValueError, RecursionError) as error:
         raise HTTPException(status_code=400, detail=f"the body is not JSON: {error}") from None
 

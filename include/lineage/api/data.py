@@ -6,11 +6,10 @@ exported single-file page (``include/lineage/api/report.py``), so both show the 
 
 from __future__ import annotations
 
-import json
-
 from sqlalchemy import func, or_, select
 
 from include.core import settings
+from include.core.jsontext import loads
 
 # DISCARD_JOB, PUBLISH_JOB, audit_runs: re-exported, as include/quality/review.py imports them from here
 from include.lineage.api.audits import DISCARD_JOB as DISCARD_JOB
@@ -81,7 +80,7 @@ def graph(queries: LineageQueries, as_of: str | None = None) -> dict:
             }
             nodes = [node for node in nodes if node.id in seen]
         job_facets = {
-            row.node_id: json.loads(row.facets or "{}")
+            row.node_id: loads(row.facets or "{}")
             for row in conn.execute(select(jobs_table.c.node_id, jobs_table.c.facets))
         }
         dataset_info = {
@@ -150,7 +149,7 @@ def _graph_job(node: Node, facets: dict, state: str | None, dag_keys: dict[str, 
 
 def _graph_dataset(node: Node, info, blocked: dict[str, dict]) -> dict:
     item = _graph_item(node)
-    facets = json.loads(info.facets or "{}") if info else {}
+    facets = loads(info.facets or "{}") if info else {}
     item["level"] = "table" if (facets.get("symlinks") or facets.get("catalog")) else "file"
     item["version"] = info.version if info else None
     span = blocked_of(node, blocked)
@@ -211,7 +210,7 @@ def _recent_dag_runs(conn, limit: int = PICKER_RUNS) -> list[dict]:
     )
     out = []
     for row in conn.execute(query):
-        if _job_level(json.loads(row.facets or "{}")) != "dag":
+        if _job_level(loads(row.facets or "{}")) != "dag":
             continue
         out.append({"id": row.id, "job": row.name, "state": row.state, "startedAt": row.start, "endedAt": row.ended_at})
         if len(out) >= limit:
@@ -335,7 +334,7 @@ def node_detail(queries: LineageQueries, ref: str, blocked: dict[str, dict] | No
 
 def _dataset_detail(queries: LineageQueries, conn, node: Node, blocked: dict[str, dict] | None) -> dict:
     row = conn.execute(select(datasets_table).where(datasets_table.c.node_id == node.id)).first()
-    facets = json.loads(row.facets or "{}")
+    facets = loads(row.facets or "{}")
     dv = dataset_versions_table
     versions = conn.execute(
         select(dv.c.version, dv.c.created_at, dv.c.created_by_run_id, dv.c.id)
@@ -393,7 +392,7 @@ def _review(span: dict) -> dict:
 
 def _job_detail(conn, node: Node) -> dict:
     row = conn.execute(select(jobs_table).where(jobs_table.c.node_id == node.id)).first()
-    facets = json.loads(row.facets or "{}")
+    facets = loads(row.facets or "{}")
     return {
         "level": _job_level(facets),
         "sourceCodeLocation": (facets.get("sourceCodeLocation") or {}).get("url"),

@@ -4,12 +4,12 @@ the events of more than one run."""
 from __future__ import annotations
 
 import difflib
-import json
 from collections.abc import Iterable
 
 from sqlalchemy import func, or_, select
 from sqlalchemy.engine import Connection
 
+from include.core.jsontext import loads
 from include.lineage.errors import EmptyStoreError, LineageError, UnknownNodeError
 from include.lineage.queries.model import DONE
 from include.lineage.queries.names import Node, resolve
@@ -120,7 +120,7 @@ def details_of(conn: Connection, row) -> dict:
     version = (
         conn.execute(select(jv.c.version).where(jv.c.id == row.job_version_id)).scalar() if row.job_version_id else None
     )
-    facets = json.loads(row.facets or "{}")
+    facets = loads(row.facets or "{}")
     children = conn.execute(
         select(func.count()).select_from(runs_table).where(runs_table.c.parent_run_id == row.id)
     ).scalar()
@@ -132,7 +132,7 @@ def details_of(conn: Connection, row) -> dict:
                 "name": name,
                 "label": label,
                 "version": ver,
-                "schema": json.loads(schema) if schema else None,
+                "schema": loads(schema) if schema else None,
                 "schemaProducer": producer,
             }
             for dirn, ns, name, label, ver, schema, producer in sorted(io, key=lambda x: x[3])
@@ -170,7 +170,7 @@ def parameters_of(facets: str | None) -> dict:
     """``_parameters`` of a run's facets as stored (JSON), parsed only when one of the facets it reads is there."""
     if not facets or ('"airflow' not in facets and '"nominalTime"' not in facets):
         return {}
-    return _parameters(json.loads(facets))
+    return _parameters(loads(facets))
 
 
 def _parameters(facets: dict) -> dict:
@@ -314,7 +314,7 @@ def _dag_run_identities(conn: Connection, packer: PayloadPacker, wanted: set[str
         text = packer.text(conn, event_id, payload, packed)
         if '"dagRun"' not in text:
             continue
-        facets = (json.loads(text).get("run") or {}).get("facets") or {}
+        facets = (loads(text).get("run") or {}).get("facets") or {}
         for facet in ("airflowDagRun", "airflow"):
             dag_run = (facets.get(facet) or {}).get("dagRun") or {}
             if dag_run:

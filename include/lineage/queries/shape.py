@@ -4,11 +4,10 @@ CLI's ``--json`` of any subgraph (``marquez_graph``)."""
 
 from __future__ import annotations
 
-import json
-
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
+from include.core.jsontext import loads
 from include.lineage.queries.names import Node, Subgraph
 from include.lineage.queries.sql import chunks, fetch_rows
 from include.lineage.store.schema import (
@@ -82,9 +81,9 @@ def _dataset_data(conn: Connection, dataset_nodes: list[int]) -> dict[int, dict]
             .where(d.c.node_id.in_(chunk))
         ).all()
         for row in rows:
-            facets = json.loads(row.facets or "{}")
+            facets = loads(row.facets or "{}")
             schema = (
-                json.loads(row.schema)
+                loads(row.schema)
                 if row.schema
                 else [[f.get("name"), f.get("type")] for f in (facets.get("schema") or {}).get("fields") or []]
             )
@@ -142,7 +141,7 @@ def _current_io(conn: Connection, job_nodes: list[int]) -> dict[int, dict[str, l
 
 
 def _job_item(row, run, io: dict) -> dict:
-    facets = json.loads(row.facets or "{}")
+    facets = loads(row.facets or "{}")
     processing = ((facets.get("jobType") or {}).get("processingType") or "").upper()
     return {
         "id": {"namespace": row.namespace, "name": row.name},

@@ -30,6 +30,7 @@ from typing import Protocol
 
 from sqlalchemy.engine import Connection
 
+from include.core.jsontext import loads
 from include.lineage.events import (
     canonical_json,
     dataset_aliases,
@@ -124,8 +125,8 @@ def merge_facets(
 ) -> tuple[str, str] | None:
     """Facets of several events, per facet name: the one of the greatest (event time, event id) wins. Returns the
     merged facets and their ``facet_times`` as JSON, or None when no facet of ``new`` wins."""
-    facets = json.loads(stored) if stored else {}
-    times = json.loads(stored_times) if stored_times else {}
+    facets = loads(stored) if stored else {}
+    times = loads(stored_times) if stored_times else {}
     won = False
     for name, value in new.items():
         seen = times.get(name)
@@ -152,8 +153,8 @@ class FacetRow:
     def merge(self, new: dict, stamp: tuple[str, int], time: str) -> None:
         if self.objects is None:
             self.objects = (
-                json.loads(self.facets) if self.facets else {},
-                json.loads(self.facet_times) if self.facet_times else {},
+                loads(self.facets) if self.facets else {},
+                loads(self.facet_times) if self.facet_times else {},
             )
         facets, times = self.objects
         won = False

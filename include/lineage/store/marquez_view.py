@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from include.core.jsontext import loads
+
 Ref = tuple[str, str]  # (namespace, name) of a dataset or a job
 DatasetItem = tuple[str, str, tuple[Ref, ...]]  # (namespace, name, the names of its symlinks facet)
 
@@ -62,8 +64,8 @@ class CompactEvent:
     def of_row(cls, event_id: int, time: str, marquez: str | None, payload: str | None) -> CompactEvent:
         """Of a stored row: its ``marquez`` column, or its payload for a row stored before that column (0009)."""
         if marquez is None:
-            return cls.of_event(event_id, time, json.loads(payload or "{}"))
-        job, run, event_type, streaming, location, inputs, outputs, dataset = json.loads(marquez)
+            return cls.of_event(event_id, time, loads(payload or "{}"))
+        job, run, event_type, streaming, location, inputs, outputs, dataset = loads(marquez)
         return cls(
             time=time,
             id=event_id,

@@ -25,7 +25,6 @@ shared by two datasets.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -46,6 +45,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from include.core import settings
 from include.core.collector import cyclic_gc_paused
+from include.core.jsontext import loads
 from include.lineage.errors import InvalidEventError, LineageError, UnreadableEventFileError
 from include.lineage.events import SourcedEvent, check_event, dataset_key, job_key, read_event_file
 from include.lineage.store import ancestry, migrate
@@ -556,4 +556,4 @@ def iter_events(store: LineageStore, run_id: str | None = None) -> Iterator[dict
         query = query.where(e.run_id == run_id)
     with store.engine.connect() as conn:
         for row in conn.execute(query):
-            yield json.loads(store.packer.text(conn, *row))
+            yield loads(store.packer.text(conn, *row))

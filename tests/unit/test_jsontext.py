@@ -1,0 +1,126 @@
+"""``jsontext.loads`` gives what ``json.loads`` gives, value for value and type for type, and fails where it fails.
+
+msgspec decodes, and the standard library takes over whatever msgspec refuses. Its rules differ from ``json``'s on
+a few inputs (``1e400``, ``NaN``, lone surrogates, UTF-16 bytes); each is pinned below, and hypothesis checks the
+rest for any JSON it can write and any text or bytes at all.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from include.core.jsontext import loads
+
+
+def same(a, b) -> bool:
+    """Equal, and of the same types all the way down (1 is not 1.0, -0.0 is not 0.0, NaN is NaN)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return (math.isnan(a) and math.isnan(b)) or (a == b and math.copysign(1, a) == math.copysign(1, b))
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    return a == b
+
+
+def outcome(decode, text):
+    try:
+        return "value", decode(text)
+    except RecursionError:
+        return "error", RecursionError
+    except ValueError:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
+        return "error", ValueError
+
+
+def assert_as_json_does(text) -> None:
+    ours, theirs = outcome(loads, text), outcome(json.loads, text)
+    assert ours[0] == theirs[0], (text, ours, theirs)
+    if ours[0] == "value":
+        assert same(ours[1], theirs[1]), (text, ours[1], theirs[1])
+    else:
+        assert ours[1] is theirs[1], (text, ours, theirs)
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()  # beyond 64 bits too
+    | st.floats()  # NaN, infinities, -0.0, subnormals
+    | st.text(),  # lone surrogates too
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=400)
+@given(value=json_values, ascii_only=st.booleans())
+def test_any_json_the_standard_library_writes_reads_back_the_same(value, ascii_only):
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    assert_as_json_does(text)
+    try:
+        encoded = text.encode()
+    except UnicodeEncodeError:  # a lone surrogate written raw: no UTF-8 for it
+        return
+    assert_as_json_does(encoded)
+
+
+@settings(max_examples=400)
+@given(text=st.text(alphabet=st.sampled_from('{}[]",:0123456789.eE+-tnfrulasN\\ \t\nuIy\ud800é')))
+def test_any_text_of_json_characters_reads_or_fails_as_json_does(text):
+    assert_as_json_does(text)
+
+
+@settings(max_examples=300)
+@given(raw=st.binary(max_size=64))
+def test_any_bytes_read_or_fail_as_json_does(raw):
+    assert_as_json_does(raw)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "1e400",  # json: infinity; msgspec: out of range
+        "-1e400",
+        "[1e-400]",  # underflows to 0.0 in both
+        "NaN",
+        "[Infinity, -Infinity]",
+        '"\\ud800"',  # a lone surrogate, escaped
+        '"\\udc00\\ud800"',
+        '{"a": 1, "a": 2}',  # the last one wins in both
+        "123456789012345678901234567890",  # beyond 64 bits
+        "-0",
+        "-0.0",
+        "1E2",
+        "1.0",
+        '"\\u0000\\u001f\\u2028"',
+        "\ufeff{}",  # a BOM in text: json refuses it
+        b"\xef\xbb\xbf{}",  # ... in UTF-8 bytes: json reads it
+        '{"a": 1}'.encode("utf-16"),  # json reads UTF-16 and UTF-32 bytes
+        '{"a": 1}'.encode("utf-32-le"),
+        b'"\xed\xa0\x80"',  # a surrogate encoded in UTF-8: json reads it (surrogatepass)
+        b'"\xff"',
+        "",
+        "  ",
+        "[1,]",
+        '{"a":1}x',
+        "[" * 100_000 + "]" * 100_000,  # nested too deeply for both
+    ],
+)
+def test_inputs_where_msgspec_and_json_disagree_read_as_json_reads_them(text):
+    assert_as_json_does(text)
+
+
+def test_parse_constant_is_used_for_nan_and_infinity():
+    def refuse(constant):
+        raise ValueError(f"{constant} refused")
+
+    with pytest.raises(ValueError, match="NaN refused"):
+        loads('{"x": NaN}', parse_constant=refuse)
+    assert loads('{"x": "NaN"}', parse_constant=refuse) == {"x": "NaN"}

@@ -6,9 +6,9 @@ as infinity), ``NaN`` and ``Infinity``, lone surrogates (``"\\ud800"``), text in
 a text they give the same value (tests/unit/test_jsontext.py checks it for any JSON hypothesis can write), so a
 caller gets what ``json.loads`` would give, and the errors ``json.loads`` raises, with their positions.
 
-Only decoding: the store's canonical JSON is the standard library's spelling (``events.canonical_json``), and
-msgspec spells some floats differently (``1e16`` for ``1e+16``, ``0.00001`` for ``1e-05``), which would change every
-such event's dedup key.
+``json_bytes`` encodes answers (the HTTP routes', ``api/answers.py``). Not the store's canonical JSON: that is the
+standard library's spelling (``events.canonical_json``), and msgspec spells some floats differently (``1e16`` for
+``1e+16``, ``0.00001`` for ``1e-05``), which would change every such event's dedup key. The value is the same.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 
 _decoder = msgspec.json.Decoder()
+_encoder = msgspec.json.Encoder(decimal_format="number")  # PostgreSQL's NUMERIC sums arrive as Decimal
 
 
 def loads(text: str | bytes | bytearray, parse_constant: Callable[[str], Any] | None = None) -> Any:
@@ -27,7 +28,21 @@ def loads(text: str | bytes | bytearray, parse_constant: Callable[[str], Any] | 
     ``-Infinity`` become) only ever runs in the fallback: msgspec refuses those words."""
     try:
         return _decoder.decode(text)
-    # DecodeError: also msgspec's ValidationError (a number out of range), a subclass. UnicodeDecodeError: bytes
-    # that are not UTF-8, which json may still read (UTF-16, UTF-32, surrogates encoded in UTF-8)
-    except (msgspec.DecodeError, UnicodeDecodeError):
+    # DecodeError: also msgspec's ValidationError (a number out of range), a subclass. UnicodeError: bytes that are
+    # not UTF-8, which json may still read (UTF-16, UTF-32, surrogates encoded in UTF-8), or text holding a lone
+    # surrogate, which msgspec cannot make UTF-8 of and json reads as it is
+    except (msgspec.DecodeError, UnicodeError):
         return json.loads(text, parse_constant=parse_constant)
+
+
+def json_bytes(value: Any, fallback: Callable[[Any], Any] | None = None) -> bytes:
+    """``value`` as compact UTF-8 JSON, keys in their order, as ``json.dumps(value, ensure_ascii=False,
+    separators=(",", ":"))`` reads back, but ``NaN`` and the infinities, which JSON has not: they are ``null`` (``json``
+    writes words no JSON parser reads, or refuses them). What msgspec cannot encode (a key that is not a string, a
+    type it does not know) is first made plain by ``fallback`` (FastAPI's ``jsonable_encoder``, for an answer)."""
+    try:
+        return _encoder.encode(value)
+    except (TypeError, msgspec.EncodeError):
+        if fallback is None:
+            raise
+        return _encoder.encode(fallback(value))

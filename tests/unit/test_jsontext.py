@@ -1,4 +1,5 @@
-"""``jsontext.loads`` gives what ``json.loads`` gives, value for value and type for type, and fails where it fails.
+"""``jsontext.loads`` gives what ``json.loads`` gives, value for value and type for type, and fails where it fails;
+``jsontext.json_bytes`` writes what ``json.dumps`` writes, read back.
 
 msgspec decodes, and the standard library takes over whatever msgspec refuses. Its rules differ from ``json``'s on
 a few inputs (``1e400``, ``NaN``, lone surrogates, UTF-16 bytes); each is pinned below, and hypothesis checks the
@@ -9,12 +10,13 @@ from __future__ import annotations
 
 import json
 import math
+from decimal import Decimal
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from include.core.jsontext import loads
+from include.core.jsontext import json_bytes, loads
 
 
 def same(a, b) -> bool:
@@ -92,6 +94,7 @@ def test_any_bytes_read_or_fail_as_json_does(raw):
         "NaN",
         "[Infinity, -Infinity]",
         '"\\ud800"',  # a lone surrogate, escaped
+        '"\ud800"',  # ... and raw in the text
         '"\\udc00\\ud800"',
         '{"a": 1, "a": 2}',  # the last one wins in both
         "123456789012345678901234567890",  # beyond 64 bits
@@ -124,3 +127,45 @@ def test_parse_constant_is_used_for_nan_and_infinity():
     with pytest.raises(ValueError, match="NaN refused"):
         loads('{"x": NaN}', parse_constant=refuse)
     assert loads('{"x": "NaN"}', parse_constant=refuse) == {"x": "NaN"}
+
+
+answer_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text().filter(lambda t: t.encode("utf-8", "ignore")),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.tuples(inner, inner) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+def plain(value):
+    """What ``json.dumps`` then ``json.loads`` make of a value, NaN and the infinities as null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value
+
+
+@settings(max_examples=400)
+@given(value=answer_values)
+def test_an_answer_encodes_to_json_that_reads_back_as_the_standard_library_writes_it(value):
+    try:
+        encoded = json_bytes(value)
+    except UnicodeEncodeError:  # a lone surrogate: not UTF-8, for either encoder
+        with pytest.raises(UnicodeEncodeError):
+            json.dumps(value, ensure_ascii=False).encode()
+        return
+    assert same(json.loads(encoded), plain(json.loads(json.dumps(value)))), encoded
+
+
+def test_an_answer_keeps_its_key_order_and_writes_decimals_as_numbers():
+    assert json_bytes({"b": 1, "a": [Decimal("1.50"), Decimal("3")]}) == b'{"b":1,"a":[1.50,3]}'
+
+
+def test_what_msgspec_cannot_encode_is_made_plain_by_the_fallback_first():
+    with pytest.raises(TypeError):
+        json_bytes({("a", 1): 1})
+    assert json_bytes({("a", 1): 1}, fallback=lambda v: {str(k): x for k, x in v.items()}) == b"{\"('a', 1)\":1}"

@@ -24,6 +24,7 @@ from starlette.concurrency import run_in_threadpool
 
 from include.core import settings
 from include.lineage.api import data, page, server
+from include.lineage.api.answers import JSONAnswer
 from include.lineage.api.errors import install_error_handlers, store_unavailable_response
 from include.lineage.queries import LineageQueries
 from include.lineage.store import LineageStore, default_store_url
@@ -103,26 +104,26 @@ def create_ui_app(
 
     @app.get("/ui/graph", dependencies=read)
     def ui_graph(as_of: str | None = Query(None, alias="asOf")):
-        return data.graph(queries, as_of)
+        return JSONAnswer(data.graph(queries, as_of))
 
     @app.get("/ui/provenance", dependencies=read)
     def ui_provenance(run_id: str = Query(..., alias="run")):
-        return data.provenance(queries, run_id)
+        return JSONAnswer(data.provenance(queries, run_id))
 
     @app.get("/ui/node", dependencies=read)
     def ui_node(node_id: str = Query(..., alias="id")):
-        return data.node_detail(queries, node_id)
+        return JSONAnswer(data.node_detail(queries, node_id))
 
     @app.get("/ui/impact", dependencies=read)
     def ui_impact(node_id: str = Query(..., alias="id")):
-        return data.impact(queries, node_id)
+        return JSONAnswer(data.impact(queries, node_id))
 
     @app.get("/ui/columns", dependencies=read)
     def ui_columns(column: str = Query(..., alias="id")):
-        return data.columns(queries, column)
+        return JSONAnswer(data.columns(queries, column))
 
     @app.get("/ui/diff", dependencies=read)
     def ui_diff(run_a: str = Query(..., alias="a"), run_b: str = Query(..., alias="b")):
-        return data.diff(queries, run_a, run_b)
+        return JSONAnswer(data.diff(queries, run_a, run_b))
 
     return app

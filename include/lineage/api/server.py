@@ -64,6 +64,7 @@ from include.core import settings
 from include.core.errors import ConfigurationError
 from include.lineage import validation
 from include.lineage.api.admission import FairAdmission
+from include.lineage.api.answers import JSONAnswer
 from include.lineage.api.body import decode_json, gunzip_limited, parse_json, read_limited, require_json
 from include.lineage.api.errors import install_error_handlers
 from include.lineage.api.intake import Admitted, Refused, admit
@@ -430,13 +431,13 @@ def create_app(
         as_of: str | None = Query(None, alias="asOf", description="ISO-8601 time with its UTC offset"),
         history: str | None = Query(None, description="all: every edge ever seen, with when"),
     ):
-        return queries.marquez_lineage(_bounded("nodeId", node_id), depth, as_of=as_of, history=history)
+        return JSONAnswer(queries.marquez_lineage(_bounded("nodeId", node_id), depth, as_of=as_of, history=history))
 
     @app.get("/api/v1/runlineage/upstream", dependencies=read)
     def get_run_lineage_upstream(
         run_id: str = Query(..., alias="runId"), depth: int = Query(DEFAULT_DEPTH, ge=0, le=1000)
     ):
-        return run_lineage_json(queries.run_lineage(_bounded("runId", run_id), depth))
+        return JSONAnswer(run_lineage_json(queries.run_lineage(_bounded("runId", run_id), depth)))
 
     @app.get("/api/v1/column-lineage", dependencies=read)
     def get_column_lineage(node_id: str = Query(..., alias="nodeId"), depth: int = Query(DEFAULT_DEPTH, ge=0, le=1000)):
@@ -444,7 +445,7 @@ def create_app(
         if ref.startswith("datasetField:"):
             namespace_name, _, column = ref.removeprefix("datasetField:").rpartition(":")
             ref = f"{namespace_name}.{column}"
-        return queries.column_graph(queries.columns(ref, depth))
+        return JSONAnswer(queries.column_graph(queries.columns(ref, depth)))
 
     @app.get(HEALTH_PATH)
     async def health(request: Request):

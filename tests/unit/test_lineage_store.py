@@ -426,6 +426,34 @@ def test_impact_of_a_dataset_lists_downstream_datasets_jobs_and_the_runs_that_re
     assert {r["id"] for r in result["runs"]} == {ids["actuals"], ids["naive"], ids["weather"]}
 
 
+def test_impact_lists_each_run_once_newest_first_however_many_impacted_datasets_it_read(store):
+    """A run reading two of the impacted datasets is one run of the answer (the query joins a row per dataset);
+    runs come newest first, runs of one start time by id, and ``as_of`` keeps only the runs started by then."""
+    t = "2025-03-01T{:02d}:00:00+00:00".format
+    split = str(uuid.uuid4())
+    both = sorted(str(uuid.uuid4()) for _ in range(2))  # two runs of one start time
+    late = str(uuid.uuid4())
+    events = [
+        _event(
+            "COMPLETE", "dag.split", split, t(1), [_table("raw")], [_table("x", output=True), _table("y", output=True)]
+        )
+    ]
+    for run_id, hour in ((both[0], 2), (both[1], 2), (late, 5)):
+        events += [
+            _event("START", "dag.join", run_id, t(hour), [_table("x"), _table("y")], [_table("z", output=True)]),
+            _event("COMPLETE", "dag.join", run_id, t(hour + 1), [_table("x"), _table("y")], [_table("z", output=True)]),
+        ]
+    store.ingest(events)
+    queries = LineageQueries(store)
+    # dag.split read the focus itself: its run is one of them
+    assert [r["id"] for r in queries.impact("nyc.raw")["runs"]] == [late, both[1], both[0], split]
+    assert [r["id"] for r in queries.impact("nyc.raw", as_of=t(3))["runs"]] == [both[1], both[0], split]
+    run = queries.impact("nyc.raw")["runs"][0]
+    assert set(run) == {"id", "job", "state", "startedAt", "endedAt"}
+    assert run["job"] == {"namespace": NS, "name": "dag.join"} and run["state"] == "COMPLETED"
+    assert run["startedAt"].startswith("2025-03-01T05:00:00") and run["endedAt"].startswith("2025-03-01T06:00:00")
+
+
 def test_upstream_tree_and_marquez_shape(store):
     events, _ = _pipeline_events()
     store.ingest(events)

@@ -31,22 +31,20 @@ def runs_reading(conn: Connection, sub: Subgraph) -> list[dict]:
         for chunk in chunks(dataset_node_ids)
         for row in conn.execute(select(d.c.id).where(d.c.node_id.in_(chunk))).scalars()
     ]
+    # Only the columns of a run's summary (a run's facets are a kilobyte), each run once: a run reading several of
+    # the datasets was a row per dataset (a hub's impact at 10^6 events: 106,214 rows of full runs for 58,966 runs)
+    read_them = select(rd.c.run_id).where(rd.c.direction == "input", rd.c.dataset_id.in_(dataset_ids or [-1]))
     runs: list[dict] = []
-    seen = set()
     for chunk in chunks(job_node_ids):
         query = (
-            select(r, j.c.namespace, j.c.name)
+            select(r.c.id, r.c.state, r.c.started_at, r.c.ended_at, j.c.namespace, j.c.name)
             .join(j, j.c.id == r.c.job_id)
-            .join(rd, rd.c.run_id == r.c.id)
-            .where(j.c.node_id.in_(chunk), rd.c.direction == "input", rd.c.dataset_id.in_(dataset_ids or [-1]))
+            .where(j.c.node_id.in_(chunk), r.c.id.in_(read_them))
         )
         if sub.as_of is not None:
             query = query.where(run_start() <= sub.as_of)
-        for row in conn.execute(query):
-            if row.id not in seen:
-                seen.add(row.id)
-                runs.append(run_summary(row))
-    runs.sort(key=lambda run: run["startedAt"] or run["endedAt"] or "", reverse=True)
+        runs.extend(map(run_summary, conn.execute(query)))
+    runs.sort(key=lambda run: (run["startedAt"] or run["endedAt"] or "", run["id"]), reverse=True)
     return runs
 
 

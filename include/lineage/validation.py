@@ -19,6 +19,7 @@ from pathlib import Path
 import jsonschema_rs
 
 from include.core import settings
+from include.core.jsontext import json_bytes
 
 PROJECT_SCHEMAS = settings.PROJECT_ROOT / "include" / "lineage" / "schemas"
 EVENT_SCHEMA_ID = "https://openlineage.io/spec/2-0-2/OpenLineage.json"
@@ -283,8 +284,7 @@ class IngestValidator:
             return None  # a custom facet: an object is all OpenLineage asks of it here
         if facet.get("_deleted") is True:
             validator = self.base
-        text = json.dumps(facet, separators=(",", ":"), ensure_ascii=False, sort_keys=True).encode()
-        seen = (facet_kind, key, hashlib.blake2b(text, digest_size=16).digest())
+        seen = (facet_kind, key, hashlib.blake2b(json_bytes(facet, sort_keys=True), digest_size=16).digest())
         with self._lock:
             known = seen in self._valid
             if known:
@@ -355,7 +355,7 @@ def check_limits(event: dict, max_datasets: int | None, max_facet_bytes: int | N
         return
     for path, _kind, facets in facet_groups(event):
         for key, facet in facets.items() if isinstance(facets, dict) else ():
-            size = len(json.dumps(facet, separators=(",", ":"), ensure_ascii=False).encode())
+            size = len(json_bytes(facet))  # compact UTF-8 JSON
             if size > max_facet_bytes:
                 raise InvalidEventError(
                     f"facet {key!r} at {path}.{key} is {size:,} bytes as JSON; the limit is {max_facet_bytes:,} "

@@ -169,3 +169,23 @@ def test_what_msgspec_cannot_encode_is_made_plain_by_the_fallback_first():
     with pytest.raises(TypeError):
         json_bytes({("a", 1): 1})
     assert json_bytes({("a", 1): 1}, fallback=lambda v: {str(k): x for k, x in v.items()}) == b"{\"('a', 1)\":1}"
+
+
+@settings(max_examples=300)
+@given(value=answer_values)
+def test_sorted_keys_give_one_spelling_per_value_whatever_the_insertion_order(value):
+    """``sort_keys=True`` keys ``validation.py``'s cache of facets found valid: a value must have one spelling."""
+
+    def reversed_keys(item):
+        if isinstance(item, dict):
+            return {k: reversed_keys(item[k]) for k in reversed(list(item))}
+        if isinstance(item, list | tuple):
+            return [reversed_keys(v) for v in item]
+        return item
+
+    try:
+        spelled = json_bytes(value, sort_keys=True)
+    except UnicodeEncodeError:
+        return
+    assert json_bytes(reversed_keys(value), sort_keys=True) == spelled
+    assert same(json.loads(spelled), plain(json.loads(json.dumps(value, sort_keys=True))))

@@ -62,6 +62,7 @@ LINEAGE_RANKS = {
 QUERIES = "include.lineage.queries"
 QUERIES_RANKS = {
     f"{QUERIES}.sql": 0,
+    f"{QUERIES}.model_snapshot": 0,
     f"{QUERIES}.names": 1,
     f"{QUERIES}.model": 1,
     f"{QUERIES}.walks": 2,

@@ -11,14 +11,18 @@ import tempfile
 import uuid
 from pathlib import Path
 
+import msgspec
+import pytest
+import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, select, text, update
 
+from include.lineage.queries import model_snapshot
 from include.lineage.queries.model import MarquezModel, ModelCache, _Replay
 from include.lineage.store import LineageStore
 from include.lineage.store.marquez_view import CompactEvent, marquez_column
-from include.lineage.store.schema import events_table
+from include.lineage.store.schema import events_table, model_snapshots_table
 from tests.unit.test_marquez_graph import ds, event
 
 JOBS = ("j1", "j2", "j3")
@@ -179,3 +183,144 @@ def test_a_model_built_from_every_event_is_set_apart_from_the_collector_and_one_
         store.ingest([event("COMPLETE", "j2", str(uuid.uuid4()), "2025-03-01T11:00:00Z", [ds("b")], [ds("c")])])
         assert ("marquez-tests", "j2") in cached(store, cache).jobs
         assert cache.full_replays == 1 and gc.get_freeze_count() == frozen
+
+
+# ------------------------------------------------------------------------------------------------ snapshots
+def _replay_parts(store: LineageStore) -> dict:
+    """The parts of a replay of every stored event, the reference a snapshot must give back."""
+    e = events_table.c
+    with store.engine.connect() as conn:
+        compact = [
+            CompactEvent.of_row(row.id, row.event_time, None, store.packer.text(conn, row.id, row.payload, row.packed))
+            for row in conn.execute(select(e.id, e.event_time, e.payload, e.packed))
+        ]
+    replay = _Replay(MarquezModel())
+    replay.run(sorted(compact, key=lambda c: (c.time, c.id)))
+    return replay.parts()
+
+
+def _snapshots(store: LineageStore) -> list[tuple[int, int]]:
+    s = model_snapshots_table.c
+    with store.engine.connect() as conn:
+        return [tuple(row) for row in conn.execute(select(s.events, s.last_event_id).order_by(s.id))]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(deliveries=arrivals())
+def test_a_process_starting_from_the_stores_snapshot_has_the_model_a_replay_of_every_event_gives(deliveries):
+    """After each delivery: the kept model, and that of a process started then (``lineage serve`` restarted), which
+    reads the snapshot the first one wrote and replays only what came after it, are both the replay's."""
+    with tempfile.TemporaryDirectory() as folder, LineageStore(f"sqlite:///{Path(folder) / 's.db'}") as store:
+        cache = ModelCache(store.packer, store.engine)
+        cache.SNAPSHOT_EVERY = 1  # a snapshot at each delivery, so that restarts start from one
+        for delivery in deliveries:
+            store.ingest(delivery)
+            assert cached(store, cache) == replayed_from_payloads(store)
+            restarted = ModelCache(store.packer, store.engine)
+            assert cached(store, restarted) == replayed_from_payloads(store)
+            assert restarted.snapshots_read == 1 and restarted.full_replays == 0
+            assert model_snapshot.decode(model_snapshot.encode(restarted._replay.parts())) == _replay_parts(store)
+
+
+def test_a_restart_replays_only_the_events_after_the_snapshot_and_snapshots_follow_growth(tmp_path, monkeypatch):
+    with LineageStore(f"sqlite:///{tmp_path / 's.db'}") as store:
+        events = [
+            event("COMPLETE", f"j{i % 3}", str(uuid.uuid4()), f"2025-03-01T10:{i:02d}:00Z", [ds("a")], [ds("b")])
+            for i in range(12)
+        ]
+        store.ingest(events[:4])
+        first = ModelCache(store.packer, store.engine)
+        first.SNAPSHOT_EVERY = 4
+        cached(store, first)
+        assert _snapshots(store) == [(4, 4)] and first.full_replays == 1
+        store.ingest(events[4:6])
+        cached(store, first)
+        assert _snapshots(store) == [(4, 4)], "2 new events: fewer than SNAPSHOT_EVERY"
+        store.ingest(events[6:8])
+        cached(store, first)
+        assert _snapshots(store) == [(8, 8)], "4 since the last: a new snapshot, the older one deleted"
+        store.ingest(events[8:12])
+        read = []
+        real = ModelCache._read
+        monkeypatch.setattr(
+            ModelCache, "_read", lambda self, conn, where: read.append(where) or real(self, conn, where)
+        )
+        restarted = ModelCache(store.packer, store.engine)
+        assert cached(store, restarted) == replayed_from_payloads(store)
+        assert restarted.snapshots_read == 1 and restarted.full_replays == 0
+        assert len(read) == 1 and read[0] is not None, "only the events after the snapshot were read"
+        assert len(restarted._compact) == 4
+        # a late event after a start from a snapshot: every event is read and replayed
+        store.ingest([event("COMPLETE", "j1", str(uuid.uuid4()), "2025-03-01T09:00:00Z", [ds("a")], [ds("d")])])
+        assert cached(store, restarted) == replayed_from_payloads(store) and restarted.full_replays == 1
+
+
+def test_a_snapshot_of_other_events_than_the_stores_is_not_read(tmp_path):
+    """Events pruned after the snapshot was taken (or committed late under a lower id): its count of the events up to
+    its last one is not the store's, so it is not the replay of the store's events."""
+    with LineageStore(f"sqlite:///{tmp_path / 's.db'}") as store:
+        for hour, (job, source, target) in enumerate([("j1", "a", "b"), ("j2", "b", "c")]):
+            when = f"2025-03-01T{10 + hour}:00:00Z"
+            store.ingest([event("COMPLETE", job, str(uuid.uuid4()), when, [ds(source)], [ds(target)])])
+        cached(store, ModelCache(store.packer, store.engine))
+        with store.engine.begin() as conn:
+            conn.execute(delete(events_table).where(events_table.c.id == 1))
+        restarted = ModelCache(store.packer, store.engine)
+        assert cached(store, restarted) == replayed_from_payloads(store)
+        assert restarted.snapshots_read == 0 and restarted.full_replays == 1
+        assert set(cached(store, restarted).job_io()) == {("marquez-tests", "j2")}
+
+
+DAMAGED = {
+    "not zstd": lambda good: b"not a snapshot",
+    "zstd of garbage": lambda good: zstandard.ZstdCompressor().compress(b"\xc1\xc1\xc1"),
+    "truncated": lambda good: good[: len(good) // 2],
+    "another format": lambda good: _redo(good, format=99),
+    "a name index out of range": lambda good: _redo(good, jobs=[10**6]),
+    "a negative name index": lambda good: _redo(good, jobs=[-1]),
+    "a name that is not text": lambda good: _redo(good, refs=[[1, 2]]),
+    "a list where a number belongs": lambda good: _redo(good, applied=[1]),
+    "a row too short": lambda good: _redo(good, writer=[[0]]),
+    "not an object": lambda good: zstandard.ZstdCompressor().compress(msgspec.msgpack.encode([1, 2])),
+}
+
+
+def _redo(good: bytes, **changes) -> bytes:
+    document = msgspec.msgpack.decode(zstandard.ZstdDecompressor().decompress(good))
+    document.update(changes)
+    return zstandard.ZstdCompressor().compress(msgspec.msgpack.encode(document))
+
+
+@pytest.mark.parametrize("damage", list(DAMAGED))
+def test_a_damaged_snapshot_is_refused_named_and_every_event_replayed(tmp_path, damage, caplog):
+    with LineageStore(f"sqlite:///{tmp_path / 's.db'}") as store:
+        store.ingest([event("COMPLETE", "j1", str(uuid.uuid4()), "2025-03-01T10:00:00Z", [ds("a")], [ds("b")])])
+        cached(store, ModelCache(store.packer, store.engine))
+        with store.engine.begin() as conn:
+            good = bytes(conn.execute(select(model_snapshots_table.c.data)).scalar())
+            damaged = DAMAGED[damage](good)
+            conn.execute(update(model_snapshots_table).values(data=damaged))
+        with pytest.raises(model_snapshot.SnapshotUnreadableError):
+            model_snapshot.decode(damaged)
+        restarted = ModelCache(store.packer, store.engine)
+        assert cached(store, restarted) == replayed_from_payloads(store)
+        assert restarted.snapshots_read == 0 and restarted.full_replays == 1
+        if damage != "another format":  # a snapshot of another format is passed over without reading it
+            assert "snapshot could not be read" in caplog.text
+
+
+def test_a_snapshot_that_cannot_be_written_is_logged_and_not_tried_again_at_each_answer(tmp_path, caplog, monkeypatch):
+    with LineageStore(f"sqlite:///{tmp_path / 's.db'}") as store:
+        with store.engine.begin() as conn:  # as for a role that may not write it
+            conn.execute(text("DROP TABLE lineage_model_snapshots"))
+        tries = []
+        encode = model_snapshot.encode
+        monkeypatch.setattr(model_snapshot, "encode", lambda parts: tries.append(1) or encode(parts))
+        cache = ModelCache(store.packer, store.engine)
+        cache.SNAPSHOT_EVERY = 3
+        for minute in range(4):
+            when = f"2025-03-01T10:{minute:02d}:00Z"
+            store.ingest([event("COMPLETE", "j1", str(uuid.uuid4()), when, [ds("a")], [ds("b")])])
+            assert cached(store, cache) == replayed_from_payloads(store)
+        assert cache.snapshots_written == 0 and "snapshot could not be written" in caplog.text
+        assert len(tries) == 2, "after the first replay, then once 3 more events came: not at every answer"

@@ -98,7 +98,9 @@ UNCOMPARED = {"marquez", "payload", "packed"}  # of lineage_events: see _compare
 def _compared(table) -> list:
     """The columns compared row for row: all but ``lineage_events.marquez``, which a row stored before 0009 lacks by
     design (``_marquez_views`` compares what it reads as), and the event's text, in ``payload`` before 0010 and
-    packed since (``_event_texts`` compares what it reads as)."""
+    packed since (``_event_texts`` compares what it reads as); and when a snapshot of Marquez's model was taken."""
+    if table.name == "lineage_model_snapshots":  # when each store took its snapshot: the rest must be the same
+        return [column for column in table.columns if column.name != "taken_at"]
     return [column for column in table.columns if table.name != "lineage_events" or column.name not in UNCOMPARED]
 
 

@@ -32,7 +32,7 @@ from include.lineage.store import LineageStore
 class LineageQueries:
     def __init__(self, store: LineageStore):
         self.store = store
-        self._models = ModelCache(store.packer)
+        self._models = ModelCache(store.packer, store.engine)
 
     # ------------------------------------------------------------------------- names
     def resolve(self, ref: str, conn: Connection | None = None) -> Node:

@@ -3,20 +3,26 @@ events, whatever the closure table holds (``marquez.py`` answers ``GET /api/v1/l
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from sqlalchemy import case, func, select
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import SQLAlchemyError
 
 from include.core.collector import cyclic_gc_paused, set_apart_what_is_alive
+from include.lineage.queries import model_snapshot
 from include.lineage.store.marquez_view import CompactEvent, Ref
 from include.lineage.store.packing import PayloadPacker
-from include.lineage.store.schema import events_table
+from include.lineage.store.schema import events_table, model_snapshots_table
 
 DONE = frozenset({"COMPLETE", "FAIL", "ABORT"})  # OpenLineageDao.getRunState(...).isDone()
 _TERMINAL = frozenset({"COMPLETE", "FAIL"})  # LineageEvent.isTerminalEvent()
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -82,6 +88,34 @@ class _Replay:
         self.versions: dict[tuple, tuple[str, int]] = {}
         self.applied = 0  # events replayed so far: the next one's place in the order
         self.last: tuple[str, int] | None = None  # (time, id) of the last event replayed
+
+    def parts(self) -> dict:
+        """What the replay holds, for a snapshot (``model_snapshot.encode``)."""
+        model = self.model
+        return {
+            "registry": model.registry,
+            "inputs": model.inputs,
+            "outputs": model.outputs,
+            "writer": model.writer,
+            "reader": model.reader,
+            "jobs": model.jobs,
+            "run_io": self.run_io,
+            "versions": self.versions,
+            "applied": self.applied,
+            "last": self.last,
+        }
+
+    @classmethod
+    def of_parts(cls, parts: dict) -> _Replay:
+        """The replay a snapshot holds (``model_snapshot.decode``), ready to go on with the events after it."""
+        replay = cls(
+            MarquezModel(
+                parts["registry"], parts["inputs"], parts["outputs"], parts["writer"], parts["reader"], parts["jobs"]
+            )
+        )
+        replay.run_io, replay.versions = parts["run_io"], parts["versions"]
+        replay.applied, replay.last = parts["applied"], parts["last"]
+        return replay
 
     def run(self, compact_events: Iterable[CompactEvent]) -> MarquezModel:
         """Replay events that sort after every event replayed so far (by time, then id), continuing the order."""
@@ -175,17 +209,32 @@ class ModelCache:
     """The model of the stored events, kept until the store has other events. New events that all sort after those
     already replayed (the usual case: events arrive in about the order they happened) are replayed onto the kept
     model; a late one (earlier than the newest replayed) or a deleted one (``lineage prune``) replays every event
-    again, from the compact events kept in memory. Each event is read from its ``marquez`` column (its payload only
-    for rows stored before that column). One per ``LineageQueries``; locked, as one may answer several requests at
-    once."""
+    again. Each event is read from its ``marquez`` column (its payload only for rows stored before that column). One
+    per ``LineageQueries``; locked, as one may answer several requests at once.
 
-    def __init__(self, packer: PayloadPacker):
+    With ``engine``, a process starts from the store's newest snapshot of the model (``model_snapshot.py``) when it
+    is the replay of exactly the events stored up to its last one, and replays only the events stored since; it
+    writes a snapshot after each replay of every event and once the events replayed since the last one are a quarter
+    as many as it holds (at least ``SNAPSHOT_EVERY``). A snapshot that cannot be read or written is logged and
+    passed over: the model is then replayed, as without snapshots."""
+
+    SNAPSHOT_EVERY = 10_000
+
+    def __init__(self, packer: PayloadPacker, engine: Engine | None = None):
         self.packer = packer  # a row without the compact column is read from its (packed) payload
+        self.engine = engine  # where snapshots are read and written; None: never
         self._lock = threading.Lock()
         self._key: tuple | None = None
         self._replay: _Replay | None = None
+        # the compact events read so far, for a replay of every event; after a start from a snapshot only those
+        # stored since it (``_complete`` False), and all are read when every event must be replayed
         self._compact: dict[int, CompactEvent] = {}
+        self._complete = True
+        self._seen = 0  # how many events the replay is of: all those with an id up to ``_since``
+        self._since = 0
+        self._snapshot_seen: int | None = None  # events of the newest snapshot written or read; None: none yet
         self.full_replays = 0  # how many times every event was replayed (the cost a late event brings)
+        self.snapshots_read = self.snapshots_written = 0
 
     def model(self, conn: Connection) -> MarquezModel:
         e = events_table
@@ -193,28 +242,99 @@ class ModelCache:
         with self._lock, cyclic_gc_paused():
             if self._replay is not None and self._key == key:
                 return self._replay.model
-            known = self._compact
-            since = max(known) if known else 0
-            new = self._read(conn, e.c.id > since)
-            known.update((event.id, event) for event in new)
+            if self._replay is None and self._seen == 0 and self.engine is not None:
+                self._start_from_snapshot(conn)
+            new = self._read(conn, e.c.id > self._since)
+            self._compact.update((event.id, event) for event in new)
             # rows stored since the count was taken are not in it; anything else the count disagrees with (a row
-            # deleted, or one committed late under a lower id) means the kept events are not the store's: read all
-            if len(known) - sum(1 for event in new if event.id > (key[1] or 0)) != key[0]:
-                known.clear()
-                known.update((event.id, event) for event in self._read(conn, None))
-                self._replay = None
+            # deleted, or one committed late under a lower id) means the events replayed are not the store's
+            if self._seen + sum(1 for event in new if event.id <= (key[1] or 0)) != key[0]:
+                self._read_every_event(conn)
+                new = []
+            else:
+                self._seen += len(new)
+                self._since = max((event.id for event in new), default=self._since)
             new.sort(key=lambda c: (c.time, c.id))
             if self._replay is not None and self._replay.follows(new):
                 # onto a copy: a request still walking the model it was given must not see it change under it
                 self._replay.model = self._replay.model.copy()
                 self._replay.run(new)
+                due = max(self.SNAPSHOT_EVERY, (self._snapshot_seen or 0) // 4)
+                if self._snapshot_seen is None or self._seen - self._snapshot_seen >= due:
+                    self._write_snapshot()
             else:
+                if not self._complete:
+                    self._read_every_event(conn)
                 self._replay = _Replay(MarquezModel())
-                self._replay.run(sorted(known.values(), key=lambda c: (c.time, c.id)))
+                self._replay.run(sorted(self._compact.values(), key=lambda c: (c.time, c.id)))
                 self.full_replays += 1
+                self._write_snapshot()
                 set_apart_what_is_alive()  # the model is kept: later collections need not walk it
             self._key = key
             return self._replay.model
+
+    def _read_every_event(self, conn: Connection) -> None:
+        self._compact = {event.id: event for event in self._read(conn, None)}
+        self._complete = True
+        self._seen, self._since = len(self._compact), max(self._compact, default=0)
+        self._replay = None
+
+    def _start_from_snapshot(self, conn: Connection) -> None:
+        """The newest snapshot as the replay, when it is the replay of exactly the events now stored up to its last
+        one (none deleted since, none committed late under a lower id)."""
+        s, e = model_snapshots_table.c, events_table.c
+        try:
+            row = conn.execute(
+                select(s.id, s.events, s.last_event_id, s.data)
+                .where(s.format == model_snapshot.FORMAT)
+                .order_by(s.last_event_id.desc(), s.id.desc())
+                .limit(1)
+            ).first()
+            if row is None:
+                return
+            stored = conn.execute(select(func.count()).where(e.id <= row.last_event_id)).scalar()
+            if stored != row.events:
+                log.info(
+                    "the model's snapshot %s is of %s events, the store has %s up to it: not read",
+                    row.id,
+                    row.events,
+                    stored,
+                )
+                return
+            replay = _Replay.of_parts(model_snapshot.decode(bytes(row.data)))
+        except (model_snapshot.SnapshotUnreadableError, SQLAlchemyError) as error:
+            log.warning("the model's snapshot could not be read (%s): every event is replayed", error)
+            return
+        self._replay, self._seen, self._since = replay, row.events, row.last_event_id
+        self._snapshot_seen, self._complete, self._compact = row.events, False, {}
+        self.snapshots_read += 1
+        set_apart_what_is_alive()  # kept, as a replayed model is
+
+    def _write_snapshot(self) -> None:
+        """The replay as the store's newest snapshot, older ones deleted; never fails the answer being made."""
+        if self.engine is None or self._replay is None:
+            return
+        s = model_snapshots_table.c
+        try:
+            data = model_snapshot.encode(self._replay.parts())
+            with self.engine.begin() as conn:
+                conn.execute(
+                    model_snapshots_table.insert().values(
+                        format=model_snapshot.FORMAT,
+                        events=self._seen,
+                        last_event_id=self._since,
+                        taken_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                        data=data,
+                    )
+                )
+                conn.execute(model_snapshots_table.delete().where(s.last_event_id < self._since))
+        except (SQLAlchemyError, OSError, ValueError, TypeError) as error:
+            # tried again only once as many more events came as a snapshot would wait for: a store this process
+            # cannot write to (a read-only role) must not cost every answer a failed write
+            log.warning("the model's snapshot could not be written (%s): a restart replays more events", error)
+        else:
+            self.snapshots_written += 1
+        self._snapshot_seen = self._seen
 
     def _read(self, conn: Connection, where) -> list[CompactEvent]:
         e = events_table

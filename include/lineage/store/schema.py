@@ -55,6 +55,17 @@ payload_dictionaries_table = Table(
     Column("data", LargeBinary, nullable=False),
 )
 
+model_snapshots_table = Table(
+    "lineage_model_snapshots",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("format", Integer, nullable=False),  # queries/model_snapshot.py FORMAT
+    Column("events", Integer, nullable=False),  # how many events it is the replay of ...
+    Column("last_event_id", Integer, nullable=False),  # ... all of those with an id up to this one
+    Column("taken_at", String(32), nullable=False),
+    Column("data", LargeBinary, nullable=False),
+)
+
 nodes_table = Table(
     "lineage_nodes",
     metadata,

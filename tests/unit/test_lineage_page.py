@@ -120,7 +120,8 @@ def test_every_route_obeys_the_access_dependencies(lineage_paths):
     assert {"/api/v1/lineage", "/api/v1/column-lineage", "/api/v1/health", "/ui/graph", "/"} <= routes
 
 
-def test_page_data_and_errors_without_a_guard(lineage_paths):
+def _one_run_store(lineage_paths) -> tuple[LineageStore, str]:
+    """A store holding one run of dag.merge_raw (staging -> raw): its START and COMPLETE."""
     store = LineageStore(f"sqlite:///{lineage_paths.lineage / 'store.db'}")
     run = str(uuid.uuid4())
     store.ingest(
@@ -129,6 +130,11 @@ def test_page_data_and_errors_without_a_guard(lineage_paths):
             _event("dag.merge_raw", ["staging"], ["raw"], run_id=run),
         ]
     )
+    return store, run
+
+
+def test_page_data_and_errors_without_a_guard(lineage_paths):
+    store, run = _one_run_store(lineage_paths)
     client = TestClient(create_ui_app(store=store, paths=lineage_paths))
     graph = client.get("/ui/graph").json()
     assert {n["label"] for n in graph["nodes"]} == {"nyc_taxi.staging", "nyc_taxi.raw", "dag.merge_raw"}
@@ -383,14 +389,7 @@ def test_read_routes_answer_without_fastapis_encoder_and_with_the_same_json(line
     """The read routes return ``JSONAnswer`` (api/answers.py): FastAPI's ``jsonable_encoder``, which took 159 of the
     301 ms of a 1,264-node ``/api/v1/lineage`` answer, is never called for them, and the JSON is the one it would
     have made from the same answer."""
-    store = LineageStore(f"sqlite:///{lineage_paths.lineage / 'store.db'}")
-    run = str(uuid.uuid4())
-    store.ingest(
-        [
-            _event("dag.merge_raw", ["staging"], ["raw"], "START", run),
-            _event("dag.merge_raw", ["staging"], ["raw"], run_id=run),
-        ]
-    )
+    store, run = _one_run_store(lineage_paths)
     client = TestClient(create_ui_app(store=store, paths=lineage_paths))
     routes = {
         "/ui/graph": lambda q: data.graph(q),

@@ -29,15 +29,22 @@ JOBS = ("j1", "j2", "j3")
 DATASETS = ("a", "b", "c", "d")
 
 
-def replayed_from_payloads(store: LineageStore) -> MarquezModel:
-    """The reference: every stored payload parsed and replayed in (event time, id) order."""
+def _replay_of_payloads(store: LineageStore) -> _Replay:
+    """Every stored payload parsed and replayed in (event time, id) order."""
     e = events_table.c
     with store.engine.connect() as conn:
         compact = [
             CompactEvent.of_row(row.id, row.event_time, None, store.packer.text(conn, row.id, row.payload, row.packed))
             for row in conn.execute(select(e.id, e.event_time, e.payload, e.packed))
         ]
-    return MarquezModel.replay(sorted(compact, key=lambda c: (c.time, c.id)))
+    replay = _Replay(MarquezModel())
+    replay.run(sorted(compact, key=lambda c: (c.time, c.id)))
+    return replay
+
+
+def replayed_from_payloads(store: LineageStore) -> MarquezModel:
+    """The reference: every stored payload parsed and replayed in (event time, id) order."""
+    return _replay_of_payloads(store).model
 
 
 def cached(store: LineageStore, cache: ModelCache) -> MarquezModel:
@@ -188,15 +195,7 @@ def test_a_model_built_from_every_event_is_set_apart_from_the_collector_and_one_
 # ------------------------------------------------------------------------------------------------ snapshots
 def _replay_parts(store: LineageStore) -> dict:
     """The parts of a replay of every stored event, the reference a snapshot must give back."""
-    e = events_table.c
-    with store.engine.connect() as conn:
-        compact = [
-            CompactEvent.of_row(row.id, row.event_time, None, store.packer.text(conn, row.id, row.payload, row.packed))
-            for row in conn.execute(select(e.id, e.event_time, e.payload, e.packed))
-        ]
-    replay = _Replay(MarquezModel())
-    replay.run(sorted(compact, key=lambda c: (c.time, c.id)))
-    return replay.parts()
+    return _replay_of_payloads(store).parts()
 
 
 def _snapshots(store: LineageStore) -> list[tuple[int, int]]:

@@ -38,7 +38,8 @@ class AuditCache:
     over ``lineage_runs.facets``, then each match's JSON): 0.7 s on a store of 10^6 events, every time the page drew
     its graph. Kept, only the runs of events stored since are read again; a store whose events are not the ones seen
     plus new ones (``lineage prune`` deleted some, or one committed late under a lower id) is read whole again, as
-    Marquez's model is (``queries/model.py``, ``ModelCache``)."""
+    Marquez's model is (``queries/model.py``, ``ModelCache``). The audits handed out are the kept ones: callers read
+    them and never change them."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -60,10 +61,8 @@ class AuditCache:
         e = events_table
         seen_count, seen_last = self._key or (0, None)
         if self._key is not None and seen_last is not None:
-            counted = conn.execute(
-                select(func.count(), func.max(e.c.id)).where(e.c.id > seen_last, e.c.id <= (key[1] or 0))
-            ).one()
-            if seen_count + counted[0] == key[0]:  # the events seen, all still there, plus new ones
+            counted = conn.execute(select(func.count()).where(e.c.id > seen_last, e.c.id <= (key[1] or 0))).scalar()
+            if seen_count + counted == key[0]:  # the events seen, all still there, plus new ones
                 runs = conn.execute(
                     select(e.c.run_id).distinct().where(e.c.id > seen_last, e.c.run_id.is_not(None))
                 ).scalars()

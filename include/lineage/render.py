@@ -85,7 +85,8 @@ def render_impact(result: dict) -> str:
     lines += [f"  {sub.depths[n.id]:>3} hops  {n.label}" for n in datasets] or ["  (none)"]
     lines.append("jobs to re-run:")
     lines += [f"  {sub.depths[n.id]:>3} hops  {n.label}" for n in jobs] or ["  (none)"]
-    lines.append("runs that read affected data:")
+    since = result.get("since")
+    lines.append(f"runs that read affected data{f' (started since {since})' if since else ''}:")
     lines += [
         f"  {r['id']}  {r['job']['name']}  {r['state']}  {r['startedAt'] or r['endedAt'] or ''}" for r in runs
     ] or ["  (none)"]
@@ -356,7 +357,8 @@ def render_columns(result: dict) -> str:
 
 # ----------------------------------------------------------------------------- JSON forms
 def impact_json(queries: LineageQueries, result: dict) -> dict:
-    return {**queries.marquez_graph(result["subgraph"]), "runs": result["runs"]}
+    since = {"since": result["since"]} if result.get("since") else {}
+    return {**queries.marquez_graph(result["subgraph"]), "runs": result["runs"], **since}
 
 
 def run_impact_json(queries: LineageQueries, result: dict) -> dict:

@@ -448,6 +448,10 @@ def test_impact_lists_each_run_once_newest_first_however_many_impacted_datasets_
     # dag.split read the focus itself: its run is one of them
     assert [r["id"] for r in queries.impact("nyc.raw")["runs"]] == [late, both[1], both[0], split]
     assert [r["id"] for r in queries.impact("nyc.raw", as_of=t(3))["runs"]] == [both[1], both[0], split]
+    # --since: only the runs started at or after it (a bound on an answer that otherwise grows with history)
+    assert [r["id"] for r in queries.impact("nyc.raw", since=t(2))["runs"]] == [late, both[1], both[0]]
+    assert [r["id"] for r in queries.impact("nyc.raw", since=t(3))["runs"]] == [late]
+    assert queries.impact("nyc.raw", since=t(6))["runs"] == []
     run = queries.impact("nyc.raw")["runs"][0]
     assert set(run) == {"id", "job", "state", "startedAt", "endedAt"}
     assert run["job"] == {"namespace": NS, "name": "dag.join"} and run["state"] == "COMPLETED"
@@ -534,6 +538,17 @@ def test_cli_exit_codes_and_messages(tmp_path, capsys):
     assert "dataset:file:/warehouse/forecast" in {node["id"] for node in graph}
     assert cli.main(["impact", "--run", ids["actuals"][:8], "--store", url]) == 0
     assert "nyc.forecast" in capsys.readouterr().out
+    # --since: runs started at or after it, named in the answer; a time without its offset, or with --run, is exit 2
+    assert cli.main(["impact", "nyc.raw", "--since", "2025-02-01T00:00:03Z", "--store", url, "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["since"].startswith("2025-02-01T00:00:03") and answer["runs"]
+    assert all(run["startedAt"] >= answer["since"] for run in answer["runs"])
+    assert cli.main(["impact", "nyc.raw", "--since", "2025-02-01T00:00:03Z", "--store", url]) == 0
+    assert "(started since 2025-02-01T00:00:03" in capsys.readouterr().out
+    assert cli.main(["impact", "nyc.raw", "--since", "2025-02-01T00:00:03", "--store", url]) == 2
+    assert "--since" in capsys.readouterr().err
+    assert cli.main(["impact", "--run", ids["actuals"][:8], "--since", "2025-02-01T00:00:03Z", "--store", url]) == 2
+    assert "not a run's" in capsys.readouterr().err
 
 
 def test_lineage_validate_names_a_line_that_is_no_event_and_checks_the_rest(tmp_path, monkeypatch, capsys):

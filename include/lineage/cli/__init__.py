@@ -7,7 +7,8 @@
     lineage upstream --run RUN         a run's provenance: dataset versions it read, the runs that wrote them, ...
     lineage downstream NODE            everything that depends on it
     lineage impact NODE | --run RUN    every dataset, job and run downstream: what to recompute, re-run, roll back
-      (upstream, downstream, impact NODE: --as-of TIME the graph as it was then; --all-history every edge ever seen)
+      (upstream, downstream, impact NODE: --as-of TIME the graph as it was then; --all-history every edge ever seen;
+       impact NODE --since TIME: only the runs started since then)
     lineage runs JOB                   runs of a job, newest first, with their dataset versions
     lineage diff RUN_A RUN_B           what changed between two runs: versions, code, parameters, schema, state
                                        (--upstream: and in their provenance: upstream runs, versions, job versions)
@@ -388,16 +389,19 @@ def impact(options) -> int:
 
     if bool(options.node) == bool(options.run):
         return _usage_error(options, "give a NODE or --run RUN_ID (one of them)")
-    if options.run and (options.as_of is not None or options.all_history):
-        return _usage_error(options, "--as-of and --all-history are for a NODE's impact, not a run's")
+    if options.run and (options.as_of is not None or options.all_history or options.since is not None):
+        return _usage_error(options, "--as-of, --all-history and --since are for a NODE's impact, not a run's")
+    from include.lineage.queries import parse_instant
+
     when = _when(options)
+    since = parse_instant(options.since, "--since") if options.since is not None else None
     with _store(options) as store:
         queries = LineageQueries(store)
         if options.run:
             result = queries.impact_of_run(options.run)
             _emit(options, lambda: render.run_impact_json(queries, result), lambda: render.render_run_impact(result))
         else:
-            result = queries.impact(options.node, options.depth, **when)
+            result = queries.impact(options.node, options.depth, since=since, **when)
             _emit(options, lambda: render.impact_json(queries, result), lambda: render.render_impact(result))
     return 0
 

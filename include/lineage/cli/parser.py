@@ -137,6 +137,13 @@ def impact(add: Add, options: Options) -> None:
     sub.add_argument(
         "--run", metavar="RUN_ID", help="what this run (and its child runs) wrote, and every run that read it"
     )
+    sub.add_argument(
+        "--since",
+        metavar="TIME",
+        default=None,
+        help="only the runs started at or after TIME (ISO-8601 with its UTC offset): which runs read the data since "
+        "a bad write, instead of every run of a year of history",
+    )
 
 
 def runs(add: Add, options: Options) -> None:

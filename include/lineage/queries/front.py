@@ -97,13 +97,20 @@ class LineageQueries:
 
     # ------------------------------------------------------------------------- impact
     def impact(
-        self, ref: str, depth: int = DEFAULT_DEPTH, *, as_of: str | None = None, all_history: bool = False
+        self,
+        ref: str,
+        depth: int = DEFAULT_DEPTH,
+        *,
+        as_of: str | None = None,
+        all_history: bool = False,
+        since: str | None = None,
     ) -> dict:
         """Every dataset, job and run downstream of a node: what to recompute, re-run or roll back. ``as_of``: in the
-        graph of that instant, and only runs started by then; ``all_history``: along every edge ever seen."""
+        graph of that instant, and only runs started by then; ``all_history``: along every edge ever seen;
+        ``since`` (a UTC instant, ``parse_instant``): only runs started at or after it."""
         sub = self.downstream(ref, depth, as_of=as_of, all_history=all_history)
         with self.store.engine.connect() as conn:
-            return {"subgraph": sub, "runs": impact.runs_reading(conn, sub)}
+            return {"subgraph": sub, "runs": impact.runs_reading(conn, sub, since), "since": since}
 
     def impact_of_run(self, run_ref: str) -> dict:
         """What a run (and its child runs) wrote, every later run that read it, transitively, and what lies

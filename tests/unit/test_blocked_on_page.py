@@ -16,6 +16,7 @@ from include.lineage.api import audits, data
 from include.lineage.api.app import create_ui_app
 from include.lineage.queries import LineageQueries
 from include.lineage.store import LineageStore
+from include.lineage.store.change_key import note_events_deleted
 from include.lineage.store.schema import events_table, runs_table
 from include.quality import review
 from tests.support import tap_node
@@ -187,6 +188,7 @@ def test_the_audits_are_kept_between_asks_and_only_new_events_runs_read_again(tm
     assert [a["blocked"] for a in cache.audits(store)] == [False, False] == [a["blocked"] for a in fresh()]
     with store.engine.begin() as conn:  # as lineage prune does: events and runs deleted
         conn.execute(events_table.delete().where(events_table.c.run_id == BASE[0]["run"]["runId"]))
+        note_events_deleted(conn)
         conn.execute(runs_table.delete().where(runs_table.c.id == BASE[0]["run"]["runId"]))
     assert cache.audits(store) == fresh() and [a["branch"] for a in cache.audits(store)] == ["audit_taxi_202502_b"]
     assert cache.full_reads == 2

@@ -21,6 +21,7 @@ from sqlalchemy import delete, select, text, update
 from include.lineage.queries import model_snapshot
 from include.lineage.queries.model import MarquezModel, ModelCache, _Replay
 from include.lineage.store import LineageStore
+from include.lineage.store.change_key import note_events_deleted
 from include.lineage.store.marquez_view import CompactEvent, marquez_column
 from include.lineage.store.schema import events_table, model_snapshots_table
 from tests.unit.test_marquez_graph import ds, event
@@ -119,6 +120,7 @@ def test_a_pruned_event_replays_all_and_a_row_without_the_column_is_read_from_it
         with store.engine.begin() as conn:  # a row of the release before 0009, and the oldest event pruned
             conn.execute(update(events_table).values(marquez=None))
             conn.execute(delete(events_table).where(events_table.c.id == 1))
+            note_events_deleted(conn)  # as lineage prune does
         after = cached(store, cache)
         assert after == replayed_from_payloads(store)
         assert set(after.job_io()) == {("marquez-tests", "j2")} and cache.full_replays == 2
@@ -264,6 +266,7 @@ def test_a_snapshot_of_other_events_than_the_stores_is_not_read(tmp_path):
         cached(store, ModelCache(store.packer, store.engine))
         with store.engine.begin() as conn:
             conn.execute(delete(events_table).where(events_table.c.id == 1))
+            note_events_deleted(conn)  # as lineage prune does
         restarted = ModelCache(store.packer, store.engine)
         assert cached(store, restarted) == replayed_from_payloads(store)
         assert restarted.snapshots_read == 0 and restarted.full_replays == 1
@@ -323,3 +326,34 @@ def test_a_snapshot_that_cannot_be_written_is_logged_and_not_tried_again_at_each
             assert cached(store, cache) == replayed_from_payloads(store)
         assert cache.snapshots_written == 0 and "snapshot could not be written" in caplog.text
         assert len(tries) == 2, "after the first replay, then once 3 more events came: not at every answer"
+
+
+def test_lineage_prune_moves_the_change_key_and_the_kept_model_and_audits_read_the_store_again(tmp_path):
+    """The kept model is keyed by the newest id and the deletions counter, not by a count of the events: a prune
+    moves the counter in its transaction, so a running reader replays what is left; ingest moves the newest id."""
+    from datetime import UTC, datetime, timedelta
+
+    from include.lineage.api import audits
+    from include.lineage.store.change_key import events_key
+    from include.lineage.store.retention import prune_store
+
+    with LineageStore(f"sqlite:///{tmp_path / 's.db'}") as store:
+        store.ingest([event("COMPLETE", "j1", str(uuid.uuid4()), "2025-01-01T10:00:00Z", [ds("a")], [ds("d")])])
+        store.ingest([event("COMPLETE", "j1", str(uuid.uuid4()), "2025-01-02T10:00:00Z", [ds("a")], [ds("b")])])
+        store.ingest([event("COMPLETE", "j2", str(uuid.uuid4()), "2025-03-01T10:00:00Z", [ds("b")], [ds("c")])])
+        cache = ModelCache(store.packer, store.engine)
+        assert set(cached(store, cache).job_io()) == {("marquez-tests", "j1"), ("marquez-tests", "j2")}
+        audits.audit_runs(store)
+        with store.engine.connect() as conn:
+            before = events_key(conn)
+        cached(store, cache)
+        with store.engine.connect() as conn:
+            assert events_key(conn) == before, "reading moves nothing"
+        report = prune_store(store, timedelta(days=30), now=datetime(2025, 3, 2, tzinfo=UTC))
+        assert report.counts["events"] == 1, "j1's older run (each job keeps its latest)"
+        with store.engine.connect() as conn:
+            assert events_key(conn) == (before[0], before[1] + 1)
+        assert cached(store, cache) == replayed_from_payloads(store) and cache.full_replays == 2
+        assert audits._caches[store].full_reads == 1
+        audits.audit_runs(store)
+        assert audits._caches[store].full_reads == 2, "the audits are read whole again after a prune"

@@ -8,11 +8,12 @@ from __future__ import annotations
 import threading
 import weakref
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from include.core import naming, settings
 from include.core.jsontext import loads
 from include.lineage.queries.sql import chunks
+from include.lineage.store.change_key import events_key
 from include.lineage.store.schema import events_table, jobs_table, runs_table
 
 # The operator's decisions about a kept audit branch (``pipeline publish`` / ``pipeline discard``, include/quality/
@@ -37,7 +38,7 @@ class AuditCache:
     """The audit runs of a store, kept until it has other events. Finding them reads every run's facets (a ``LIKE``
     over ``lineage_runs.facets``, then each match's JSON): 0.7 s on a store of 10^6 events, every time the page drew
     its graph. Kept, only the runs of events stored since are read again; a store whose events are not the ones seen
-    plus new ones (``lineage prune`` deleted some, or one committed late under a lower id) is read whole again, as
+    plus new ones (``lineage prune`` deleted some: ``store/change_key.py``) is read whole again, as
     Marquez's model is (``queries/model.py``, ``ModelCache``). The audits handed out are the kept ones: callers read
     them and never change them."""
 
@@ -48,33 +49,26 @@ class AuditCache:
         self.full_reads = 0
 
     def audits(self, store) -> list[dict]:
-        e = events_table
         with self._lock, store.engine.connect() as conn:
-            key = tuple(conn.execute(select(func.count(), func.max(e.c.id))).one())
+            key = events_key(conn)  # (newest id, deletions): no count of the events (store/change_key.py)
             if key != self._key:
                 self._catch_up(conn, key)
             found = list(self._by_run.values())
         found.sort(key=lambda item: (item["time"] or "", item["run_id"]))
         return found
 
-    def _catch_up(self, conn, key: tuple[int, int | None]) -> None:
+    def _catch_up(self, conn, key: tuple[int | None, int]) -> None:
         e = events_table
-        seen_count, seen_last = self._key or (0, None)
-        if self._key is not None and seen_last is not None:
-            counted = conn.execute(select(func.count()).where(e.c.id > seen_last, e.c.id <= (key[1] or 0))).scalar()
-            if seen_count + counted == key[0]:  # the events seen, all still there, plus new ones
-                runs = conn.execute(
-                    select(e.c.run_id).distinct().where(e.c.id > seen_last, e.c.run_id.is_not(None))
-                ).scalars()
-                changed = list(runs)
-                for chunk in chunks(changed):
-                    for run_id in chunk:
-                        self._by_run.pop(run_id, None)
-                    self._by_run.update(_read_audits(conn, runs_table.c.id.in_(chunk)))
-                self._key = key
-                return
-        self._by_run = dict(_read_audits(conn, None))
-        self.full_reads += 1
+        seen = self._key
+        if seen is not None and seen[0] is not None and seen[1] == key[1]:  # the events seen, plus new ones
+            runs = conn.execute(select(e.c.run_id).distinct().where(e.c.id > seen[0], e.c.run_id.is_not(None)))
+            for chunk in chunks(list(runs.scalars())):
+                for run_id in chunk:
+                    self._by_run.pop(run_id, None)
+                self._by_run.update(_read_audits(conn, runs_table.c.id.in_(chunk)))
+        else:
+            self._by_run = dict(_read_audits(conn, None))
+            self.full_reads += 1
         self._key = key
 
 

@@ -15,6 +15,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from include.core.collector import cyclic_gc_paused, set_apart_what_is_alive
 from include.lineage.queries import model_snapshot
+from include.lineage.store.change_key import events_key
 from include.lineage.store.marquez_view import CompactEvent, Ref
 from include.lineage.store.packing import PayloadPacker
 from include.lineage.store.schema import events_table, model_snapshots_table
@@ -208,8 +209,8 @@ def marquez_walk(job_io: dict[Ref, tuple[frozenset[Ref], frozenset[Ref]]], start
 class ModelCache:
     """The model of the stored events, kept until the store has other events. New events that all sort after those
     already replayed (the usual case: events arrive in about the order they happened) are replayed onto the kept
-    model; a late one (earlier than the newest replayed) or a deleted one (``lineage prune``) replays every event
-    again. Each event is read from its ``marquez`` column (its payload only for rows stored before that column). One
+    model; a late one (earlier than the newest replayed) or a deleted one (``lineage prune``, seen by the store's
+    change key without counting the events: ``store/change_key.py``) replays every event again. Each event is read from its ``marquez`` column (its payload only for rows stored before that column). One
     per ``LineageQueries``; locked, as one may answer several requests at once.
 
     With ``engine``, a process starts from the store's newest snapshot of the model (``model_snapshot.py``) when it
@@ -238,20 +239,19 @@ class ModelCache:
 
     def model(self, conn: Connection) -> MarquezModel:
         e = events_table
-        key = tuple(conn.execute(select(func.count(), func.max(e.c.id))).one())
+        key = events_key(conn)  # (newest id, deletions): no count of the events (store/change_key.py)
         with self._lock, cyclic_gc_paused():
             if self._replay is not None and self._key == key:
                 return self._replay.model
             if self._replay is None and self._seen == 0 and self.engine is not None:
                 self._start_from_snapshot(conn)
-            new = self._read(conn, e.c.id > self._since)
-            self._compact.update((event.id, event) for event in new)
-            # rows stored since the count was taken are not in it; anything else the count disagrees with (a row
-            # deleted, or one committed late under a lower id) means the events replayed are not the store's
-            if self._seen + sum(1 for event in new if event.id <= (key[1] or 0)) != key[0]:
+            if self._key is not None and key[1] != self._key[1]:
+                # events deleted since (lineage prune): the events replayed are not the store's
                 self._read_every_event(conn)
                 new = []
             else:
+                new = self._read(conn, e.c.id > self._since)  # with any stored since the key was read
+                self._compact.update((event.id, event) for event in new)
                 self._seen += len(new)
                 self._since = max((event.id for event in new), default=self._since)
             new.sort(key=lambda c: (c.time, c.id))

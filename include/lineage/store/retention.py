@@ -31,6 +31,7 @@ from pathlib import Path
 from sqlalchemy import delete, func, select, text, tuple_
 
 from include.lineage.errors import LineageError
+from include.lineage.store.change_key import note_events_deleted
 from include.lineage.store.schema import (
     dataset_versions_table,
     datasets_table,
@@ -219,6 +220,7 @@ def prune_store(store, older_than: timedelta, dry_run: bool = False, now: dateti
             report.counts = counts
             if dry_run:
                 return report
+            note_events_deleted(conn)  # readers keeping what they read of the events read them again
             for chunk in _chunks(old_runs):
                 conn.execute(delete(events_table).where(e.run_id.in_(chunk)))
                 conn.execute(delete(run_datasets_table).where(rd.run_id.in_(chunk)))

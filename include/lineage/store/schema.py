@@ -55,6 +55,14 @@ payload_dictionaries_table = Table(
     Column("data", LargeBinary, nullable=False),
 )
 
+store_state_table = Table(
+    "lineage_store_state",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),  # one row, id 1 (migration 0012)
+    # moved by whatever deletes events (lineage prune): store/change_key.py
+    Column("events_deleted", Integer, nullable=False),
+)
+
 model_snapshots_table = Table(
     "lineage_model_snapshots",
     metadata,

@@ -13,7 +13,7 @@ from sqlalchemy import select
 from include.core import naming, settings
 from include.core.jsontext import loads
 from include.lineage.queries.sql import chunks
-from include.lineage.store.change_key import events_key
+from include.lineage.store.change_key import EventsKey, events_key
 from include.lineage.store.schema import events_table, jobs_table, runs_table
 
 # The operator's decisions about a kept audit branch (``pipeline publish`` / ``pipeline discard``, include/quality/
@@ -44,7 +44,7 @@ class AuditCache:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._key: tuple[int, int | None] | None = None  # (count, greatest id) of the events the audits are of
+        self._key: EventsKey | None = None  # the store's change key when the audits were read (change_key.py)
         self._by_run: dict[str, dict] = {}
         self.full_reads = 0
 
@@ -57,7 +57,7 @@ class AuditCache:
         found.sort(key=lambda item: (item["time"] or "", item["run_id"]))
         return found
 
-    def _catch_up(self, conn, key: tuple[int | None, int]) -> None:
+    def _catch_up(self, conn, key: EventsKey) -> None:
         e = events_table
         seen = self._key
         if seen is not None and seen[0] is not None and seen[1] == key[1]:  # the events seen, plus new ones

@@ -210,8 +210,9 @@ class ModelCache:
     """The model of the stored events, kept until the store has other events. New events that all sort after those
     already replayed (the usual case: events arrive in about the order they happened) are replayed onto the kept
     model; a late one (earlier than the newest replayed) or a deleted one (``lineage prune``, seen by the store's
-    change key without counting the events: ``store/change_key.py``) replays every event again. Each event is read from its ``marquez`` column (its payload only for rows stored before that column). One
-    per ``LineageQueries``; locked, as one may answer several requests at once.
+    change key without counting the events: ``store/change_key.py``) replays every event again. Each event is read
+    from its ``marquez`` column (its payload only for rows stored before that column). One per ``LineageQueries``;
+    locked, as one may answer several requests at once.
 
     With ``engine``, a process starts from the store's newest snapshot of the model (``model_snapshot.py``) when it
     is the replay of exactly the events stored up to its last one, and replays only the events stored since; it

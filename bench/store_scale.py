@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import json
 import os
 import random
@@ -57,11 +58,13 @@ CLIENTS = 4
 BATCH = 100
 POST_EVENTS = 2_000
 RETENTION = timedelta(days=90)
+WEEK_DAYS = 7
 # gzip level of the day files. Measured on 5,000 generated events (23.8 MB of JSON lines): level 1 wrote 1.62 MB
 # (14.7x, 312 MB/s compressing, 439 MB/s decompressing), level 6 0.75 MB (31.6x, 151 MB/s, 519 MB/s); writing the
 # day files took 96 ms at 1 and 178 ms at 6 against 460 ms to generate the events. Level 6: a year at 10^7 events is
 # ~1.7 GB on disk instead of ~3.6 GB (~53 GB uncompressed), for ~3 minutes more of writing, and reads no slower.
 GZIP_LEVEL = 6
+MANIFEST = "history.json"
 
 
 def _progress(message: str) -> None:
@@ -113,20 +116,61 @@ def write_days(history: History, folder: Path) -> tuple[list[Path], str]:
     return files, last
 
 
+def history_identity(history: History) -> dict:
+    """What makes two histories the same events: their size, seed, days and start, and the generator's source."""
+    source = Path(__file__).with_name("history.py").read_bytes()
+    return {
+        "events": history.total,
+        "seed": history.seed,
+        "days": history.days,
+        "start": history.start.isoformat(),
+        "generator_sha256": hashlib.sha256(source).hexdigest(),
+    }
+
+
+def kept_days(history: History, folder: Path) -> tuple[list[Path], str]:
+    """``write_days``, unless ``folder`` already holds this very history (a 10^7-event year is ~20 minutes of
+    writing): its manifest, written last, names the history and the files; files missing or a manifest of another
+    history mean writing it again."""
+    manifest = folder / MANIFEST
+    identity = history_identity(history)
+    try:
+        kept = json.loads(manifest.read_text())
+        files = [folder / name for name in kept["files"]]
+        if kept["history"] == identity and all(path.exists() for path in files):
+            return files, kept["end"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # no manifest, or one this code cannot read: the history is written again
+    manifest.unlink(missing_ok=True)
+    files, end = write_days(history, folder)
+    manifest.write_text(json.dumps({"history": identity, "files": [path.name for path in files], "end": end}))
+    return files, end
+
+
 # ---------------------------------------------------------------------------------------------------- databases
 @contextmanager
-def postgres_server(folder: Path) -> Iterator[Callable[[str], str]]:
-    """A throwaway PostgreSQL cluster on loopback; yields a function that makes a fresh database and gives its URL."""
+def postgres_server(folder: Path, keep: bool = False) -> Iterator[Callable[..., str]]:
+    """A PostgreSQL cluster on loopback; yields ``database(name, fresh=True)``, which gives a database's URL, made
+    afresh (dropped first) unless ``fresh`` is false. A throwaway cluster is deleted at the end; a kept one (``keep``)
+    is only stopped, its role's password in ``<folder>.password`` (mode 600), and is started again by the next run."""
     from include.services import postgres
 
-    if folder.exists():
+    if folder.exists() and not keep:
         shutil.rmtree(folder, ignore_errors=True)
-    cluster = postgres.Cluster(folder, ports.free_port()).init().start(durable=False)
-    password = secrets.token_hex(16)
+    cluster = postgres.Cluster(folder, ports.free_port()).init()
+    if cluster.running():  # a kept cluster left running by an interrupted run: its port, not a new one
+        cluster = postgres.Cluster(folder, cluster.running_port() or cluster.port)
+    cluster.start(durable=False)
+    password_file = folder.with_name(folder.name + ".password")
+    password = password_file.read_text().strip() if keep and password_file.exists() else secrets.token_hex(16)
+    if keep:
+        password_file.write_text(password)
+        password_file.chmod(0o600)
     cluster.ensure_role("lineage", password)
 
-    def database(name: str) -> str:
-        cluster.sql(f'DROP DATABASE IF EXISTS "{name}"')
+    def database(name: str, fresh: bool = True) -> str:
+        if fresh:
+            cluster.sql(f'DROP DATABASE IF EXISTS "{name}"')
         cluster.ensure_database(name, "lineage")
         return f"postgresql+psycopg2://lineage:{password}@127.0.0.1:{cluster.port}/{name}"
 
@@ -134,7 +178,8 @@ def postgres_server(folder: Path) -> Iterator[Callable[[str], str]]:
         yield database
     finally:
         cluster.stop()
-        shutil.rmtree(folder, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def storage(store) -> dict:
@@ -169,22 +214,78 @@ def storage(store) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------------- ingest
-def backlog_ingest(files: list[Path], url: str, env: dict) -> dict:
-    """``lineage ingest`` of the day files, in chunks of command lines; wall and child CPU seconds."""
+def backlog_ingest(
+    files: list[Path], url: str, env: dict, chunk: int = 100, after: Callable[[int, dict], None] | None = None
+) -> dict:
+    """``lineage ingest`` of the day files, ``chunk`` files a command; wall and child CPU seconds. ``after(done,
+    figures)`` is called after each command with the files done so far and the figures until then."""
     lineage = str(Path(sys.executable).with_name("lineage"))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    for start in range(0, len(files), 100):
+    figures = {"seconds": 0.0, "cpu_seconds": 0.0}
+    for start in range(0, len(files), chunk):
         subprocess.run(
-            [lineage, "ingest", "--store", url, *map(str, files[start : start + 100])],
+            [lineage, "ingest", "--store", url, *map(str, files[start : start + chunk])],
             env=env,
             check=True,
             stdout=subprocess.DEVNULL,
         )
-    wall = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"seconds": round(wall, 2), "cpu_seconds": round(cpu, 2)}
+        now = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (now.ru_utime - before.ru_utime) + (now.ru_stime - before.ru_stime)
+        figures = {"seconds": round(time.perf_counter() - started, 2), "cpu_seconds": round(cpu, 2)}
+        if after:
+            after(min(start + chunk, len(files)), figures)
+    return figures
+
+
+def day_file_events(files: list[Path]) -> int:
+    """How many events (lines) the day files hold."""
+    count = 0
+    for path in files:
+        with gzip.open(path, "rb") as day:
+            count += sum(1 for line in day if line.strip())
+    return count
+
+
+# ---------------------------------------------------------------------------------------------------- kept stores
+# A kept store (``--keep``) is built over as many runs as it takes (10^7 events are hours of ingest here): its record,
+# ``build-<database>-<events>.json`` beside it, says which history it holds, how many of its day files are in, the
+# seconds and CPU seconds they took, and each run's share. An interrupted run ingests again at most the last command's
+# files, which the store keeps once (events are deduplicated). A measured store has had the week held back, more
+# events and a prune: it is "spent", and the next run builds it again.
+BUILD_CHUNK = 5
+
+
+def read_build(record: Path, identity: dict) -> dict | None:
+    """The build record of the store, or None when there is none, it is of another history, or the store is spent."""
+    try:
+        build = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(build, dict) or build.get("history") != identity or build.get("state") != "building":
+        return None
+    return build
+
+
+def resume_build(files: list[Path], url: str, env: dict, record: Path, build: dict) -> dict:
+    """Ingest the files the record says are not in yet, writing the record after each command; the build's totals."""
+    done = int(build["files_done"])
+    if done >= len(files):
+        return build
+    segment = {"files_from": done, "seconds": 0.0, "cpu_seconds": 0.0, "load_average_start": os.getloadavg()}
+    build["segments"].append(segment)
+    base_seconds, base_cpu = build["seconds"], build["cpu_seconds"]
+
+    def note(finished: int, figures: dict) -> None:
+        build["files_done"] = done + finished
+        build["seconds"] = round(base_seconds + figures["seconds"], 2)
+        build["cpu_seconds"] = round(base_cpu + figures["cpu_seconds"], 2)
+        segment.update(figures, files_to=done + finished, load_average_end=os.getloadavg())
+        record.write_text(json.dumps(build, indent=1))
+
+    _progress(f"{record.name}: {done} of {len(files)} day files in; ingesting the rest")
+    backlog_ingest(files[done:], url, env, chunk=BUILD_CHUNK, after=note)
+    return build
 
 
 def in_shares(work: Callable[[list], None], items: list, clients: int) -> float:
@@ -397,7 +498,14 @@ def prune_while_reading(store, history: History, end: str, seed: int = 11) -> di
 
 # ---------------------------------------------------------------------------------------------------- the run
 def measure(
-    work_dir: Path, sizes: list[int], databases: list[str], queries: int, clients: int, post_events: int
+    work_dir: Path,
+    sizes: list[int],
+    databases: list[str],
+    queries: int,
+    clients: int,
+    post_events: int,
+    keep: bool = False,
+    build_only: bool = False,
 ) -> dict:
     from include.lineage.emit import tokens
     from include.lineage.store import LineageStore
@@ -407,40 +515,73 @@ def measure(
         _progress("PostgreSQL is not installed (include/setup/system_packages.sh installs it): SQLite only")
         databases = [db for db in databases if db != "postgresql"]
     work_dir.mkdir(parents=True, exist_ok=True)
+    stores = work_dir / "kept" if keep else work_dir
+    stores.mkdir(exist_ok=True)
     var = work_dir / "var"
     token_file = tokens.ensure_tokens(var / "secrets" / tokens.TOKENS_FILE_NAME)
     writer = next(token.value for token in tokens.load_tokens(token_file) if "write" in token.scopes)
     env = {**os.environ, "PIPELINE_VAR_DIR": str(var)}
     results: dict = {"load_average_start": os.getloadavg(), "cpus": os.cpu_count(), "sizes": sizes}
-    with postgres_server(work_dir / "postgres") if "postgresql" in databases else _none() as database:
+    server = postgres_server(stores / "postgres", keep=keep) if "postgresql" in databases else _none()
+    with server as database:
         for size in sizes:
             history = History(size)
-            _progress(f"{size:,} events: writing the history ({history.dag_count} DAGs, one file a day)")
-            files, end = write_days(history, work_dir / f"history-{size}")
-            following = [json.loads(line) for line in history.following(post_events)]
-            as_of = (history.start + timedelta(days=history.days // 2)).isoformat()
+            _progress(f"{size:,} events: the history ({history.dag_count} DAGs, one file a day)")
+            if keep:
+                files, end = kept_days(history, work_dir / f"history-{size}")
+            else:
+                files, end = write_days(history, work_dir / f"history-{size}")
+            # the last week is held back from the build and measured alone: a week's backlog into a store holding
+            # the rest of the year (the whole backlog's figures are the build's and the week's together)
+            held, week = files[: max(0, len(files) - WEEK_DAYS)], files[-WEEK_DAYS:]
+            identity = history_identity(history)
             for db in databases:
                 key = f"{db}_{size}"
-                if db == "postgresql":
-                    url = database(f"lineage_{size}")
+                record = stores / f"build-{db}-{size}.json"
+                build = read_build(record, identity) if keep else None
+                if build is None:  # a new store
+                    build = {"history": identity, "state": "building", "files_done": 0, "seconds": 0.0}
+                    build.update(cpu_seconds=0.0, segments=[])
+                    if db == "postgresql":
+                        url = database(f"lineage_{size}")
+                    else:
+                        url = _fresh_sqlite(stores / f"store-{size}.db")
+                elif db == "postgresql":
+                    url = database(f"lineage_{size}", fresh=False)
                 else:
-                    path = work_dir / f"store-{size}.db"
-                    for suffix in ("", "-wal", "-shm"):
-                        Path(f"{path}{suffix}").unlink(missing_ok=True)
-                    url = f"sqlite:///{path}"
-                LineageStore(url).close()  # the tables made before the clock starts
-                _progress(f"{key}: lineage ingest of {len(files)} day files")
+                    url = f"sqlite:///{stores / f'store-{size}.db'}"
+                if not _holds_events(url) and build["files_done"]:  # the record outlived its store
+                    _progress(f"{key}: the record says {build['files_done']} day files are in, the store is empty")
+                    build.update(files_done=0, seconds=0.0, cpu_seconds=0.0, segments=[])
                 figures: dict = {"events": size, "dags": history.dag_count, "load_average": os.getloadavg()}
-                figures["backlog"] = backlog_ingest(files, url, env)
-                figures["backlog"]["events_per_second"] = round(size / figures["backlog"]["seconds"], 1)
-                figures["backlog"]["events_per_cpu_second"] = round(size / figures["backlog"]["cpu_seconds"], 1)
+                _progress(f"{key}: lineage ingest of {len(held)} day files (the week after them held back)")
+                if keep:
+                    build = resume_build(held, url, env, record, build)
+                else:
+                    build.update(backlog_ingest(held, url, env))
+                if build_only:
+                    continue
+                if keep:  # what follows changes the store: a later run builds it again
+                    record.write_text(json.dumps({**build, "state": "spent"}, indent=1))
+                week_events = day_file_events(week)
+                figures["week_backlog"] = backlog_ingest(week, url, env)
+                figures["week_backlog"]["events"] = week_events
+                figures["week_backlog"]["events_per_second"] = _rate(week_events, figures["week_backlog"]["seconds"])
+                figures["backlog"] = {
+                    "seconds": round(build["seconds"] + figures["week_backlog"]["seconds"], 2),
+                    "cpu_seconds": round(build["cpu_seconds"] + figures["week_backlog"]["cpu_seconds"], 2),
+                    "runs": max(1, len(build.get("segments", []))),
+                }
+                figures["backlog"]["events_per_second"] = _rate(size, figures["backlog"]["seconds"])
+                figures["backlog"]["events_per_cpu_second"] = _rate(size, figures["backlog"]["cpu_seconds"])
                 store = LineageStore(url)
                 try:
                     figures["storage"] = storage(store)
                     total = figures["storage"]["table_bytes"] + figures["storage"]["index_bytes"]
                     figures["storage"]["bytes_per_event"] = round(total / size, 1)
                     _progress(f"{key}: answers")
-                    figures["answers"] = answers(store, history, queries, as_of)
+                    figures["answers"] = answers(store, history, queries, as_of=_middle(history))
+                    following = _following(history, post_events, work_dir / f"history-{size}" if keep else None)
                     _progress(f"{key}: served ingest of {len(following):,} more events")
                     figures["served"] = served_ingest(url, env, writer, following, clients)
                     if size == max(sizes):
@@ -453,6 +594,49 @@ def measure(
                 _progress(f"{key}: {json.dumps(summary_row(figures))}")
     results["load_average_end"] = os.getloadavg()
     return results
+
+
+def _holds_events(url: str) -> bool:
+    """Whether the store at ``url`` holds any event; its tables are made first (before any clock starts)."""
+    from sqlalchemy import func, select
+
+    from include.lineage.store import LineageStore
+    from include.lineage.store.schema import events_table
+
+    store = LineageStore(url)
+    try:
+        with store.engine.connect() as conn:
+            return conn.execute(select(func.max(events_table.c.id))).scalar() is not None
+    finally:
+        store.close()
+
+
+def _rate(events: int, seconds: float) -> float:
+    return round(events / seconds, 1) if seconds > 0 else 0.0
+
+
+def _middle(history: History) -> str:
+    return (history.start + timedelta(days=history.days // 2)).isoformat()
+
+
+def _fresh_sqlite(path: Path) -> str:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    return f"sqlite:///{path}"
+
+
+def _following(history: History, count: int, kept: Path | None) -> list[dict]:
+    """The ``count`` events after the history; kept beside a kept history (generating them replays the whole
+    history: ~15 minutes at 10^7)."""
+    cache = kept / f"following-{count}.jsonl" if kept else None
+    if cache and cache.exists():
+        lines = cache.read_text(encoding="utf-8").splitlines()
+        if len(lines) == count:
+            return [json.loads(line) for line in lines]
+    lines = list(history.following(count))
+    if cache:
+        cache.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return [json.loads(line) for line in lines]
 
 
 @contextmanager
@@ -556,7 +740,16 @@ def main(argv: list[str] | None = None, project: settings.Paths | None = None) -
     parser.add_argument("--queries", type=int, default=DEFAULT_QUERIES)
     parser.add_argument("--clients", type=int, default=CLIENTS)
     parser.add_argument("--post-events", type=int, default=POST_EVENTS)
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the history, the stores and PostgreSQL under kept/ and resume their build where the last run "
+        "stopped (10^7 events are hours of ingest)",
+    )
+    parser.add_argument("--build-only", action="store_true", help="with --keep: build the stores, measure nothing")
     options = parser.parse_args(argv)
+    if options.build_only and not options.keep:
+        parser.error("--build-only builds kept stores: add --keep")
     project = project or settings.Paths.current()
     sizes = [int(size) for size in options.sizes.split(",")]
     databases = [db for db in options.databases.split(",") if db]
@@ -569,7 +762,11 @@ def main(argv: list[str] | None = None, project: settings.Paths | None = None) -
         options.queries,
         options.clients,
         options.post_events,
+        keep=options.keep,
+        build_only=options.build_only,
     )
+    if options.build_only:
+        return 0
     out = project.bench
     out.mkdir(parents=True, exist_ok=True)
     combined = out / "results.json"

@@ -68,6 +68,8 @@ def test_the_bench_measures_every_figure_on_sqlite_and_merges_its_own_section(tm
     assert written[ingest_throughput.SECTION] == {"kept": 1}, "another section's figures stay as they were"
     figures = written[store_scale.SECTION]["sqlite_700"]
     assert figures["events"] == 700 and figures["backlog"]["events_per_second"] > 0
+    assert 0 < figures["week_backlog"]["events"] < 700 and figures["week_backlog"]["events_per_second"] > 0
+    assert figures["backlog"]["runs"] == 1 and figures["backlog"]["seconds"] >= figures["week_backlog"]["seconds"]
     assert figures["storage"]["bytes_per_event"] > 0 and figures["storage"]["largest"]
     answers = figures["answers"]
     for name in ("upstream", "impact", "hub_impact", "as_of_upstream", "run_provenance", "diff_upstream"):
@@ -109,3 +111,104 @@ def test_in_shares_gives_each_thread_every_nth_item_in_order_and_raises_a_thread
     with pytest.raises(ValueError, match="client 0 failed"):
         in_shares(fail_on_the_first, list(range(6)), 2)
     assert finished == [[1, 3, 5]], "the other client ran to its end"
+
+
+# ---------------------------------------------------------------------------------------------------- kept stores
+def _events_in(path) -> int:
+    import sqlite3
+
+    with sqlite3.connect(path) as conn:
+        return conn.execute("SELECT count(*) FROM lineage_events").fetchone()[0]
+
+
+def test_a_kept_build_resumes_where_it_stopped_and_a_measured_store_is_built_again(tmp_path, monkeypatch):
+    """An interrupted ``--keep`` build goes on from the files its record says are in: the store then holds every
+    held-back-from-the-week event exactly once; measuring spends the store, and the next run builds it afresh."""
+    monkeypatch.setenv("PIPELINE_VAR_DIR", str(tmp_path / "var"))
+    monkeypatch.setattr(store_scale, "BUILD_CHUNK", 2)
+    work = settings.Paths.current().var / "bench-state-store-scale"
+    record, store = work / "kept" / "build-sqlite-900.json", work / "kept" / "store-900.db"
+    build = ["--sizes", "900", "--databases", "sqlite", "--keep", "--build-only"]
+    real_run, commands = store_scale.subprocess.run, []
+
+    def stopped_at_the_third_command(*args, **kwargs):
+        commands.append(args[0])
+        if len(commands) == 3:
+            raise KeyboardInterrupt  # the session ends mid-build
+        return real_run(*args, **kwargs)
+
+    monkeypatch.setattr(store_scale.subprocess, "run", stopped_at_the_third_command)
+    with pytest.raises(KeyboardInterrupt):
+        store_scale.main(build)
+    monkeypatch.setattr(store_scale.subprocess, "run", real_run)
+    assert json.loads(record.read_text())["files_done"] == 4, "two commands of two files each were recorded"
+
+    assert store_scale.main(build) == 0
+    files = sorted((work / "history-900").glob("*.jsonl.gz"))
+    held = files[: -store_scale.WEEK_DAYS]
+    kept = json.loads(record.read_text())
+    assert kept["state"] == "building" and kept["files_done"] == len(held)
+    assert [segment["files_from"] for segment in kept["segments"]] == [0, 4]
+    assert _events_in(store) == store_scale.day_file_events(held), "every held event once, none of the week"
+
+    measure = ["--sizes", "900", "--databases", "sqlite", "--keep", "--queries", "2", "--post-events", "20"]
+    assert store_scale.main([*measure, "--clients", "1"]) == 0
+    figures = json.loads((settings.Paths.current().bench / "results.json").read_text())[store_scale.SECTION]
+    week = figures["sqlite_900"]["week_backlog"]
+    assert week["events"] == store_scale.day_file_events(files[-store_scale.WEEK_DAYS :]) > 0
+    assert figures["sqlite_900"]["backlog"]["runs"] == 2
+    assert json.loads(record.read_text())["state"] == "spent"
+
+    assert store_scale.main(build) == 0
+    rebuilt = json.loads(record.read_text())
+    assert [segment["files_from"] for segment in rebuilt["segments"]] == [0], "built again, from the first file"
+    assert _events_in(store) == store_scale.day_file_events(held), "the week, the served events and the prune gone"
+
+
+def test_a_kept_history_is_written_once_and_again_when_it_is_another_or_incomplete(tmp_path, monkeypatch):
+    folder = tmp_path / "days"
+    files, end = store_scale.kept_days(History(600, seed=3), folder)
+    written = {path: path.stat().st_mtime_ns for path in files}
+
+    def must_not_write(*_):
+        raise AssertionError("the kept history was written again")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(store_scale, "write_days", must_not_write)
+        assert store_scale.kept_days(History(600, seed=3), folder) == (files, end)
+    assert {path: path.stat().st_mtime_ns for path in files} == written
+
+    other, _ = store_scale.kept_days(History(600, seed=4), folder)  # another history: written afresh
+    assert [item.event for path in other for item in read_event_file(path)] == list(History(600, seed=4).events())
+    other[3].unlink()  # a day file lost: the history is written again, whole
+    again, _ = store_scale.kept_days(History(600, seed=4), folder)
+    assert again == other and all(path.exists() for path in again)
+    (folder / store_scale.MANIFEST).write_text("{not json")
+    assert store_scale.kept_days(History(600, seed=4), folder)[0] == other
+
+
+@pytest.mark.parametrize(
+    ("content", "kept"),
+    [
+        (None, False),
+        ("", False),
+        ("{not json", False),
+        ("[1, 2]", False),
+        (json.dumps({"history": {"events": 1}, "state": "building", "files_done": 3}), False),
+        (json.dumps({"history": "IDENTITY", "state": "spent", "files_done": 3}), False),
+        (json.dumps({"history": "IDENTITY", "files_done": 3}), False),
+        (json.dumps({"history": "IDENTITY", "state": "building", "files_done": 3}), True),
+    ],
+)
+def test_a_build_record_is_resumed_only_when_it_is_this_historys_and_not_spent(tmp_path, content, kept):
+    identity = store_scale.history_identity(History(300, seed=1))
+    record = tmp_path / "build.json"
+    if content is not None:
+        record.write_text(content.replace('"IDENTITY"', json.dumps(identity)))
+    assert (store_scale.read_build(record, identity) is not None) is kept
+
+
+def test_build_only_asks_for_kept_stores(capsys):
+    with pytest.raises(SystemExit) as stopped:
+        store_scale.main(["--build-only"])
+    assert stopped.value.code == 2 and "--keep" in capsys.readouterr().err

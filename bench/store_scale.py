@@ -71,6 +71,10 @@ def _progress(message: str) -> None:
     print(f"bench [{time.strftime('%H:%M:%S')}] store_scale: {message}", flush=True)
 
 
+def _mean(values: list[float]) -> float:
+    return round(statistics.mean(values), 1) if values else 0
+
+
 def percentiles(values_ms: list[float]) -> dict:
     """p50 and p95 (nearest rank) of a list of milliseconds, with how many there were."""
     if not values_ms:
@@ -401,7 +405,7 @@ def answers(store, history: History, queries: int, as_of: str, seed: int = 7) ->
     for name, values in series.items():
         figures[name] = percentiles(values)
     for name, values in sizes.items():
-        figures[name]["mean_nodes"] = round(statistics.mean(values), 1) if values else 0
+        figures[name]["mean_nodes"] = _mean(values)
     figures["hub_impact"]["nodes"] = len(hub["subgraph"].nodes)
     figures["hub_impact"]["runs"] = len(hub["runs"])
 
@@ -439,12 +443,18 @@ def answers(store, history: History, queries: int, as_of: str, seed: int = 7) ->
         "json": percentiles(json_ms),
     }
 
-    provenance, diffs = [], []
+    # with each answer's size: a figure that grows with the platform (more DAGs reading each other's tables) rather
+    # than with history shows as a larger answer in the same time per entry
+    provenance, diffs, provenance_runs, diff_runs = [], [], [], []
     for run_a, run_b in sample["run_pairs"]:
-        provenance.append(timed(lambda run=run_b: lineage.run_lineage(run, depth=20))[1])
-        diffs.append(timed(lambda a=run_a, b=run_b: lineage.diff(a, b, upstream=True))[1])
-    figures["run_provenance"] = percentiles(provenance)
-    figures["diff_upstream"] = percentiles(diffs)
+        answer, ms = timed(lambda run=run_b: lineage.run_lineage(run, depth=20))
+        provenance.append(ms)
+        provenance_runs.append(len(answer["runs"]))
+        answer, ms = timed(lambda a=run_a, b=run_b: lineage.diff(a, b, upstream=True))
+        diffs.append(ms)
+        diff_runs.append(sum(len(side) for side in answer["upstream"]["provenance"]))
+    figures["run_provenance"] = {**percentiles(provenance), "mean_runs": _mean(provenance_runs)}
+    figures["diff_upstream"] = {**percentiles(diffs), "mean_runs_compared": _mean(diff_runs)}
     # the first draw after a start reads every audit run (api/audits.py); later draws read only new events' runs
     first_page = timed(lambda: data.graph(lineage))[1]
     page = [timed(lambda: data.graph(lineage))[1] for _ in range(3)]
@@ -711,6 +721,16 @@ def to_markdown(results: dict) -> str:
     row(
         "page's graph, first draw after a start (ms)",
         lambda f: f["answers"]["page_first_graph"]["first_after_start_ms"],
+    )
+    row(
+        "run provenance: runs per answer; diff: runs compared",
+        lambda f: (
+            f"{f['answers']['run_provenance']['mean_runs']}; {f['answers']['diff_upstream']['mean_runs_compared']}"
+        ),
+    )
+    row(
+        "a week's backlog into the filled store: events; events/s",
+        lambda f: f"{f['week_backlog']['events']:,}; {f['week_backlog']['events_per_second']:,.0f}",
     )
     row(
         "hub impact: nodes; runs",

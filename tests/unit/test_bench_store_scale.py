@@ -74,12 +74,13 @@ def test_the_bench_measures_every_figure_on_sqlite_and_merges_its_own_section(tm
     answers = figures["answers"]
     for name in ("upstream", "impact", "hub_impact", "as_of_upstream", "run_provenance", "diff_upstream"):
         assert answers[name]["count"] > 0 and answers[name]["p95_ms"] >= answers[name]["p50_ms"], name
+    assert answers["run_provenance"]["mean_runs"] >= 1 and answers["diff_upstream"]["mean_runs_compared"] >= 2
     marquez = answers["marquez_lineage_depth20"]
     assert marquez["nodes"] > 1 and marquez["walk"]["count"] == marquez["count"]
     assert figures["served"]["single_post_events_per_second"] > 0 and figures["served"]["batch_post_events_per_second"]
     assert figures["prune"]["seconds"] >= 0 and figures["prune"]["readers_during"]["count"] > 0
     markdown = (results.parent / "store-scale.md").read_text()
-    assert "sqlite_700" in markdown and "marquez_lineage_depth20" in markdown
+    assert "sqlite_700" in markdown and "marquez_lineage_depth20" in markdown and "a week's backlog" in markdown
 
 
 def test_its_section_is_its_own():

@@ -97,3 +97,52 @@ def test_a_transaction_writes_each_run_link_job_and_dataset_row_once_at_its_end(
     job_reads = sum(1 for statement in sent if statement.startswith("SELECT lineage_jobs."))
     assert job_reads <= 1 + len(new_jobs), f"{job_reads} reads of jobs; {len(new_jobs)} new"
     assert len(sent) < len(second) / 2, f"{len(sent)} statements for {len(second)} events"
+
+
+def _job_event(namespace: str, name: str, run: int, event_type: str, owner: str | None = None) -> dict:
+    facets = {}
+    if owner:
+        facets["ownership"] = {
+            "_producer": "https://example.com/tests",
+            "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/OwnershipJobFacet.json",
+            "owners": [{"name": owner}],
+        }
+    return {
+        "eventType": event_type,
+        "eventTime": f"2025-03-0{run}T00:00:00Z",
+        "producer": "https://example.com/tests",
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+        "run": {"runId": f"0195{run:04d}-0000-7000-8000-{hash((namespace, name)) % 10**12:012d}"},
+        "job": {"namespace": namespace, "name": name, "facets": facets},
+        "inputs": [],
+        "outputs": [],
+    }
+
+
+def test_the_batchs_jobs_are_read_by_two_value_lists_and_only_the_asked_pairs_are_taken(tmp_path):
+    """The stored jobs a batch names are read with ``namespace IN (..) AND name IN (..)``, never a row-value list
+    (PostgreSQL plans ``(a, b) IN ((..), ..)`` in time growing with the square of its length); the rows of the other
+    combinations that read brings (here ``team_a.load`` and ``team_b.clean``) are not taken for the asked ones: the
+    store is the one an event per transaction leaves."""
+    from sqlalchemy import event
+
+    jobs = [("team_a", "clean"), ("team_a", "load"), ("team_b", "clean"), ("team_b", "load")]
+    first = [_job_event(ns, name, 1, "COMPLETE", owner=f"{ns}-owner") for ns, name in jobs]
+    second = [_job_event(ns, name, 2, "COMPLETE", owner="new-owner") for ns, name in (jobs[0], jobs[3])]
+    with (
+        LineageStore(f"sqlite:///{tmp_path / 'one.db'}") as one,
+        LineageStore(f"sqlite:///{tmp_path / 'batch.db'}") as batch,
+    ):
+        one.ingest(first + second, batch_size=1)
+        batch.ingest(first, batch_size=len(first))
+        sent: list[str] = []
+        event.listen(batch.engine, "before_cursor_execute", lambda *args: sent.append(" ".join(args[2].split())))
+        batch.ingest(second, batch_size=len(second))
+        assert _tables(batch) == _tables(one)
+        with batch.engine.connect() as conn:
+            j = jobs_table.c
+            owners = dict(conn.execute(select(j.namespace + "." + j.name, j.facets)).all())
+    reads = [statement for statement in sent if statement.startswith("SELECT lineage_jobs.id")]
+    assert reads and not any("(lineage_jobs.namespace, lineage_jobs.name) IN" in read for read in reads), reads
+    assert "new-owner" in owners["team_a.clean"] and "new-owner" in owners["team_b.load"]
+    assert "new-owner" not in owners["team_a.load"] and "new-owner" not in owners["team_b.clean"]

@@ -38,7 +38,6 @@ from sqlalchemy import (
     func,
     select,
     text,
-    tuple_,
     update,
 )
 from sqlalchemy.engine import Connection, Engine
@@ -268,9 +267,12 @@ class LineageStore:
                 j.latest_run_id,
                 j.latest_run_time,
                 j.current_version_id,
-            ).where(tuple_(j.namespace, j.name).in_(wanted[start : start + _CHUNK]))
+            ).where(*_pairs_among(j.namespace, j.name, wanted[start : start + _CHUNK]))
+            chunk = set(wanted[start : start + _CHUNK])
             for row in conn.execute(query):
                 key = (row.namespace, row.name)
+                if key not in chunk:
+                    continue  # a name of the chunk in another of its namespaces
                 self._facet_rows[(jobs_table.name, *key)] = FacetRow(
                     row.id, UPDATE_JOB_FACETS, row.facets, row.facet_times, row.updated_at
                 )
@@ -482,6 +484,14 @@ class LineageStore:
 
 def _p(name: str):
     return bindparam(name)
+
+
+def _pairs_among(first, second, pairs: list[tuple]) -> tuple:
+    """Where clauses that keep the rows whose (``first``, ``second``) may be one of ``pairs``: each column in its own
+    values (the caller drops the rows of other combinations). Not ``(a, b) IN ((..), ..)``: PostgreSQL plans a row
+    list as an OR of every pair, in time growing with the square of its length: 56 ms of planning for 500 jobs,
+    against 0.2 ms for two lists, a day's backlog reading ~12,000 jobs (Trap 55)."""
+    return first.in_(sorted({pair[0] for pair in pairs})), second.in_(sorted({pair[1] for pair in pairs}))
 
 
 def _in_chunks(conn: Connection, query, column, values) -> Iterator:

@@ -179,7 +179,7 @@ def test_the_cycle_collector_is_paused_while_the_model_is_built_and_left_as_it_w
 def test_a_model_built_from_every_event_is_set_apart_from_the_collector_and_one_replayed_onto_is_not(tmp_path):
     """A full replay's model is kept: every object then alive is frozen (``gc.freeze``), so that later full
     collections do not walk it (they added 230–330 ms to one answer in twenty at 10^5 events); replaying a few new
-    events onto it freezes nothing more."""
+    events onto it freezes nothing more (seen once in CI: the count 5 lower after the second answer)."""
     with LineageStore(f"sqlite:///{tmp_path / 's.db'}") as store:
         cache = ModelCache(store.packer)
         store.ingest([event("COMPLETE", "j1", str(uuid.uuid4()), "2025-03-01T10:00:00Z", [ds("a")], [ds("b")])])
@@ -191,7 +191,9 @@ def test_a_model_built_from_every_event_is_set_apart_from_the_collector_and_one_
         assert gc.is_tracked(model.jobs) and all(tracked is not model.jobs for tracked in gc.get_objects())
         store.ingest([event("COMPLETE", "j2", str(uuid.uuid4()), "2025-03-01T11:00:00Z", [ds("b")], [ds("c")])])
         assert ("marquez-tests", "j2") in cached(store, cache).jobs
-        assert cache.full_replays == 1 and gc.get_freeze_count() == frozen
+        # not "==": a frozen object that dies leaves the permanent generation (another test's, a thread's), while a
+        # second freeze would add every object alive, thousands of them
+        assert cache.full_replays == 1 and gc.get_freeze_count() <= frozen
 
 
 # ------------------------------------------------------------------------------------------------ snapshots

@@ -256,6 +256,8 @@ class LineageStore:
         wanted = sorted(key for key in names if (jobs_table.name, *key) not in self._facet_rows)
         nodes: list[int] = []
         for start in range(0, len(wanted), _CHUNK):
+            chunk = wanted[start : start + _CHUNK]
+            asked = set(chunk)
             query = select(
                 j.id,
                 j.node_id,
@@ -267,11 +269,10 @@ class LineageStore:
                 j.latest_run_id,
                 j.latest_run_time,
                 j.current_version_id,
-            ).where(*_pairs_among(j.namespace, j.name, wanted[start : start + _CHUNK]))
-            chunk = set(wanted[start : start + _CHUNK])
+            ).where(*_pairs_among(j.namespace, j.name, chunk))
             for row in conn.execute(query):
                 key = (row.namespace, row.name)
-                if key not in chunk:
+                if key not in asked:
                     continue  # a name of the chunk in another of its namespaces
                 self._facet_rows[(jobs_table.name, *key)] = FacetRow(
                     row.id, UPDATE_JOB_FACETS, row.facets, row.facet_times, row.updated_at

@@ -315,6 +315,44 @@ def test_a_refused_deferred_row_written_while_a_later_event_is_read_still_names_
     assert f"{file}:1:" in str(raised.value) and "too long" in str(raised.value), str(raised.value)
 
 
+@pytest.mark.parametrize(
+    "where",
+    ["an input dataset's name", "an output dataset's namespace", "the job's name", "the run id"],
+)
+def test_a_nul_postgresql_refuses_in_what_a_batch_reads_at_once_names_its_event_and_stores_nothing(
+    postgres_store, tmp_path, where
+):
+    """A batch reads its stored runs, jobs and datasets before its first event is ingested
+    (``LineageStore._read_batch``); PostgreSQL refuses a NUL in a text value there, when no one event is being read.
+    The batch is taken again event by event: the error names the file and the line of the event with the NUL, and
+    nothing of the file is stored. Before, a NUL in a job's name or a run id escaped as a bare ValueError."""
+    from include.lineage.errors import InvalidEventError
+
+    url, cluster, _password = postgres_store
+    name = "nul_" + where.split()[-2].strip("'s")
+    cluster.ensure_database(name, "lineage")
+    url = url.rsplit("/", 1)[0] + f"/{name}"
+    events = _events(seed=53)[:6]
+    with LineageStore(url) as store:
+        store.ingest(events[:3])  # what the next batch names is stored: its reads find rows
+        bad = json.loads(json.dumps(events[4]))
+        if where == "an input dataset's name":
+            bad["inputs"][0]["name"] += "\x00"
+        elif where == "an output dataset's namespace":
+            bad["outputs"][0]["namespace"] = "fi\x00le"
+        elif where == "the job's name":
+            bad["job"]["name"] += "\x00"
+        else:
+            bad["run"]["runId"] = bad["run"]["runId"][:-1] + "\x00"
+        file = tmp_path / "day.jsonl"
+        file.write_text("".join(json.dumps(event) + "\n" for event in (*events[3:4], bad, *events[5:])))
+        with pytest.raises(InvalidEventError) as raised:
+            store.ingest_files([file])
+        assert f"{file}:2:" in str(raised.value) and "NUL" in str(raised.value), str(raised.value)
+        with store.engine.connect() as conn:
+            assert conn.execute(select(func.count()).select_from(events_table)).scalar_one() == 3
+
+
 def test_a_batch_leaves_a_postgresql_store_as_an_event_per_transaction_leaves_it(postgres_store):
     """The rows one transaction defers and writes at its end (runs, links, jobs' latest runs, current versions)
     leave PostgreSQL, row for row, as an event per transaction does, on a generated platform history with late

@@ -146,3 +146,64 @@ def test_the_batchs_jobs_are_read_by_two_value_lists_and_only_the_asked_pairs_ar
     assert reads and not any("(lineage_jobs.namespace, lineage_jobs.name) IN" in read for read in reads), reads
     assert "new-owner" in owners["team_a.clean"] and "new-owner" in owners["team_b.load"]
     assert "new-owner" not in owners["team_a.load"] and "new-owner" not in owners["team_b.clean"]
+
+
+def _dataset(namespace: str, name: str, version: str, schema: list[str] | None = None) -> dict:
+    facets: dict = {"version": {"_producer": "https://example.com/tests", "datasetVersion": version}}
+    if schema:
+        facets["schema"] = {"_producer": "https://example.com/tests", "fields": [{"name": f} for f in schema]}
+    return {"namespace": namespace, "name": name, "facets": facets}
+
+
+def _run_event(run: int, inputs: list[dict], outputs: list[dict]) -> dict:
+    return _job_event("tests", f"job_{run}", run, "COMPLETE") | {"inputs": inputs, "outputs": outputs}
+
+
+def test_the_batchs_datasets_and_versions_are_read_at_once_and_stored_versions_keep_what_they_hold(tmp_path):
+    """The stored datasets a batch names (their facets) and the stored versions it names are read by two value lists
+    a 500, not one query each (``LineageStore._read_datasets``); a version not stored is inserted without being asked
+    for again. What a stored version holds is kept as before: a version first seen as an input (no schema, no creating
+    run) takes the schema and run of a later output of it; one stored with a schema keeps it. The other combinations
+    the value lists bring (``b.t1``; ``a.t2``'s version ``v2``) are not taken for the asked ones."""
+    from sqlalchemy import event
+
+    from include.lineage.store.schema import dataset_versions_table, datasets_table
+
+    first = [_run_event(1, [_dataset("a", "t1", "v1"), _dataset("b", "t2", "v2")], [_dataset("a", "t2", "v9", ["x"])])]
+    second = [
+        _run_event(
+            2, [_dataset("a", "t2", "v9", ["y"]), _dataset("b", "t1", "v1")], [_dataset("a", "t1", "v1", ["z"])]
+        ),
+        _run_event(3, [_dataset("b", "t2", "v9"), _dataset("a", "t2", "v2")], [_dataset("b", "t2", "v3", ["w"])]),
+    ]
+    with (
+        LineageStore(f"sqlite:///{tmp_path / 'one.db'}") as one,
+        LineageStore(f"sqlite:///{tmp_path / 'batch.db'}") as batch,
+    ):
+        one.ingest(first + second, batch_size=1)
+        batch.ingest(first, batch_size=len(first))
+        sent: list[str] = []
+        event.listen(batch.engine, "before_cursor_execute", lambda *args: sent.append(" ".join(args[2].split())))
+        batch.ingest(second, batch_size=len(second))
+        during = list(sent)
+        assert _tables(batch) == _tables(one)
+        with batch.engine.connect() as conn:
+            d, v = datasets_table.c, dataset_versions_table.c
+            versions = {
+                (row.namespace + "." + row.name, row.version): (row.schema, row.created_by_run_id)
+                for row in conn.execute(
+                    select(d.namespace, d.name, v.version, v.schema, v.created_by_run_id).join(
+                        datasets_table, d.id == v.dataset_id
+                    )
+                )
+            }
+    run = {number: _run_event(number, [], [])["run"]["runId"] for number in (1, 2, 3)}
+    assert versions[("a.t1", "v1")] == ('[["z", null]]', run[2])  # filled by the later output
+    assert versions[("a.t2", "v9")] == ('[["x", null]]', run[1])  # kept: an input's schema does not replace it
+    assert versions[("a.t2", "v2")] == (None, None) and versions[("b.t2", "v9")] == (None, None)  # new, read
+    assert versions[("b.t2", "v3")] == ('[["w", null]]', run[3])
+    dataset_reads = [s for s in during if s.startswith("SELECT lineage_datasets.")]
+    version_reads = [s for s in during if s.startswith("SELECT lineage_dataset_versions.")]
+    # one read of the three stored datasets, one of their four versions; b.t1 is new: its row and version read alone
+    assert len(dataset_reads) == 2 and len(version_reads) == 2, (dataset_reads, version_reads)
+    assert not any(") IN ((" in read for read in dataset_reads + version_reads)

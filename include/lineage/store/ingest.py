@@ -74,6 +74,7 @@ class StoreWriter(Protocol):
     statements: dict
     _ids: dict
     _facet_rows: dict  # per transaction: what the store writes once at its end or only once
+    _absent_rows: set  # per transaction: keys of ``_ids`` looked up and not stored
     pending: PendingWrites  # ... runs, run -> dataset links, jobs' latest runs, current versions, column edges
 
     def _node_id(self, conn: Connection, kind: str, namespace: str, name: str, label: str) -> int: ...
@@ -336,7 +337,7 @@ class EventIngest:
         """The id of a version row (a dataset's or a job's) and whether this event inserted it: the store's cache, else
         the row looked up by ``keys``, else ``row()`` inserted into ``table``; the id is cached under ``cache_key``."""
         version_id = self.store._ids.get(cache_key)
-        if version_id is None:
+        if version_id is None and cache_key not in self.store._absent_rows:
             version_id = self.conn.execute(select_row, keys).scalar()
         inserted = version_id is None
         if inserted:

@@ -54,6 +54,8 @@ from include.lineage.store.pending import REFUSED_VALUE_ERRORS, DeferredWriteRef
 from include.lineage.store.schema import (
     aliases_table,
     closure_table,
+    dataset_versions_table,
+    datasets_table,
     edges_table,
     events_table,
     jobs_table,
@@ -64,6 +66,7 @@ from include.lineage.store.statements import (
     SELECT_JOB_EDGES,
     SELECT_JOB_LATEST,
     SELECT_NODE,
+    UPDATE_DATASET_FACETS,
     UPDATE_JOB_FACETS,
     dialect_statements,
 )
@@ -119,6 +122,7 @@ class LineageStore:
         # What one transaction writes once, at its end (ingest.py): jobs' and datasets' merged facets, edges' seen
         # times; and (pending.py) runs, run -> dataset links, jobs' latest runs, current versions, column edges.
         self._facet_rows: dict[tuple, FacetRow] = {}
+        self._absent_rows: set[tuple] = set()  # keys of ``_ids`` read and not found: inserted without asking again
         self._seen_edges: dict[tuple[int, int], tuple[str, str]] = {}
         self.pending = PendingWrites(self.statements)
 
@@ -201,11 +205,8 @@ class LineageStore:
                             )
                             rows.append(ingests[-1].raw_row() if bulk else None)
                     event_ids = self._keep_events(conn, rows) if bulk else None
-                    self.pending.read_runs(conn, {i.run_id for i in ingests if isinstance(i.run_id, str)})
-                    self._read_jobs(
-                        conn,
-                        {(i.event["job"]["namespace"], i.event["job"]["name"]) for i in ingests if i.event.get("job")},
-                    )
+                    if bulk:  # else each event reads its own, so that a value the database refuses names its event
+                        self._read_batch(conn, ingests)
                     for index, (item, ingest) in enumerate(zip(batch, ingests, strict=True)):
                         with _named(item, passing=deferred):
                             if event_ids is not None:
@@ -229,6 +230,7 @@ class LineageStore:
                 self._job_latest.clear()
                 self._graph.clear()
                 self._facet_rows.clear()
+                self._absent_rows.clear()
                 self._seen_edges.clear()
                 self.pending.clear()
                 self._stale_ancestry.clear()
@@ -247,6 +249,20 @@ class LineageStore:
             raise DeferredWriteRefusedError(str(error)) from error
         ids = {dedup_key: event_id for event_id, dedup_key in kept}
         return [ids.pop(row["dedup_key"], None) for row in rows]
+
+    def _read_batch(self, conn: Connection, ingests: list[EventIngest]) -> None:
+        """What the batch's events read of the store, read at once before the first is ingested: their runs, jobs and
+        datasets. A value the database refuses in these reads (a NUL in a name, on PostgreSQL) is no one event's yet:
+        the batch is taken again event by event (``DeferredWriteRefusedError``), where the error names its event."""
+        try:
+            self.pending.read_runs(conn, {i.run_id for i in ingests if isinstance(i.run_id, str)})
+            self._read_jobs(
+                conn,
+                {(i.event["job"]["namespace"], i.event["job"]["name"]) for i in ingests if i.event.get("job")},
+            )
+            self._read_datasets(conn, [i.event for i in ingests])
+        except REFUSED_VALUE_ERRORS as error:
+            raise DeferredWriteRefusedError(str(error)) from error
 
     def _read_jobs(self, conn: Connection, names: set[tuple[str, str]]) -> None:
         """What the transaction reads of the batch's jobs, read at once: each job's row (its facets, its latest run)
@@ -288,6 +304,78 @@ class LineageStore:
                 for node in (source, target):
                     if node in self._graph:
                         self._graph[node].add((source, target))
+
+    def _read_datasets(self, conn: Connection, lineage_events: list[dict]) -> None:
+        """What the transaction reads of the batch's datasets, read at once: the row of each dataset it names (its
+        facets) and which of the dataset versions it names are stored, a query per 500 datasets and per 500 versions
+        instead of one per dataset and one per version (``ingest.EventIngest._upsert_with_facets`` and
+        ``_version_row``: each still reads what is not read here). A version not found is inserted without asking
+        again (``_absent_rows``): the writers' lock is held, so no other writer can store it meanwhile. Measured on
+        two 10^7 history days into PostgreSQL: 13,977 of the 20,731 statements, 22 s of the 48 s spent in them."""
+        names: set[tuple[str, str]] = set()
+        versions: set[tuple[str, str, str]] = set()
+        for lineage_event in lineage_events:
+            named = [lineage_event.get("dataset")]
+            for direction in ("inputs", "outputs"):
+                if isinstance(lineage_event.get(direction), list):
+                    named += lineage_event[direction]
+            for dataset in named:
+                # only what is well shaped: the event's own ingest reads the rest, and names the event if it is refused
+                if not isinstance(dataset, dict):
+                    continue
+                namespace, name, facets = dataset.get("namespace"), dataset.get("name"), dataset.get("facets") or {}
+                if not (isinstance(namespace, str) and isinstance(name, str) and isinstance(facets, dict)):
+                    continue
+                known = (datasets_table.name, namespace, name) in self._facet_rows
+                if not known and (facets or ("dataset", namespace, name) not in self._ids):
+                    names.add((namespace, name))
+                version_facet = facets.get("version")
+                version = version_facet.get("datasetVersion") if isinstance(version_facet, dict) else None
+                if version is not None:
+                    versions.add((namespace, name, str(version)))
+        d, v = datasets_table.c, dataset_versions_table.c
+        wanted = sorted(names)
+        for start in range(0, len(wanted), _CHUNK):
+            chunk = wanted[start : start + _CHUNK]
+            asked = set(chunk)
+            query = select(d.id, d.node_id, d.namespace, d.name, d.facets, d.facet_times, d.updated_at).where(
+                *_pairs_among(d.namespace, d.name, chunk)
+            )
+            for row in conn.execute(query):
+                key = (row.namespace, row.name)
+                if key not in asked:
+                    continue  # a name of the chunk in another of its namespaces
+                self._facet_rows[(datasets_table.name, *key)] = FacetRow(
+                    row.id, UPDATE_DATASET_FACETS, row.facets, row.facet_times, row.updated_at
+                )
+                self._ids[("dataset", *key)] = row.id
+                self._ids[("node", "dataset", *key)] = row.node_id
+        pairs = sorted(
+            {
+                (self._ids[("dataset", namespace, name)], version)
+                for namespace, name, version in versions
+                if ("dataset", namespace, name) in self._ids
+                and ("version", self._ids[("dataset", namespace, name)], version) not in self._ids
+            }
+        )
+        for start in range(0, len(pairs), _CHUNK):
+            chunk = pairs[start : start + _CHUNK]
+            absent = set(chunk)
+            query = select(v.id, v.dataset_id, v.version, v.schema, v.created_by_run_id).where(
+                *_pairs_among(v.dataset_id, v.version, chunk)
+            )
+            for row in conn.execute(query):
+                key = (row.dataset_id, row.version)
+                if key not in absent:
+                    continue
+                absent.discard(key)
+                self._ids[("version", *key)] = row.id
+                # what ``EventIngest._dataset_version`` would otherwise fill in (UPDATE_VERSION keeps a value set)
+                if row.schema is not None:
+                    self._ids[("version_schema", row.id)] = 1
+                if row.created_by_run_id is not None:
+                    self._ids[("version_creator", row.id)] = 1
+            self._absent_rows.update(("version", *key) for key in absent)
 
     def serialize_writers(self, conn: Connection) -> None:
         """One writing transaction at a time across processes (two `lineage serve`, a `lineage consume`): each

@@ -93,13 +93,20 @@ def generate(count: int) -> list[dict]:
     return events[:count]
 
 
+def with_store(env: dict, store_url: str) -> dict:
+    """``env`` naming the lineage store (``LINEAGE_STORE_URL``) for a ``lineage`` command: in its environment, not on
+    its command line, where ``ps`` shows the URL's password to every user of the machine (a kept bench cluster lives for
+    days)."""
+    return {**env, settings.LINEAGE_STORE_URL.name: store_url}
+
+
 def serve(store_url: str, env: dict, timeout: float = 120) -> tuple[subprocess.Popen, str]:
     """A real ``lineage serve`` on a free loopback port over ``store_url``, once its health answers: (process, URL)."""
     port = ports.free_port()
     lineage = str(Path(sys.executable).with_name("lineage"))
     process = subprocess.Popen(
-        [lineage, "serve", "--port", str(port), "--store", store_url],
-        env=env,
+        [lineage, "serve", "--port", str(port)],
+        env=with_store(env, store_url),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.STDOUT,
     )

@@ -47,7 +47,7 @@ from pathlib import Path
 import requests
 
 from bench.history import History, table_key
-from bench.ingest_throughput import serve
+from bench.ingest_throughput import serve, with_store
 from include.core import ports, settings
 
 SECTION = "store_scale"
@@ -221,7 +221,8 @@ def storage(store) -> dict:
 def backlog_ingest(
     files: list[Path], url: str, env: dict, chunk: int = 100, after: Callable[[int, dict], None] | None = None
 ) -> dict:
-    """``lineage ingest`` of the day files, ``chunk`` files a command; wall and child CPU seconds. ``after(done,
+    """``lineage ingest`` of the day files, ``chunk`` files a command (the store named in its environment,
+    ``with_store``); wall and child CPU seconds. ``after(done,
     figures)`` is called after each command with the files done so far and the figures until then."""
     lineage = str(Path(sys.executable).with_name("lineage"))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -229,8 +230,8 @@ def backlog_ingest(
     figures = {"seconds": 0.0, "cpu_seconds": 0.0}
     for start in range(0, len(files), chunk):
         subprocess.run(
-            [lineage, "ingest", "--store", url, *map(str, files[start : start + chunk])],
-            env=env,
+            [lineage, "ingest", *map(str, files[start : start + chunk])],
+            env=with_store(env, url),
             check=True,
             stdout=subprocess.DEVNULL,
         )

@@ -63,7 +63,17 @@ def test_the_bench_measures_every_figure_on_sqlite_and_merges_its_own_section(tm
     results.parent.mkdir(parents=True)
     results.write_text(json.dumps({ingest_throughput.SECTION: {"kept": 1}}))
     argv = ["--sizes", "700", "--databases", "sqlite", "--queries", "3", "--post-events", "40", "--clients", "2"]
+    real_popen, started = ingest_throughput.subprocess.Popen, []
+
+    def recorded(*args, **kwargs):
+        started.append((args[0], kwargs["env"]))
+        return real_popen(*args, **kwargs)
+
+    monkeypatch.setattr(ingest_throughput.subprocess, "Popen", recorded)
     assert store_scale.main(argv) == 0
+    # the store's URL (a kept cluster's password) in the server's environment, not on its command line
+    [(command, env)] = [(command, env) for command, env in started if "serve" in command]
+    assert "--store" not in command and env["LINEAGE_STORE_URL"].endswith("store-700.db"), (command, env)
     written = json.loads(results.read_text())
     assert written[ingest_throughput.SECTION] == {"kept": 1}, "another section's figures stay as they were"
     figures = written[store_scale.SECTION]["sqlite_700"]
@@ -134,6 +144,8 @@ def test_a_kept_build_resumes_where_it_stopped_and_a_measured_store_is_built_aga
 
     def stopped_at_the_third_command(*args, **kwargs):
         commands.append(args[0])
+        # the store's URL (a kept cluster's password) in the command's environment, not on its command line (ps)
+        assert "--store" not in args[0] and kwargs["env"]["LINEAGE_STORE_URL"] == f"sqlite:///{store}", args
         if len(commands) == 3:
             raise KeyboardInterrupt  # the session ends mid-build
         return real_run(*args, **kwargs)

@@ -253,7 +253,8 @@ class LineageStore:
     def _read_batch(self, conn: Connection, ingests: list[EventIngest]) -> None:
         """What the batch's events read of the store, read at once before the first is ingested: their runs, jobs and
         datasets. A value the database refuses in these reads (a NUL in a name, on PostgreSQL) is no one event's yet:
-        the batch is taken again event by event (``DeferredWriteRefusedError``), where the error names its event."""
+        the batch is taken again event by event (``DeferredWriteRefusedError``), where the error names its event
+        (Trap 56)."""
         try:
             self.pending.read_runs(conn, {i.run_id for i in ingests if isinstance(i.run_id, str)})
             self._read_jobs(

@@ -5,6 +5,7 @@ an event per transaction leaves, row for row, on a generated platform history (b
 from __future__ import annotations
 
 import random
+from contextlib import contextmanager
 
 from sqlalchemy import func, select
 
@@ -119,16 +120,12 @@ def _job_event(namespace: str, name: str, run: int, event_type: str, owner: str 
     }
 
 
-def test_the_batchs_jobs_are_read_by_two_value_lists_and_only_the_asked_pairs_are_taken(tmp_path):
-    """The stored jobs a batch names are read with ``namespace IN (..) AND name IN (..)``, never a row-value list
-    (PostgreSQL plans ``(a, b) IN ((..), ..)`` in time growing with the square of its length); the rows of the other
-    combinations that read brings (here ``team_a.load`` and ``team_b.clean``) are not taken for the asked ones: the
-    store is the one an event per transaction leaves."""
+@contextmanager
+def _second_batch_beside_one_per_event(tmp_path, first: list[dict], second: list[dict]):
+    """``first`` then ``second`` into a store a batch each, checked row for row against the store an event per
+    transaction leaves; yields that store and the statements the second batch sent."""
     from sqlalchemy import event
 
-    jobs = [("team_a", "clean"), ("team_a", "load"), ("team_b", "clean"), ("team_b", "load")]
-    first = [_job_event(ns, name, 1, "COMPLETE", owner=f"{ns}-owner") for ns, name in jobs]
-    second = [_job_event(ns, name, 2, "COMPLETE", owner="new-owner") for ns, name in (jobs[0], jobs[3])]
     with (
         LineageStore(f"sqlite:///{tmp_path / 'one.db'}") as one,
         LineageStore(f"sqlite:///{tmp_path / 'batch.db'}") as batch,
@@ -138,7 +135,20 @@ def test_the_batchs_jobs_are_read_by_two_value_lists_and_only_the_asked_pairs_ar
         sent: list[str] = []
         event.listen(batch.engine, "before_cursor_execute", lambda *args: sent.append(" ".join(args[2].split())))
         batch.ingest(second, batch_size=len(second))
+        during = list(sent)
         assert _tables(batch) == _tables(one)
+        yield batch, during
+
+
+def test_the_batchs_jobs_are_read_by_two_value_lists_and_only_the_asked_pairs_are_taken(tmp_path):
+    """The stored jobs a batch names are read with ``namespace IN (..) AND name IN (..)``, never a row-value list
+    (PostgreSQL plans ``(a, b) IN ((..), ..)`` in time growing with the square of its length); the rows of the other
+    combinations that read brings (here ``team_a.load`` and ``team_b.clean``) are not taken for the asked ones: the
+    store is the one an event per transaction leaves."""
+    jobs = [("team_a", "clean"), ("team_a", "load"), ("team_b", "clean"), ("team_b", "load")]
+    first = [_job_event(ns, name, 1, "COMPLETE", owner=f"{ns}-owner") for ns, name in jobs]
+    second = [_job_event(ns, name, 2, "COMPLETE", owner="new-owner") for ns, name in (jobs[0], jobs[3])]
+    with _second_batch_beside_one_per_event(tmp_path, first, second) as (batch, sent):
         with batch.engine.connect() as conn:
             j = jobs_table.c
             owners = dict(conn.execute(select(j.namespace + "." + j.name, j.facets)).all())
@@ -165,7 +175,6 @@ def test_the_batchs_datasets_and_versions_are_read_at_once_and_stored_versions_k
     for again. What a stored version holds is kept as before: a version first seen as an input (no schema, no creating
     run) takes the schema and run of a later output of it; one stored with a schema keeps it. The other combinations
     the value lists bring (``b.t1``; ``a.t2``'s version ``v2``) are not taken for the asked ones."""
-    from sqlalchemy import event
 
     from include.lineage.store.schema import dataset_versions_table, datasets_table
 
@@ -176,17 +185,7 @@ def test_the_batchs_datasets_and_versions_are_read_at_once_and_stored_versions_k
         ),
         _run_event(3, [_dataset("b", "t2", "v9"), _dataset("a", "t2", "v2")], [_dataset("b", "t2", "v3", ["w"])]),
     ]
-    with (
-        LineageStore(f"sqlite:///{tmp_path / 'one.db'}") as one,
-        LineageStore(f"sqlite:///{tmp_path / 'batch.db'}") as batch,
-    ):
-        one.ingest(first + second, batch_size=1)
-        batch.ingest(first, batch_size=len(first))
-        sent: list[str] = []
-        event.listen(batch.engine, "before_cursor_execute", lambda *args: sent.append(" ".join(args[2].split())))
-        batch.ingest(second, batch_size=len(second))
-        during = list(sent)
-        assert _tables(batch) == _tables(one)
+    with _second_batch_beside_one_per_event(tmp_path, first, second) as (batch, during):
         with batch.engine.connect() as conn:
             d, v = datasets_table.c, dataset_versions_table.c
             versions = {

@@ -55,6 +55,8 @@ def test_a_kept_cluster_keeps_its_databases_and_password_across_runs_and_a_throw
         with engine.connect() as conn:
             assert conn.execute(text("SELECT to_regclass('kept')")).scalar() is None
         engine.dispose()
+        database.drop("lineage_7")  # a spent store's disk given back
+        assert ("lineage_7",) not in database.cluster.sql("SELECT datname FROM pg_database")
 
     throwaway = under_var / "throwaway"
     with store_scale.postgres_server(throwaway) as database:

@@ -77,13 +77,15 @@ class PruneReport:
         return f"lineage prune: older than {older_than} (before {self.horizon}): {verb} {what}{size}"
 
 
-def _sqlite_file(store) -> Path | None:
+def sqlite_file(store) -> Path | None:
+    """The store's SQLite file, or None for another database."""
     if store.dialect != "sqlite":
         return None
     return Path(store.url.removeprefix("sqlite:///"))
 
 
-def _size(path: Path | None) -> int | None:
+def sqlite_size(path: Path | None) -> int | None:
+    """Bytes of a SQLite file and its write-ahead log; None when there is no file."""
     if path is None or not path.exists():
         return None
     return sum(p.stat().st_size for p in (path, path.with_name(path.name + "-wal")) if p.exists())
@@ -117,8 +119,8 @@ def _edges_of_runs(conn, run_ids: list[str]) -> set[tuple[int, int]]:
 def prune_store(store, older_than: timedelta, dry_run: bool = False, now: datetime | None = None) -> PruneReport:
     """Delete what the module's rules say is older than ``now - older_than``; with ``dry_run`` only count it."""
     horizon = ((now or datetime.now(UTC)) - older_than).astimezone(UTC).strftime(_STAMP)
-    file = _sqlite_file(store)
-    report = PruneReport(horizon, dry_run, bytes_before=_size(file))
+    file = sqlite_file(store)
+    report = PruneReport(horizon, dry_run, bytes_before=sqlite_size(file))
     r, e, rd = runs_table.c, events_table.c, run_datasets_table.c
     with store._lock:  # the store's writer lock: no ingest of this process in between
         with store.engine.begin() as conn:
@@ -242,5 +244,5 @@ def prune_store(store, older_than: timedelta, dry_run: bool = False, now: dateti
             conn.execute(text("PRAGMA wal_checkpoint(TRUNCATE)"))
             conn.exec_driver_sql("VACUUM")
             conn.execute(text("PRAGMA wal_checkpoint(TRUNCATE)"))
-        report.bytes_after = _size(file)
+        report.bytes_after = sqlite_size(file)
     return report

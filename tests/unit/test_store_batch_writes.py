@@ -171,7 +171,7 @@ def _run_event(run: int, inputs: list[dict], outputs: list[dict]) -> dict:
 
 def test_the_batchs_datasets_and_versions_are_read_at_once_and_stored_versions_keep_what_they_hold(tmp_path):
     """The stored datasets a batch names (their facets) and the stored versions it names are read by two value lists
-    a 500, not one query each (``LineageStore._read_datasets``); a version not stored is inserted without being asked
+    a 500, not one query each (``batch_reads.read_datasets``); a version not stored is inserted without being asked
     for again. What a stored version holds is kept as before: a version first seen as an input (no schema, no creating
     run) takes the schema and run of a later output of it; one stored with a schema keeps it. The other combinations
     the value lists bring (``b.t1``; ``a.t2``'s version ``v2``) are not taken for the asked ones."""

@@ -48,14 +48,13 @@ from include.core.jsontext import loads
 from include.lineage.errors import InvalidEventError, LineageError, UnreadableEventFileError
 from include.lineage.events import SourcedEvent, check_event, dataset_key, job_key, read_event_file
 from include.lineage.store import ancestry, migrate
+from include.lineage.store.batch_reads import CHUNK, in_chunks, read_datasets, rows_of_pairs
 from include.lineage.store.ingest import EventIngest, FacetRow, IngestResult
 from include.lineage.store.packing import PayloadPacker
 from include.lineage.store.pending import REFUSED_VALUE_ERRORS, DeferredWriteRefusedError, PendingWrites
 from include.lineage.store.schema import (
     aliases_table,
     closure_table,
-    dataset_versions_table,
-    datasets_table,
     edges_table,
     events_table,
     jobs_table,
@@ -66,12 +65,10 @@ from include.lineage.store.statements import (
     SELECT_JOB_EDGES,
     SELECT_JOB_LATEST,
     SELECT_NODE,
-    UPDATE_DATASET_FACETS,
     UPDATE_JOB_FACETS,
     dialect_statements,
 )
 
-_CHUNK = 500  # values of one IN (...) list
 INGEST_BATCH_SIZE = 500  # events of one transaction
 # PostgreSQL advisory lock of the store's writers (8 bytes fit its bigint key); migrate.py's key is another.
 WRITER_LOCK_KEY = int.from_bytes(b"lineagew", "big")
@@ -261,7 +258,7 @@ class LineageStore:
                 conn,
                 {(i.event["job"]["namespace"], i.event["job"]["name"]) for i in ingests if i.event.get("job")},
             )
-            self._read_datasets(conn, [i.event for i in ingests])
+            read_datasets(self, conn, [i.event for i in ingests])
         except REFUSED_VALUE_ERRORS as error:
             raise DeferredWriteRefusedError(str(error)) from error
 
@@ -284,7 +281,7 @@ class LineageStore:
             j.latest_run_time,
             j.current_version_id,
         )
-        for key, row in _rows_of_pairs(conn, query, j.namespace, j.name, wanted):
+        for key, row in rows_of_pairs(conn, query, j.namespace, j.name, wanted):
             self._facet_rows[(jobs_table.name, *key)] = FacetRow(
                 row.id, UPDATE_JOB_FACETS, row.facets, row.facet_times, row.updated_at
             )
@@ -295,63 +292,10 @@ class LineageStore:
                 self._graph[row.node_id] = set()
                 nodes.append(row.node_id)
         for end in (e.source, e.target):
-            for source, target in _in_chunks(conn, select(e.source, e.target), end, nodes):
+            for source, target in in_chunks(conn, select(e.source, e.target), end, nodes):
                 for node in (source, target):
                     if node in self._graph:
                         self._graph[node].add((source, target))
-
-    def _read_datasets(self, conn: Connection, lineage_events: list[dict]) -> None:
-        """What the transaction reads of the batch's datasets, read at once: the row of each dataset it names (its
-        facets) and which of the dataset versions it names are stored, a query per 500 datasets and per 500 versions
-        instead of one per dataset and one per version (``ingest.EventIngest._upsert_with_facets`` and
-        ``_version_row``: each still reads what is not read here). A version not found is inserted without asking
-        again (``_absent_rows``): the writers' lock is held, so no other writer can store it meanwhile. Measured on
-        two 10^7 history days into PostgreSQL: 13,977 of the 20,731 statements, 22 s of the 48 s spent in them."""
-        names: set[tuple[str, str]] = set()
-        versions: set[tuple[str, str, str]] = set()
-        for lineage_event in lineage_events:
-            named = [lineage_event.get("dataset")]
-            for direction in ("inputs", "outputs"):
-                if isinstance(lineage_event.get(direction), list):
-                    named += lineage_event[direction]
-            for dataset in named:
-                # only what is well shaped: the event's own ingest reads the rest, and names the event if it is refused
-                if not isinstance(dataset, dict):
-                    continue
-                namespace, name, facets = dataset.get("namespace"), dataset.get("name"), dataset.get("facets") or {}
-                if not (isinstance(namespace, str) and isinstance(name, str) and isinstance(facets, dict)):
-                    continue
-                known = (datasets_table.name, namespace, name) in self._facet_rows
-                if not known and (facets or ("dataset", namespace, name) not in self._ids):
-                    names.add((namespace, name))
-                version_facet = facets.get("version")
-                version = version_facet.get("datasetVersion") if isinstance(version_facet, dict) else None
-                if version is not None:
-                    versions.add((namespace, name, str(version)))
-        d, v = datasets_table.c, dataset_versions_table.c
-        query = select(d.id, d.node_id, d.namespace, d.name, d.facets, d.facet_times, d.updated_at)
-        for key, row in _rows_of_pairs(conn, query, d.namespace, d.name, names):
-            self._facet_rows[(datasets_table.name, *key)] = FacetRow(
-                row.id, UPDATE_DATASET_FACETS, row.facets, row.facet_times, row.updated_at
-            )
-            self._ids[("dataset", *key)] = row.id
-            self._ids[("node", "dataset", *key)] = row.node_id
-        pairs = {
-            (self._ids[("dataset", namespace, name)], version)
-            for namespace, name, version in versions
-            if ("dataset", namespace, name) in self._ids
-            and ("version", self._ids[("dataset", namespace, name)], version) not in self._ids
-        }
-        query = select(v.id, v.dataset_id, v.version, v.schema, v.created_by_run_id)
-        for key, row in _rows_of_pairs(conn, query, v.dataset_id, v.version, pairs):
-            pairs.discard(key)
-            self._ids[("version", *key)] = row.id
-            # what ``EventIngest._dataset_version`` would otherwise fill in (UPDATE_VERSION keeps a value set)
-            if row.schema is not None:
-                self._ids[("version_schema", row.id)] = 1
-            if row.created_by_run_id is not None:
-                self._ids[("version_creator", row.id)] = 1
-        self._absent_rows.update(("version", *key) for key in pairs)
 
     def serialize_writers(self, conn: Connection) -> None:
         """One writing transaction at a time across processes (two `lineage serve`, a `lineage consume`): each
@@ -481,21 +425,21 @@ class LineageStore:
         )
         c, e = closure_table.c, edges_table.c
         sources, targets = {source for source, _ in removed}, {target for _, target in removed}
-        ancestors = {row[0] for row in _in_chunks(conn, select(c.ancestor), c.descendant, sources)}
-        descendants = {row[0] for row in _in_chunks(conn, select(c.descendant), c.ancestor, targets)}
+        ancestors = {row[0] for row in in_chunks(conn, select(c.ancestor), c.descendant, sources)}
+        descendants = {row[0] for row in in_chunks(conn, select(c.descendant), c.ancestor, targets)}
         old: dict[int, dict[int, int]] = {ancestor: {} for ancestor in ancestors}  # the pairs that may change
         reached: set[int] = set()  # every node an ancestor reached
-        for ancestor, descendant, depth in _in_chunks(
+        for ancestor, descendant, depth in in_chunks(
             conn, select(c.ancestor, c.descendant, c.depth), c.ancestor, ancestors
         ):
             reached.add(descendant)
             if descendant in descendants and descendant != ancestor:
                 old[ancestor][descendant] = depth
         self._stale_ancestry.update(descendants)  # the only nodes whose ancestors may change
-        leading = {row[0] for row in _in_chunks(conn, select(c.ancestor), c.descendant, descendants)}
+        leading = {row[0] for row in in_chunks(conn, select(c.ancestor), c.descendant, descendants)}
         region = reached & leading  # on some old path from an ancestor to a descendant: no other node matters
         successors: dict[int, list[int]] = {}
-        for source, target in _in_chunks(conn, select(e.source, e.target), e.source, region):
+        for source, target in in_chunks(conn, select(e.source, e.target), e.source, region):
             if target in region:
                 successors.setdefault(source, []).append(target)
         deletes, updates = [], []
@@ -527,12 +471,12 @@ class LineageStore:
         """Rebuild ``lineage_ancestry`` for the nodes whose closure rows changed in this transaction, from those rows
         (include/lineage/store/ancestry.py): the packed copy commits with the rows it was made from, or not at all."""
         c = closure_table.c
-        below = _in_chunks(conn, select(c.descendant), c.ancestor, self._stale_below)
+        below = in_chunks(conn, select(c.descendant), c.ancestor, self._stale_below)
         stale = sorted(self._stale_ancestry.union(row[0] for row in below))
         self._stale_ancestry.clear()
         self._stale_below.clear()
-        for start in range(0, len(stale), _CHUNK):
-            pairs: dict[int, list[tuple[int, int]]] = {node: [] for node in stale[start : start + _CHUNK]}
+        for start in range(0, len(stale), CHUNK):
+            pairs: dict[int, list[tuple[int, int]]] = {node: [] for node in stale[start : start + CHUNK]}
             query = select(c.descendant, c.ancestor, c.depth).where(c.descendant.in_(list(pairs)))
             for descendant, ancestor, depth in conn.execute(query):
                 pairs[descendant].append((ancestor, depth))
@@ -549,34 +493,6 @@ class LineageStore:
 
 def _p(name: str):
     return bindparam(name)
-
-
-def _pairs_among(first, second, pairs: list[tuple]) -> tuple:
-    """Where clauses that keep the rows whose (``first``, ``second``) may be one of ``pairs``: each column in its own
-    values (the caller drops the rows of other combinations). Not ``(a, b) IN ((..), ..)``: PostgreSQL plans a row
-    list as an OR of every pair, in time growing with the square of its length: 56 ms of planning for 500 jobs,
-    against 0.2 ms for two lists, a day's backlog reading ~12,000 jobs (Trap 55)."""
-    return first.in_(sorted({pair[0] for pair in pairs})), second.in_(sorted({pair[1] for pair in pairs}))
-
-
-def _rows_of_pairs(conn: Connection, query, first, second, pairs: Iterable[tuple]) -> Iterator[tuple[tuple, object]]:
-    """The rows of ``query`` whose (``first``, ``second``) is one of ``pairs``, each with that pair: asked 500 pairs a
-    query by two value lists (``_pairs_among``), the rows of the other combinations those bring dropped."""
-    pairs = sorted(set(pairs))
-    for start in range(0, len(pairs), _CHUNK):
-        chunk = pairs[start : start + _CHUNK]
-        asked = set(chunk)
-        for row in conn.execute(query.where(*_pairs_among(first, second, chunk))):
-            key = (getattr(row, first.name), getattr(row, second.name))
-            if key in asked:  # not a name of the chunk in another of its namespaces
-                yield key, row
-
-
-def _in_chunks(conn: Connection, query, column, values) -> Iterator:
-    """The rows of ``query`` where ``column`` is one of ``values``, asked in chunks."""
-    values = sorted(values)
-    for start in range(0, len(values), _CHUNK):
-        yield from conn.execute(query.where(column.in_(values[start : start + _CHUNK])))
 
 
 def _where(item: SourcedEvent, reason: str) -> str:

@@ -171,8 +171,9 @@ class Databases:
 
 @contextmanager
 def postgres_server(folder: Path, keep: bool = False) -> Iterator[Databases]:
-    """A PostgreSQL cluster on loopback; yields its ``Databases``. A throwaway cluster is deleted at the end; a kept one (``keep``)
-    is only stopped, its role's password in ``<folder>.password`` (mode 600), and is started again by the next run."""
+    """A PostgreSQL cluster on loopback; yields its ``Databases``. A throwaway cluster is deleted at the end; a kept
+    one (``keep``) is only stopped, its role's password in ``<folder>.password`` (mode 600), and is started again by
+    the next run."""
     from include.services import postgres
 
     if folder.exists() and not keep:
@@ -232,8 +233,8 @@ def backlog_ingest(
     files: list[Path], url: str, env: dict, chunk: int = 100, after: Callable[[int, dict], None] | None = None
 ) -> dict:
     """``lineage ingest`` of the day files, ``chunk`` files a command (the store named in its environment,
-    ``with_store``); wall and child CPU seconds. ``after(done,
-    figures)`` is called after each command with the files done so far and the figures until then."""
+    ``with_store``); wall and child CPU seconds. ``after(done, figures)`` is called after each command with the files
+    done so far and the figures until then."""
     lineage = str(Path(sys.executable).with_name("lineage"))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()

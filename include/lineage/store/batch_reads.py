@@ -10,14 +10,14 @@ from collections.abc import Iterable, Iterator
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
-from include.lineage.store.ingest import FacetRow
+from include.lineage.store.ingest import FacetRow, StoreWriter
 from include.lineage.store.schema import dataset_versions_table, datasets_table
 from include.lineage.store.statements import UPDATE_DATASET_FACETS
 
 CHUNK = 500  # values of one IN (...) list
 
 
-def read_datasets(store, conn: Connection, lineage_events: list[dict]) -> None:
+def read_datasets(store: StoreWriter, conn: Connection, lineage_events: list[dict]) -> None:
     """What the transaction reads of the batch's datasets, read at once: the row of each dataset it names (its
     facets) and which of the dataset versions it names are stored, a query per 500 datasets and per 500 versions
     instead of one per dataset and one per version (``ingest.EventIngest._upsert_with_facets`` and

@@ -209,17 +209,29 @@ class History:
         return (json.loads(line) for line in self.lines())
 
     def _all_lines(self) -> Iterator[str]:
-        cleared: dict[int, list[tuple[Dag, int]]] = {}  # day -> DAG runs cleared on an earlier day, run again then
         for day in itertools.count():
-            runs = [(dag, day, 0) for dag in self.dags] + [(dag, old, 1) for dag, old in cleared.pop(day, [])]
-            streams = []
-            for dag, logical_day, clear in runs:
-                rng = random.Random(f"{self.seed}:{dag.index}:{logical_day}:{clear}")
-                if not clear and rng.random() < 0.01:
-                    cleared.setdefault(day + 1, []).append((dag, logical_day))
-                streams.append(self._dag_run(rng, dag, logical_day, day, clear))
-            for _, line in heapq.merge(*streams):
-                yield line
+            yield from self.day_lines(day)
+
+    def day_lines(self, day: int) -> Iterator[str]:
+        """The events generated for ``day`` (0: the start), in event-time order: every DAG's run of that day and the
+        runs cleared on the day before, run again (some of them end after midnight, on the next date). A day is
+        generated alone, so that a year can be written by several processes at once: whether a run is cleared is
+        the first draw of that run's own generator."""
+        runs = [(dag, day, 0) for dag in self.dags]
+        if day > 0:
+            runs += [(dag, day - 1, 1) for dag in self.dags if self._cleared(dag, day - 1)]
+        streams = []
+        for dag, logical_day, clear in runs:
+            rng = random.Random(f"{self.seed}:{dag.index}:{logical_day}:{clear}")
+            if not clear:
+                rng.random()  # the draw ``_cleared`` reads: this run's events come after it
+            streams.append(self._dag_run(rng, dag, logical_day, day, clear))
+        for _, line in heapq.merge(*streams):
+            yield line
+
+    def _cleared(self, dag: Dag, day: int) -> bool:
+        """Whether ``dag``'s run of ``day`` is cleared and run again the next day (1 in 100)."""
+        return random.Random(f"{self.seed}:{dag.index}:{day}:0").random() < 0.01
 
     def _dag_run(self, rng: random.Random, dag: Dag, logical_day: int, day: int, clear: int) -> list[tuple[str, str]]:
         """One DAG run's events as (event time, JSON line), sorted."""

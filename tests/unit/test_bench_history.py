@@ -4,8 +4,10 @@ hubs)."""
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import json
+import random
 from collections import defaultdict
 from datetime import datetime
 
@@ -144,3 +146,34 @@ def test_hubs_are_read_by_thousands_of_jobs_at_ten_million_events():
     assert max(readers.values()) / 3 * 2 > 1_000
     assert len(platform.hubs) >= 3 and platform.dag_count > 500
     assert history.table_key("a.b") == "file|/lake/warehouse/a/b"
+
+
+def _carried_day_by_day(year: History):
+    """The year as first generated, one day after the other, the runs cleared on a day carried to the next one: the
+    definition ``History.day_lines`` must keep while generating each day alone."""
+    cleared: dict[int, list] = {}
+    for day in itertools.count():
+        runs = [(dag, day, 0) for dag in year.dags] + [(dag, old, 1) for dag, old in cleared.pop(day, [])]
+        streams = []
+        for dag, logical_day, clear in runs:
+            rng = random.Random(f"{year.seed}:{dag.index}:{logical_day}:{clear}")
+            if not clear and rng.random() < 0.01:
+                cleared.setdefault(day + 1, []).append((dag, logical_day))
+            streams.append(year._dag_run(rng, dag, logical_day, day, clear))
+        yield from (line for _, line in heapq.merge(*streams))
+
+
+def test_each_day_generated_alone_by_another_history_is_that_day_of_the_year_carried_day_by_day():
+    """What lets several processes write a year (``store_scale.write_days``): each day generated alone, by a history
+    of its own, is that day of the year generated day after day, the runs cleared the day before included."""
+    carried = list(itertools.islice(_carried_day_by_day(History(20_000, seed=9)), 20_000))
+    alone: list[str] = []
+    day = 0
+    while len(alone) < len(carried):
+        alone += History(20_000, seed=9).day_lines(day)
+        day += 1
+    assert alone[: len(carried)] == carried == list(History(20_000, seed=9).lines())
+    year = History(20_000, seed=9)
+    assert any(year._cleared(dag, earlier) for dag in year.dags for earlier in range(day - 1)), (
+        "no run cleared in these days: the rule that crosses days is not exercised"
+    )

@@ -24,9 +24,12 @@ def _day_lines(file) -> list[str]:
     return gzip.decompress(file.read_bytes()).decode("utf-8").splitlines()
 
 
-def test_the_history_is_written_one_file_per_event_day_every_event_once(tmp_path):
+@pytest.mark.parametrize("workers", [1, 3])
+def test_the_history_is_written_one_file_per_event_day_every_event_once(tmp_path, workers):
+    """By one process or several (days generated at once, appended in order), the same events in the same files;
+    the history's size reached inside a day cuts that day's file at its last event."""
     history = History(900, seed=4)
-    files, last = store_scale.write_days(history, tmp_path / "days")
+    files, last = store_scale.write_days(history, tmp_path / "days", workers=workers)
     lines = [line for file in files for line in _day_lines(file)]
     assert lines == list(History(900, seed=4).lines())
     for file in files:

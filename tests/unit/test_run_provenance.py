@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 from include.lineage import cli
 from include.lineage.api.server import create_app
 from include.lineage.store import LineageStore
+from include.lineage.store.packing import PayloadPacker
 
 NS = "provenance-tests"
 PRODUCER = "https://example.com/tests/provenance"
@@ -346,6 +347,46 @@ def test_ingest_and_runs_say_when_one_run_id_holds_two_runs(tmp_path, capsys, se
     assert f"warning: run {run_id} (ingest_dag) holds the events of more than one run" in err and reason in err, err
     assert cli.main(["runs", "ingest_dag", "--store", store]) == 0
     assert f"warning: run {run_id}" in capsys.readouterr().err
+
+
+def test_ingest_checks_only_the_runs_it_added_events_to_not_the_whole_store(tmp_path, capsys, monkeypatch):
+    """``lineage ingest`` asks whether its runs hold two runs' events of the runs it added events to: the store's
+    other events are never unpacked again (each command of a year's build unpacked every event stored so far, a
+    quarter of its time 140,000 events in and growing with the store), and a merge warned of once is not repeated by
+    every later ingest."""
+    merged = str(uuid.uuid4())
+    store = f"sqlite:///{tmp_path / 'store.db'}"
+    for index, (time, logical_date) in enumerate(
+        [
+            ("2025-03-01T00:00:00+00:00", "2025-02-01T00:00:00+00:00"),
+            ("2025-03-01T00:10:00+00:00", "2025-02-02T00:00:00+00:00"),
+        ]
+    ):
+        path = tmp_path / f"merged{index}.jsonl"
+        path.write_text(json.dumps(_dag_event(merged, "START", time, logical_date)) + "\n")
+        assert cli.main(["ingest", str(path), "--store", store]) == 0
+    assert f"warning: run {merged}" in capsys.readouterr().err
+    other = str(uuid.uuid4())
+    later = tmp_path / "later.jsonl"
+    later.write_text(
+        "".join(
+            json.dumps(_dag_event(other, kind, f"2025-04-01T00:0{minute}:00+00:00", "2025-03-31T00:00:00+00:00")) + "\n"
+            for minute, kind in enumerate(("START", "COMPLETE"))
+        )
+    )
+    unpacked: list[int] = []
+    text_of = PayloadPacker.text
+
+    def counting(self, conn, event_id, payload, packed):
+        unpacked.append(event_id)
+        return text_of(self, conn, event_id, payload, packed)
+
+    monkeypatch.setattr(PayloadPacker, "text", counting)
+    assert cli.main(["ingest", str(later), "--store", store]) == 0
+    assert "warning" not in capsys.readouterr().err, "the earlier merge is not this ingest's"
+    with LineageStore(store) as opened, opened.engine.connect() as conn:
+        later_ids = set(conn.execute(text("SELECT id FROM lineage_events WHERE run_id = :r"), {"r": other}).scalars())
+    assert len(later_ids) == 2 and set(unpacked) == later_ids, (unpacked, later_ids)
 
 
 def test_a_run_with_start_running_and_complete_events_is_not_reported_as_merged(chain, capsys):

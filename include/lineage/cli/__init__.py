@@ -277,7 +277,8 @@ def ingest(options) -> int:
         )
         from include.lineage.queries import LineageQueries
 
-        _warn_merged(options, LineageQueries(store))
+        # the runs this ingest added events to, not the whole store: a year's store holds 10^7 events to unpack
+        _warn_merged(options, LineageQueries(store), result.new_run_ids)
     return 0
 
 

@@ -257,9 +257,8 @@ def merged_runs(conn: Connection, packer: PayloadPacker, run_ids: Iterable[str] 
     """The answer of ``LineageQueries.merged_runs``."""
     wanted = None if run_ids is None else set(run_ids)
     found: dict[str, list[str]] = {}
-    for run_id, start, first_end in _restarted_runs(conn):
-        if wanted is None or run_id in wanted:
-            found.setdefault(run_id, []).append(f"a START at {start} after the run had finished at {first_end}")
+    for run_id, start, first_end in _restarted_runs(conn, wanted):
+        found.setdefault(run_id, []).append(f"a START at {start} after the run had finished at {first_end}")
     for run_id, identities in _dag_run_identities(conn, packer, wanted).items():
         distinct = _distinct_identities(identities)
         if len(distinct) > 1:
@@ -279,19 +278,27 @@ def merged_runs(conn: Connection, packer: PayloadPacker, run_ids: Iterable[str] 
     ]
 
 
-def _restarted_runs(conn: Connection) -> list[tuple]:
-    """(run id, its latest START, its first end) of the runs with a START after they had finished."""
+def _restarted_runs(conn: Connection, wanted: set[str] | None) -> list[tuple]:
+    """(run id, its latest START, its first end) of the runs (``wanted``: only those) with a START after they had
+    finished."""
     e = events_table
+    if wanted is None:
+        return _restarted_among(conn, e, None)
+    return [row for chunk in chunks(sorted(wanted)) for row in _restarted_among(conn, e, chunk)]
+
+
+def _restarted_among(conn: Connection, e, run_ids: list[str] | None) -> list[tuple]:
+    only = [e.c.run_id.in_(run_ids)] if run_ids is not None else []
     done = (
         select(e.c.run_id, func.min(e.c.event_time).label("first_end"))
-        .where(e.c.event_type.in_(sorted(DONE)))
+        .where(e.c.event_type.in_(sorted(DONE)), *only)
         .group_by(e.c.run_id)
         .subquery()
     )
     return conn.execute(
         select(e.c.run_id, func.max(e.c.event_time), done.c.first_end)
         .join(done, done.c.run_id == e.c.run_id)
-        .where(e.c.event_type == "START", e.c.event_time > done.c.first_end)
+        .where(e.c.event_type == "START", e.c.event_time > done.c.first_end, *only)
         .group_by(e.c.run_id, done.c.first_end)
     ).all()
 

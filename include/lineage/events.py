@@ -185,6 +185,20 @@ def event_dedup_key(lineage_event: dict) -> str:
     return dedup_key_of(canonical_json(lineage_event))
 
 
+def dag_run_identity(run_facets: dict) -> tuple | None:
+    """The Airflow DAG run an event's run facets name (``airflowDagRun``, else ``airflow``): its (field, value)
+    pairs of dag id, logical date, clear number and run id, those it has; None when it names none."""
+    for facet in ("airflowDagRun", "airflow"):
+        dag_run = (run_facets.get(facet) or {}).get("dagRun") if isinstance(run_facets.get(facet), dict) else None
+        if isinstance(dag_run, dict) and dag_run:
+            return tuple(
+                (key, str(dag_run[key]))
+                for key in ("dag_id", "logical_date", "clear_number", "run_id")
+                if dag_run.get(key) is not None
+            )
+    return None
+
+
 def dedup_key_of(canonical: str) -> str:
     """``event_dedup_key`` of an event whose canonical JSON is ``canonical``."""
     return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()

@@ -349,31 +349,55 @@ def test_ingest_and_runs_say_when_one_run_id_holds_two_runs(tmp_path, capsys, se
     assert f"warning: run {run_id}" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("second", "reason"),
+    [
+        (("2025-03-02T00:00:00+00:00", "2025-02-01T00:00:00+00:00", 0), "a START at 2025-03-02T00:00:00"),
+        (("2025-03-01T00:10:00+00:00", "2025-02-02T00:00:00+00:00", 0), "events of 2 Airflow DAG runs"),
+        (("2025-03-01T00:10:00+00:00", "2025-02-01T00:00:00+00:00", 1), "clear_number 1"),
+        (("2025-03-01T00:01:00+00:00", "2025-02-01T00:00:00+00:00", 0), None),  # one run's events again: no merge
+    ],
+)
+def test_a_run_made_by_the_ingest_is_judged_from_its_events_as_the_store_judges_it(tmp_path, capsys, second, reason):
+    """The runs an ingest makes are judged from the events it read (``IngestResult.created_runs``), the others from
+    their stored events: both give the same answer, and ``lineage ingest`` of one file holding both runs warns."""
+    run_id = str(uuid.uuid4())
+    time, logical_date, clear_number = second
+    events = [
+        _dag_event(run_id, "START", "2025-03-01T00:00:00+00:00", "2025-02-01T00:00:00+00:00"),
+        _dag_event(run_id, "COMPLETE", "2025-03-01T00:05:00+00:00", "2025-02-01T00:00:00+00:00"),
+        _dag_event(run_id, "START", time, logical_date, clear_number),
+    ]
+    path = tmp_path / "events.jsonl"
+    path.write_text("".join(json.dumps(event) + "\n" for event in events))
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    assert cli.main(["ingest", str(path), "--store", url]) == 0
+    err = capsys.readouterr().err
+    assert (reason in err) if reason else ("warning" not in err), err
+    with LineageStore(f"sqlite:///{tmp_path / 'again.db'}") as store:
+        result = store.ingest(events)
+        assert set(result.created_runs) == {run_id} and len(result.created_runs[run_id]) == 3
+        queries = LineageQueries(store)
+        assert queries.merged_runs([], result.created_runs) == queries.merged_runs([run_id])
+
+
 def test_ingest_checks_only_the_runs_it_added_events_to_not_the_whole_store(tmp_path, capsys, monkeypatch):
-    """``lineage ingest`` asks whether its runs hold two runs' events of the runs it added events to: the store's
-    other events are never unpacked again (each command of a year's build unpacked every event stored so far, a
-    quarter of its time 140,000 events in and growing with the store), and a merge warned of once is not repeated by
-    every later ingest."""
-    merged = str(uuid.uuid4())
+    """``lineage ingest`` asks whether its runs hold two runs' events of the runs it added events to: those it made
+    from the events it read, those it continued from their stored events; the store's other events are never
+    unpacked again (each command of a year's build unpacked every event stored so far, a quarter of its time 140,000
+    events in and growing with the store), and a merge warned of once is not repeated by every later ingest."""
+    merged, continued, made = (str(uuid.uuid4()) for _ in range(3))
     store = f"sqlite:///{tmp_path / 'store.db'}"
-    for index, (time, logical_date) in enumerate(
-        [
-            ("2025-03-01T00:00:00+00:00", "2025-02-01T00:00:00+00:00"),
-            ("2025-03-01T00:10:00+00:00", "2025-02-02T00:00:00+00:00"),
-        ]
-    ):
-        path = tmp_path / f"merged{index}.jsonl"
-        path.write_text(json.dumps(_dag_event(merged, "START", time, logical_date)) + "\n")
+
+    def ingest(name: str, *events: dict) -> None:
+        path = tmp_path / name
+        path.write_text("".join(json.dumps(event) + "\n" for event in events))
         assert cli.main(["ingest", str(path), "--store", store]) == 0
+
+    ingest("merged0.jsonl", _dag_event(merged, "START", "2025-03-01T00:00:00+00:00", "2025-02-01T00:00:00+00:00"))
+    ingest("merged1.jsonl", _dag_event(merged, "START", "2025-03-01T00:10:00+00:00", "2025-02-02T00:00:00+00:00"))
     assert f"warning: run {merged}" in capsys.readouterr().err
-    other = str(uuid.uuid4())
-    later = tmp_path / "later.jsonl"
-    later.write_text(
-        "".join(
-            json.dumps(_dag_event(other, kind, f"2025-04-01T00:0{minute}:00+00:00", "2025-03-31T00:00:00+00:00")) + "\n"
-            for minute, kind in enumerate(("START", "COMPLETE"))
-        )
-    )
+    ingest("started.jsonl", _dag_event(continued, "START", "2025-04-01T00:00:00+00:00", "2025-03-31T00:00:00+00:00"))
     unpacked: list[int] = []
     text_of = PayloadPacker.text
 
@@ -382,11 +406,16 @@ def test_ingest_checks_only_the_runs_it_added_events_to_not_the_whole_store(tmp_
         return text_of(self, conn, event_id, payload, packed)
 
     monkeypatch.setattr(PayloadPacker, "text", counting)
-    assert cli.main(["ingest", str(later), "--store", store]) == 0
+    ingest(
+        "later.jsonl",
+        _dag_event(continued, "COMPLETE", "2025-04-01T00:05:00+00:00", "2025-03-31T00:00:00+00:00"),
+        _dag_event(made, "START", "2025-04-01T01:00:00+00:00", "2025-03-31T01:00:00+00:00"),
+        _dag_event(made, "COMPLETE", "2025-04-01T01:05:00+00:00", "2025-03-31T01:00:00+00:00"),
+    )
     assert "warning" not in capsys.readouterr().err, "the earlier merge is not this ingest's"
     with LineageStore(store) as opened, opened.engine.connect() as conn:
-        later_ids = set(conn.execute(text("SELECT id FROM lineage_events WHERE run_id = :r"), {"r": other}).scalars())
-    assert len(later_ids) == 2 and set(unpacked) == later_ids, (unpacked, later_ids)
+        stored = set(conn.execute(text("SELECT id FROM lineage_events WHERE run_id = :r"), {"r": continued}).scalars())
+    assert len(stored) == 2 and sorted(unpacked) == sorted(stored), "only the continued run's events are unpacked"
 
 
 def test_a_run_with_start_running_and_complete_events_is_not_reported_as_merged(chain, capsys):

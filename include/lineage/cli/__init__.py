@@ -277,8 +277,9 @@ def ingest(options) -> int:
         )
         from include.lineage.queries import LineageQueries
 
-        # the runs this ingest added events to, not the whole store: a year's store holds 10^7 events to unpack
-        _warn_merged(options, LineageQueries(store), result.new_run_ids)
+        # the runs this ingest added events to, not the whole store (a year's holds 10^7 events to unpack); those it
+        # made judged from the events it read, the others from their stored events
+        _warn_merged(options, LineageQueries(store), result.new_run_ids - set(result.created_runs), result.created_runs)
     return 0
 
 
@@ -419,9 +420,9 @@ def runs(options) -> int:
     return 0
 
 
-def _warn_merged(options, queries, run_ids=None) -> None:
+def _warn_merged(options, queries, run_ids=None, in_hand=None) -> None:
     """Say which run ids hold the events of two runs (never merged silently)."""
-    for item in queries.merged_runs(run_ids):
+    for item in queries.merged_runs(run_ids, in_hand):
         print(
             f"lineage {options.command}: warning: run {item['runId']} ({item['job']}) holds the events of more than "
             f"one run: {'; '.join(item['reasons'])}. Its inputs, outputs and times are those runs' together.",

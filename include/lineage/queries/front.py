@@ -140,13 +140,16 @@ class LineageQueries:
         with self.store.engine.connect() as conn:
             return runs.run_at(conn, ref, as_of, self.store.url)
 
-    def merged_runs(self, run_ids: Iterable[str] | None = None) -> list[dict]:
+    def merged_runs(
+        self, run_ids: Iterable[str] | None = None, in_hand: dict[str, list[tuple]] | None = None
+    ) -> list[dict]:
         """Run ids that hold the events of more than one run, each with why: a START after the run had finished
         (COMPLETE, FAIL or ABORT earlier), or Airflow facets of two DAG runs (other logical dates, clear numbers or
         Airflow run ids: the provider derives an OpenLineage run id from the DAG, logical date and clear number, so
-        a DAG re-run at the same logical date reuses it). ``run_ids``: only these."""
+        a DAG re-run at the same logical date reuses it). ``run_ids``: only these; ``in_hand``: runs judged from their
+        events' facts (``IngestResult.created_runs``), not from the store."""
         with self.store.engine.connect() as conn:
-            return runs.merged_runs(conn, self.store.packer, run_ids)
+            return runs.merged_runs(conn, self.store.packer, run_ids, in_hand)
 
     def child_runs(self, run_id: str) -> list[tuple[str, str]]:
         """(run id, job name) of a run's child runs (a DAG run's task runs), by job name."""

@@ -11,6 +11,7 @@ from sqlalchemy.engine import Connection
 
 from include.core.jsontext import loads
 from include.lineage.errors import EmptyStoreError, LineageError, UnknownNodeError
+from include.lineage.events import dag_run_identity
 from include.lineage.queries.model import DONE
 from include.lineage.queries.names import Node, resolve
 from include.lineage.queries.sql import chunks, run_start
@@ -253,14 +254,31 @@ def _run_of_dataset(conn: Connection, node: Node, as_of: str | None) -> str:
 
 
 # ------------------------------------------------------------------------- runs that hold two runs' events
-def merged_runs(conn: Connection, packer: PayloadPacker, run_ids: Iterable[str] | None = None) -> list[dict]:
-    """The answer of ``LineageQueries.merged_runs``."""
+def merged_runs(
+    conn: Connection,
+    packer: PayloadPacker,
+    run_ids: Iterable[str] | None = None,
+    in_hand: dict[str, list[tuple]] | None = None,
+) -> list[dict]:
+    """The answer of ``LineageQueries.merged_runs``: the runs of ``run_ids`` (None: every run) judged from their
+    stored events, and those of ``in_hand`` (run id -> each of its events' (type, time, DAG run identity), all its
+    events: ``IngestResult.created_runs``) from these, by the same rules, without reading the store."""
     wanted = None if run_ids is None else set(run_ids)
+    restarted = _restarted_runs(conn, wanted) if wanted is None or wanted else []
+    identities = _dag_run_identities(conn, packer, wanted) if wanted is None or wanted else {}
+    for run_id, facts in (in_hand or {}).items():
+        starts = [time for kind, time, _ in facts if kind == "START"]
+        ends = [time for kind, time, _ in facts if kind in DONE]
+        if starts and ends and max(starts) > min(ends):
+            restarted.append((run_id, max(starts), min(ends)))
+        named = {identity for _, _, identity in facts if identity}
+        if named:
+            identities[run_id] = named
     found: dict[str, list[str]] = {}
-    for run_id, start, first_end in _restarted_runs(conn, wanted):
+    for run_id, start, first_end in restarted:
         found.setdefault(run_id, []).append(f"a START at {start} after the run had finished at {first_end}")
-    for run_id, identities in _dag_run_identities(conn, packer, wanted).items():
-        distinct = _distinct_identities(identities)
+    for run_id, named in identities.items():
+        distinct = _distinct_identities(named)
         if len(distinct) > 1:
             described = "; ".join(", ".join(f"{k} {v}" for k, v in identity) for identity in distinct)
             found.setdefault(run_id, []).append(f"events of {len(distinct)} Airflow DAG runs ({described})")
@@ -321,17 +339,9 @@ def _dag_run_identities(conn: Connection, packer: PayloadPacker, wanted: set[str
         text = packer.text(conn, event_id, payload, packed)
         if '"dagRun"' not in text:
             continue
-        facets = (loads(text).get("run") or {}).get("facets") or {}
-        for facet in ("airflowDagRun", "airflow"):
-            dag_run = (facets.get(facet) or {}).get("dagRun") or {}
-            if dag_run:
-                identity = tuple(
-                    (key, str(dag_run[key]))
-                    for key in ("dag_id", "logical_date", "clear_number", "run_id")
-                    if dag_run.get(key) is not None
-                )
-                dag_runs.setdefault(run_id, set()).add(identity)
-                break
+        identity = dag_run_identity((loads(text).get("run") or {}).get("facets") or {})
+        if identity:
+            dag_runs.setdefault(run_id, set()).add(identity)
     return dag_runs
 
 

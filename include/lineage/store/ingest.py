@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Protocol
 
 from sqlalchemy.engine import Connection
@@ -179,23 +178,6 @@ class FacetRow:
         return {"p_id": self.id, "p_facets": facets, "p_times": times, "p_time": self.updated_at}
 
 
-@dataclass
-class IngestResult:
-    read: int = 0
-    new: int = 0
-    new_run_ids: set[str] = field(default_factory=set)
-
-    @property
-    def duplicates(self) -> int:
-        return self.read - self.new
-
-    def __iadd__(self, other: IngestResult) -> IngestResult:
-        self.read += other.read
-        self.new += other.new
-        self.new_run_ids |= other.new_run_ids
-        return self
-
-
 class EventIngest:
     """Ingest of one event inside the batch's transaction. ``lineage_event`` is what the store reads; ``received``
     the event as it came when that differs (``lineage serve`` leaves out what the spec refuses), kept beside it with
@@ -216,6 +198,7 @@ class EventIngest:
         self.time = utc_time(lineage_event["eventTime"])
         self.run_id: str | None = (lineage_event.get("run") or {}).get("runId")
         self.stamp: tuple[str, int] = (self.time, 0)  # (event time, event id): which facet wins
+        self.created_run = False  # this event made its run (none stored or pending before it)
 
     def run(self) -> bool:
         """Keep the event and ingest it; False when the very same event is already stored."""
@@ -400,6 +383,7 @@ class EventIngest:
         values: dict = {} if row is not None else {"id": self.run_id, "job_id": job_id, "state": "NEW", "state_rank": 0}
         values.update(self._run_changes(current))
         if row is None:
+            self.created_run = True
             pending.add_run(values)
         elif values:
             pending.change_run(self.run_id, values)

@@ -49,7 +49,8 @@ from include.lineage.errors import InvalidEventError, LineageError, UnreadableEv
 from include.lineage.events import SourcedEvent, check_event, dataset_key, job_key, read_event_file
 from include.lineage.store import ancestry, migrate
 from include.lineage.store.batch_reads import CHUNK, in_chunks, read_datasets, rows_of_pairs
-from include.lineage.store.ingest import EventIngest, FacetRow, IngestResult
+from include.lineage.store.ingest import EventIngest, FacetRow
+from include.lineage.store.ingest_result import IngestResult
 from include.lineage.store.packing import PayloadPacker
 from include.lineage.store.pending import REFUSED_VALUE_ERRORS, DeferredWriteRefusedError, PendingWrites
 from include.lineage.store.schema import (
@@ -213,8 +214,7 @@ class LineageStore:
                                 self.pending.flush(conn)
                         if new:
                             result.new += 1
-                            if ingest.run_id:
-                                result.new_run_ids.add(ingest.run_id)
+                            result.note(ingest)
                     self.pending.flush(conn)
                     self._flush(conn)
                     self._repack_ancestry(conn)

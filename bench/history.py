@@ -205,6 +205,22 @@ class History:
         """The ``count`` events that come after the history's ``events`` (the platform going on): JSON lines."""
         return itertools.islice(self._all_lines(), self.total, self.total + count)
 
+    def after(self, last_line: str, count: int) -> list[str]:
+        """The ``count`` events after ``last_line``, one of the stream's (the history's last: then what ``following``
+        gives), generated from the day before its date on instead of from the start (at 10^7 events that replay
+        took some 15 minutes). The day before: a run of that day may end after midnight."""
+        day = max(0, (datetime.fromisoformat(last_line[14:24]).date() - self.start.date()).days - 1)
+        lines: list[str] = []
+        found = None
+        while found is None or len(lines) < found + 1 + count:
+            lines += self.day_lines(day)
+            day += 1
+            if found is None and last_line in lines:
+                found = lines.index(last_line)
+            if found is None and day > self.days + 2:
+                raise ValueError("not a line of this history")
+        return lines[found + 1 : found + 1 + count]
+
     def events(self) -> Iterator[dict]:
         return (json.loads(line) for line in self.lines())
 

@@ -177,3 +177,10 @@ def test_each_day_generated_alone_by_another_history_is_that_day_of_the_year_car
     assert any(year._cleared(dag, earlier) for dag in year.dags for earlier in range(day - 1)), (
         "no run cleared in these days: the rule that crosses days is not exercised"
     )
+
+
+@pytest.mark.parametrize(("events", "count"), [(3_000, 50), (20_000, 700)])
+def test_what_follows_a_line_is_generated_from_its_day_as_the_whole_stream_gives_it(events, count):
+    year = History(events, seed=3)
+    last = list(year.lines())[-1]
+    assert History(events, seed=3).after(last, count) == list(History(events, seed=3).following(count))

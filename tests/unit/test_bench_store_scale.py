@@ -246,3 +246,12 @@ def test_the_prune_is_not_measured_when_the_disk_has_less_free_than_the_sqlite_s
     prune = json.loads((bench / "results.json").read_text())[store_scale.SECTION]["sqlite_600"]["prune"]
     assert set(prune) == {"skipped"} and "0.0 GB free beside store-600.db" in prune["skipped"], prune
     assert "not measured: 0.0 GB free" in (bench / "store-scale.md").read_text()
+
+
+def test_the_events_after_a_kept_history_are_those_the_whole_stream_gives_and_kept_beside_it(tmp_path):
+    history = History(900, seed=4)
+    folder = tmp_path / "days"
+    store_scale.write_days(history, folder)
+    following = store_scale._following(history, 40, folder)
+    assert following == [json.loads(line) for line in History(900, seed=4).following(40)]
+    assert len((folder / "following-40.jsonl").read_text().splitlines()) == 40

@@ -40,7 +40,7 @@ from include.lineage.events import (
     utc_time,
 )
 from include.lineage.store.marquez_view import marquez_column
-from include.lineage.store.pending import PendingWrites
+from include.lineage.store.pending import PendingWrites, RunFacets, merge_facets_into
 from include.lineage.store.problems import problem_rows
 from include.lineage.store.schema import (
     dataset_versions_table,
@@ -127,12 +127,7 @@ def merge_facets(
     merged facets and their ``facet_times`` as JSON, or None when no facet of ``new`` wins."""
     facets = loads(stored) if stored else {}
     times = loads(stored_times) if stored_times else {}
-    won = False
-    for name, value in new.items():
-        seen = times.get(name)
-        if seen is None or stamp > (seen[0], seen[1]):
-            facets[name], times[name], won = value, list(stamp), True
-    if not won:
+    if not merge_facets_into(facets, times, new, stamp):
         return None
     return json.dumps(facets, sort_keys=True), json.dumps(times, sort_keys=True)
 
@@ -156,12 +151,7 @@ class FacetRow:
                 loads(self.facets) if self.facets else {},
                 loads(self.facet_times) if self.facet_times else {},
             )
-        facets, times = self.objects
-        won = False
-        for name, value in new.items():
-            seen = times.get(name)
-            if seen is None or stamp > (seen[0], seen[1]):
-                facets[name], times[name], won = value, list(stamp), True
+        won = merge_facets_into(*self.objects, new, stamp)
         updated = max(self.updated_at or time, time)
         if won or updated != self.updated_at:
             self.dirty = True
@@ -423,9 +413,11 @@ class EventIngest:
         if rank == 3 and (current["ended_at"] is None or self.time > current["ended_at"]):
             values["ended_at"] = self.time
         if run_facets:
-            merged = merge_facets(current["facets"], current["facet_times"], run_facets, self.stamp)
-            if merged is not None:
-                values["facets"], values["facet_times"] = merged
+            merged = current["facets"]
+            if not isinstance(merged, RunFacets):
+                merged = RunFacets(current["facets"], current["facet_times"])
+            if merge_facets_into(merged.facets, merged.times, run_facets, self.stamp):
+                values["facets"] = values["facet_times"] = merged  # both columns' JSON when the row is written
             if current["facets_time"] is None or self.time > current["facets_time"]:
                 values["facets_time"] = self.time
         parent = run_facets.get("parent") or {}

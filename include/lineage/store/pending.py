@@ -18,10 +18,13 @@ from is not known, and the store takes the batch again an event at a time (``Lin
 
 from __future__ import annotations
 
+import json
+
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DataError, ProgrammingError
 
+from include.core.jsontext import loads
 from include.lineage.store.schema import column_edges_table, runs_table
 from include.lineage.store.statements import SELECT_RUN_IO, UPDATE_CURRENT_VERSION, UPDATE_JOB_LATEST
 
@@ -46,6 +49,31 @@ def _write(conn: Connection, statement, rows) -> None:
         conn.execute(statement, rows)
     except REFUSED_VALUE_ERRORS as error:
         raise DeferredWriteRefusedError(str(error)) from error
+
+
+def merge_facets_into(facets: dict, times: dict, new: dict, stamp: tuple[str, int]) -> bool:
+    """Merge ``new`` facets into ``facets`` per name, the one of the greatest (event time, event id) winning;
+    ``times``: each name's (event time, event id). True if any of ``new`` won."""
+    won = False
+    for name, value in new.items():
+        seen = times.get(name)
+        if seen is None or stamp > (seen[0], seen[1]):
+            facets[name], times[name], won = value, list(stamp), True
+    return won
+
+
+class RunFacets:
+    """A run's facets and their times as one transaction merges them event by event: parsed once, and written as JSON
+    once, with the run's row (``PendingWrites.flush_runs``), not re-read and re-written by each event of the run."""
+
+    __slots__ = ("facets", "times")
+
+    def __init__(self, facets: str | None, times: str | None):
+        self.facets = loads(facets) if facets else {}
+        self.times = loads(times) if times else {}
+
+    def texts(self) -> tuple[str, str]:
+        return json.dumps(self.facets, sort_keys=True), json.dumps(self.times, sort_keys=True)
 
 
 class PendingWrites:
@@ -102,6 +130,10 @@ class PendingWrites:
             self._changed_runs.add(run_id)
 
     def flush_runs(self, conn: Connection) -> None:
+        for run_id in self._new_runs | self._changed_runs:
+            row = self.runs[run_id]
+            if isinstance(row["facets"], RunFacets):  # its JSON, once, as the row is written
+                row["facets"], row["facet_times"] = row["facets"].texts()
         if self._new_runs:
             _write(conn, runs_table.insert(), [self.runs[run_id] for run_id in sorted(self._new_runs)])
         if self._changed_runs:

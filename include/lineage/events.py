@@ -187,9 +187,12 @@ def event_dedup_key(lineage_event: dict) -> str:
 
 def dag_run_identity(run_facets: dict) -> tuple | None:
     """The Airflow DAG run an event's run facets name (``airflowDagRun``, else ``airflow``): its (field, value)
-    pairs of dag id, logical date, clear number and run id, those it has; None when it names none."""
+    pairs of dag id, logical date, clear number and run id, those it has; None when it names none (or the facets are
+    not an object: what the spec refuses is never read)."""
+    if not isinstance(run_facets, dict):
+        return None
     for facet in ("airflowDagRun", "airflow"):
-        dag_run = (run_facets.get(facet) or {}).get("dagRun") if isinstance(run_facets.get(facet), dict) else None
+        dag_run = run_facets[facet].get("dagRun") if isinstance(run_facets.get(facet), dict) else None
         if isinstance(dag_run, dict) and dag_run:
             return tuple(
                 (key, str(dag_run[key]))

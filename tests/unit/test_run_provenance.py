@@ -551,3 +551,24 @@ def test_the_provenance_query_equals_a_level_by_level_walk_on_random_histories(e
                     assert len(entries) == len(got)  # each run once
                     assert [entry["depth"] for entry in entries] == sorted(entry["depth"] for entry in entries)
     shutil.rmtree(folder)
+
+
+@pytest.mark.parametrize(
+    ("run_facets", "identity"),
+    [
+        (
+            {"airflowDagRun": {"dagRun": {"dag_id": "d", "logical_date": "x", "clear_number": 0}}},
+            (("dag_id", "d"), ("logical_date", "x"), ("clear_number", "0")),
+        ),
+        ({"airflow": {"dagRun": {"dag_id": "d", "run_id": 7}}}, (("dag_id", "d"), ("run_id", "7"))),
+        ({"airflowDagRun": {"dagRun": {}}, "airflow": {"dagRun": {"dag_id": "e"}}}, (("dag_id", "e"),)),
+        ({"airflowDagRun": "not an object"}, None),
+        ({"airflowDagRun": {"dagRun": ["not", "an", "object"]}}, None),
+        (["not", "an", "object"], None),
+        ({}, None),
+    ],
+)
+def test_the_dag_run_an_events_facets_name_and_what_names_none(run_facets, identity):
+    from include.lineage.events import dag_run_identity
+
+    assert dag_run_identity(run_facets) == identity

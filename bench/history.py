@@ -213,10 +213,11 @@ class History:
         lines: list[str] = []
         found = None
         while found is None or len(lines) < found + 1 + count:
-            lines += self.day_lines(day)
+            generated = list(self.day_lines(day))
+            if found is None and last_line in generated:
+                found = len(lines) + generated.index(last_line)
+            lines += generated
             day += 1
-            if found is None and last_line in lines:
-                found = lines.index(last_line)
             if found is None and day > self.days + 2:
                 raise ValueError("not a line of this history")
         return lines[found + 1 : found + 1 + count]

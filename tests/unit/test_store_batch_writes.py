@@ -209,18 +209,30 @@ def test_the_batchs_datasets_and_versions_are_read_at_once_and_stored_versions_k
 
 
 def test_a_runs_facets_are_turned_into_json_once_a_transaction_not_once_an_event(tmp_path, monkeypatch):
-    """A run's facets are merged in memory event by event (``pending.RunFacets``) and written as JSON once, with the
+    """A run's facets are merged in memory event by event (``pending.MergedFacets``) and written as JSON once, with the
     run's row: each event of a run re-read and re-wrote the JSON of all its facets (11 % of a 10^7 build command)."""
     from collections import Counter
 
-    from include.lineage.store.pending import RunFacets
+    from include.lineage.store.pending import MergedFacets
 
     events = list(History(1_200, seed=5).events())
     with_facets = Counter(e["run"]["runId"] for e in events if e["run"].get("facets"))
     assert max(with_facets.values()) >= 3, "runs of several events with facets, or nothing is shown"
-    written: list[int] = []
-    texts = RunFacets.texts
-    monkeypatch.setattr(RunFacets, "texts", lambda self: written.append(id(self)) or texts(self))
+    from include.lineage.store.pending import PendingWrites
+
+    written: list[int] = []  # the merged facets turned into JSON as run rows are written (jobs' and datasets' aside)
+    writing_runs = []
+    texts, flush_runs = MergedFacets.texts, PendingWrites.flush_runs
+
+    def flushing(self, conn):
+        writing_runs.append(True)
+        try:
+            return flush_runs(self, conn)
+        finally:
+            writing_runs.pop()
+
+    monkeypatch.setattr(PendingWrites, "flush_runs", flushing)
+    monkeypatch.setattr(MergedFacets, "texts", lambda self: (writing_runs and written.append(id(self))) or texts(self))
     with LineageStore(f"sqlite:///{tmp_path / 'store.db'}") as store:
         store.ingest(events, batch_size=len(events))
-    assert len(written) == len(set(written)) <= len(with_facets), "each run's facets turned into JSON once"
+    assert len(written) == len(set(written)) == len(with_facets), "each run's facets turned into JSON once"

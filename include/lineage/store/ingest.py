@@ -29,7 +29,6 @@ from typing import Protocol
 
 from sqlalchemy.engine import Connection
 
-from include.core.jsontext import loads
 from include.lineage.events import (
     canonical_json,
     dataset_aliases,
@@ -40,7 +39,7 @@ from include.lineage.events import (
     utc_time,
 )
 from include.lineage.store.marquez_view import marquez_column
-from include.lineage.store.pending import PendingWrites, RunFacets, merge_facets_into
+from include.lineage.store.pending import MergedFacets, PendingWrites
 from include.lineage.store.problems import problem_rows
 from include.lineage.store.schema import (
     dataset_versions_table,
@@ -120,21 +119,9 @@ NEW_RUN = {
 }
 
 
-def merge_facets(
-    stored: str | None, stored_times: str | None, new: dict, stamp: tuple[str, int]
-) -> tuple[str, str] | None:
-    """Facets of several events, per facet name: the one of the greatest (event time, event id) wins. Returns the
-    merged facets and their ``facet_times`` as JSON, or None when no facet of ``new`` wins."""
-    facets = loads(stored) if stored else {}
-    times = loads(stored_times) if stored_times else {}
-    if not merge_facets_into(facets, times, new, stamp):
-        return None
-    return json.dumps(facets, sort_keys=True), json.dumps(times, sort_keys=True)
-
-
 class FacetRow:
     """A job's or dataset's facets as one transaction merges them: read once, merged in memory event by event by the
-    rule of ``merge_facets`` (the facet of the greatest (event time, event id) wins; ``updated_at`` the latest time
+    rule of ``pending.MergedFacets`` (the facet of the greatest (event time, event id) wins; ``updated_at`` the latest time
     of an event with facets), written once at the transaction's end when anything changed (``update``)."""
 
     __slots__ = ("id", "statement", "facets", "facet_times", "updated_at", "objects", "changed", "dirty")
@@ -142,16 +129,13 @@ class FacetRow:
     def __init__(self, row_id: int, statement, facets: str | None, facet_times: str | None, updated_at: str | None):
         self.id, self.statement = row_id, statement
         self.facets, self.facet_times, self.updated_at = facets, facet_times, updated_at
-        self.objects: tuple[dict, dict] | None = None
+        self.objects: MergedFacets | None = None
         self.changed = self.dirty = False
 
     def merge(self, new: dict, stamp: tuple[str, int], time: str) -> None:
         if self.objects is None:
-            self.objects = (
-                loads(self.facets) if self.facets else {},
-                loads(self.facet_times) if self.facet_times else {},
-            )
-        won = merge_facets_into(*self.objects, new, stamp)
+            self.objects = MergedFacets(self.facets, self.facet_times)
+        won = self.objects.merge(new, stamp)
         updated = max(self.updated_at or time, time)
         if won or updated != self.updated_at:
             self.dirty = True
@@ -164,7 +148,7 @@ class FacetRow:
             return None
         facets, times = self.facets, self.facet_times
         if self.changed:
-            facets, times = (json.dumps(value, sort_keys=True) for value in self.objects)
+            facets, times = self.objects.texts()
         return {"p_id": self.id, "p_facets": facets, "p_times": times, "p_time": self.updated_at}
 
 
@@ -275,7 +259,8 @@ class EventIngest:
         if row is None:
             found = self.conn.execute(select_row, {"p_ns": namespace, "p_name": name}).first()
             if found is None:
-                merged = merge_facets(None, None, facets, self.stamp) or ("{}", None)
+                first = MergedFacets(None, None)
+                merged = first.texts() if first.merge(facets, self.stamp) else ("{}", None)
                 values = {"node_id": node_id, "namespace": namespace, "name": name, "created_at": self.time}
                 values.update(updated_at=self.time, facets=merged[0], facet_times=merged[1])
                 row_id = self.conn.execute(table.insert(), values).inserted_primary_key[0]
@@ -414,9 +399,9 @@ class EventIngest:
             values["ended_at"] = self.time
         if run_facets:
             merged = current["facets"]
-            if not isinstance(merged, RunFacets):
-                merged = RunFacets(current["facets"], current["facet_times"])
-            if merge_facets_into(merged.facets, merged.times, run_facets, self.stamp):
+            if not isinstance(merged, MergedFacets):
+                merged = MergedFacets(current["facets"], current["facet_times"])
+            if merged.merge(run_facets, self.stamp):
                 values["facets"] = values["facet_times"] = merged  # both columns' JSON when the row is written
             if current["facets_time"] is None or self.time > current["facets_time"]:
                 values["facets_time"] = self.time

@@ -51,26 +51,25 @@ def _write(conn: Connection, statement, rows) -> None:
         raise DeferredWriteRefusedError(str(error)) from error
 
 
-def merge_facets_into(facets: dict, times: dict, new: dict, stamp: tuple[str, int]) -> bool:
-    """Merge ``new`` facets into ``facets`` per name, the one of the greatest (event time, event id) winning;
-    ``times``: each name's (event time, event id). True if any of ``new`` won."""
-    won = False
-    for name, value in new.items():
-        seen = times.get(name)
-        if seen is None or stamp > (seen[0], seen[1]):
-            facets[name], times[name], won = value, list(stamp), True
-    return won
-
-
-class RunFacets:
-    """A run's facets and their times as one transaction merges them event by event: parsed once, and written as JSON
-    once, with the run's row (``PendingWrites.flush_runs``), not re-read and re-written by each event of the run."""
+class MergedFacets:
+    """Facets (a run's, a job's or a dataset's) as one transaction merges them event by event: parsed once, merged in
+    memory per facet name (the facet of the greatest (event time, event id) wins; ``times`` keeps each name's), and
+    turned into JSON once, when the row is written (``texts``), not re-read and re-written by each event."""
 
     __slots__ = ("facets", "times")
 
     def __init__(self, facets: str | None, times: str | None):
         self.facets = loads(facets) if facets else {}
         self.times = loads(times) if times else {}
+
+    def merge(self, new: dict, stamp: tuple[str, int]) -> bool:
+        """Merge ``new`` facets stamped (event time, event id); True if any of them won."""
+        won = False
+        for name, value in new.items():
+            seen = self.times.get(name)
+            if seen is None or stamp > (seen[0], seen[1]):
+                self.facets[name], self.times[name], won = value, list(stamp), True
+        return won
 
     def texts(self) -> tuple[str, str]:
         return json.dumps(self.facets, sort_keys=True), json.dumps(self.times, sort_keys=True)
@@ -132,7 +131,7 @@ class PendingWrites:
     def flush_runs(self, conn: Connection) -> None:
         for run_id in self._new_runs | self._changed_runs:
             row = self.runs[run_id]
-            if isinstance(row["facets"], RunFacets):  # its JSON, once, as the row is written
+            if isinstance(row["facets"], MergedFacets):  # its JSON, once, as the row is written
                 row["facets"], row["facet_times"] = row["facets"].texts()
         if self._new_runs:
             _write(conn, runs_table.insert(), [self.runs[run_id] for run_id in sorted(self._new_runs)])

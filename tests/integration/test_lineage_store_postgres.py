@@ -375,6 +375,33 @@ def test_a_batch_leaves_a_postgresql_store_as_an_event_per_transaction_leaves_it
     assert expected["lineage_runs"] and expected["lineage_run_datasets"]
 
 
+def test_a_post_postgresql_refuses_in_a_group_is_refused_alone_and_the_others_stored(postgres_store):
+    """``lineage serve``'s worker stores the large posts queued together in one transaction (group commit,
+    ``include/lineage/api/posts.py``). A NUL in a job's name passes the admission (Marquez admits it) and PostgreSQL
+    refuses it: the group's transaction is rolled back, and each post stored again alone, so that only the post
+    holding it is refused (400, kept as a dead letter) and the others are stored and answered 201."""
+    from include.lineage.api import posts
+    from include.lineage.store.schema import dead_letters_table
+
+    url, cluster, _password = postgres_store
+    cluster.ensure_database("group_commit", "lineage")
+    url = url.rsplit("/", 1)[0] + "/group_commit"
+    events = _events(seed=54)[:30]
+    bad = json.loads(json.dumps(events[12]))
+    bad["job"]["name"] += "\x00"
+    batches = [events[:10], [*events[10:12], bad, *events[13:20]], events[20:30]]
+    bodies = [
+        posts.Body(json.dumps(batch).encode(), False, True, "/api/v1/lineage/batch", "client") for batch in batches
+    ]
+    answers = posts.ingest_in_worker(url, bodies)
+    assert [status for status, _ in answers] == [201, 400, 201]
+    assert answers[0][1] == answers[2][1] == {"received": 10, "new": 10}
+    assert "NUL" in answers[1][1]["message"]
+    with LineageStore(url) as store, store.engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(events_table)).scalar_one() == 20
+        assert conn.execute(select(func.count()).select_from(dead_letters_table)).scalar_one() == 1
+
+
 def test_the_lineage_page_answers_503_not_500_while_its_store_is_away(postgres_store, tmp_path):
     """The page's app (inside Airflow) catches the store up with the event files before a graph read, in a
     middleware: there an unreachable store passed the app's error handlers and was answered 500. PostgreSQL stopped

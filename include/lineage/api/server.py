@@ -29,7 +29,8 @@ What ``lineage serve`` puts in front of these (``serve``; ``create_app(tokens=..
   nested too deep); each event admitted as Marquez 0.51 admits it and read as strictly as the spec reads it
   (``intake.py``: refused where Marquez refuses it, 4xx, else stored whole with what the spec refuses in it named
   and left out of what the store reads), within ``LINEAGE_MAX_EVENT_DATASETS`` and ``LINEAGE_MAX_FACET_BYTES``, in a
-  worker thread;
+  worker thread, or for a large body in the worker process, which stores the posts queued while it worked in one
+  transaction (``posts.py``); each post all or none;
 - what is refused, a body or an event, is kept as a dead letter with why (``store/dead_letters.py``; ``lineage
   rejected`` lists them, ``--replay`` stores what is taken now); a body refused for its size only by its reason.
 
@@ -41,18 +42,11 @@ Unknown nodes and runs answer 404, bad parameters 400 (``include/lineage/api/err
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import ipaddress
-import json
-import multiprocessing
-import os
 import socket
-import threading
 import time
 from collections.abc import Iterable
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
@@ -63,11 +57,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from include.core import settings
 from include.core.errors import ConfigurationError
 from include.lineage import validation
+from include.lineage.api import posts
 from include.lineage.api.admission import FairAdmission
 from include.lineage.api.answers import JSONAnswer
-from include.lineage.api.body import decode_json, gunzip_limited, parse_json, read_limited, require_json
+from include.lineage.api.body import decode_json, read_limited, require_json
 from include.lineage.api.errors import install_error_handlers
-from include.lineage.api.intake import Admitted, Refused, admit
 from include.lineage.emit import tokens as token_file
 from include.lineage.errors import InvalidEventError
 from include.lineage.events import MAX_NODE_ID_LENGTH, check_event
@@ -77,7 +71,6 @@ from include.lineage.store import LineageStore, dead_letters
 from include.lineage.store.schema import events_table, rejected_lines_table
 
 HEALTH_PATH = "/api/v1/health"
-OFFLOAD_BYTES = 256 * 1024  # a body larger than this, as sent, is decoded, checked and stored in the worker process
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 
 
@@ -97,10 +90,6 @@ def _bounded(name: str, value: str) -> str:
     return value
 
 
-def _message(status: int, text: str) -> dict:
-    return {"code": status, "message": text, "detail": text}
-
-
 def check_all(events: list) -> list[dict]:
     """Every event of a post ``check_incoming`` refuses, by its index and why (the strict check: ``lineage
     consume``'s; ``lineage serve`` admits events with :func:`include.lineage.api.intake.admit`)."""
@@ -111,105 +100,6 @@ def check_all(events: list) -> list[dict]:
         except InvalidEventError as error:
             errors.append({"index": index, "message": str(error)})
     return errors
-
-
-def _as_bytes(item) -> bytes:
-    return json.dumps(item, ensure_ascii=False).encode()
-
-
-def answer_events(
-    store: LineageStore, data, batch_endpoint: bool, endpoint: str = "/api/v1/lineage", client: str | None = None
-) -> tuple[int, dict]:
-    """Admit and store a post's parsed JSON: (status, answer). ``batch_endpoint``: it must be an array, stored whole
-    or not at all, and a 400 lists every refused event; otherwise one event (or an array), the first refused one
-    named. What is refused is kept as a dead letter (the refused events of an array one by one)."""
-    if batch_endpoint and not isinstance(data, list):
-        text = "a batch is a JSON array of OpenLineage events"
-        dead_letters.keep(store, _as_bytes(data), text, 400, endpoint, client)
-        return 400, _message(400, text)
-    events = data if isinstance(data, list) else [data]
-    limit = settings.LINEAGE_MAX_BATCH_EVENTS.integer()
-    if len(events) > limit:
-        where = "the batch" if batch_endpoint else "the post (use /api/v1/lineage/batch)"
-        text = f"{where} holds {len(events):,} events; the limit is {limit:,}"
-        dead_letters.keep(store, _as_bytes(data), text, 413, endpoint, client)
-        return 413, _message(413, text)
-    verdicts = [admit(item) for item in events]
-    refused = [(index, verdict) for index, verdict in enumerate(verdicts) if isinstance(verdict, Refused)]
-    for index, verdict in refused:
-        where = f"event {index} of the post: " if len(events) > 1 else ""
-        dead_letters.keep(store, _as_bytes(events[index]), where + verdict.message(), verdict.status, endpoint, client)
-    if refused and batch_endpoint:
-        text = f"{len(refused)} of {len(events)} events refused; none stored (each kept as a dead letter)"
-        errors = [{"index": index, "status": v.status, "message": v.message()} for index, v in refused]
-        return 400, {**_message(400, text), "errors": errors}
-    if refused:
-        index, verdict = refused[0]
-        status = verdict.status if len(events) == 1 else 400
-        where = f"event {index}: " if len(events) > 1 else ""
-        return status, _message(status, f"not stored, kept as a dead letter: {where}{verdict.message()}")
-    admitted: list[Admitted] = verdicts  # type: ignore[assignment]
-    try:
-        result = store.ingest([item.sourced(f"POST {endpoint}") for item in admitted])  # the store serialises writers
-    except InvalidEventError as error:
-        dead_letters.keep(store, _as_bytes(data), f"the store refused it: {error}", 400, endpoint, client)
-        return 400, _message(400, f"not stored, kept as a dead letter: {error}")
-    answer: dict = {"received": result.read, "new": result.new}
-    problems = {str(index): item.problems for index, item in enumerate(admitted) if item.problems}
-    if problems:
-        # stored, with what the spec refuses in it named and left out of what the store reads
-        answer["problems"] = problems["0"] if not isinstance(data, list) else problems
-    return 201, answer
-
-
-_worker_stores: dict[str, LineageStore] = {}
-
-
-def _exit_with_the_server(server_pid: int, poll_seconds: float = 1.0) -> None:
-    """The worker's initializer. A spawned worker holds both ends of its call queue, so it never reads an end of file
-    when the server goes, gracefully or killed: it would wait forever, an orphan holding the store open (and the
-    resource tracker with it). A thread ends it once its parent is no longer the server."""
-
-    def watch() -> None:
-        while os.getppid() == server_pid:
-            time.sleep(poll_seconds)
-        os._exit(0)  # a body half stored is rolled back by the store's transaction
-
-    threading.Thread(target=watch, daemon=True, name="exit-with-the-server").start()
-
-
-def _ingest_in_worker(
-    store_url: str, body: bytes, gzipped: bool, batch_endpoint: bool, endpoint: str = "", client: str | None = None
-) -> tuple[int, dict]:
-    """In the worker process: decompress, parse, check and store a large body, so that the server's own process
-    never holds the interpreter for long (health and small posts answer meanwhile). The worker keeps its store
-    open; SQLite in WAL mode and PostgreSQL take writers of several processes."""
-    store = _worker_stores.get(store_url)
-    if store is None:
-        store = _worker_stores[store_url] = LineageStore(store_url)
-    try:
-        data = decoded(body, gzipped)
-    except HTTPException as error:
-        keep_refused_body(store, body, error, endpoint, client)
-        return error.status_code, _message(error.status_code, str(error.detail))
-    try:
-        return answer_events(store, data, batch_endpoint, endpoint, client)
-    except InvalidEventError as error:
-        return 400, _message(400, str(error))
-
-
-def decoded(body: bytes, gzipped: bool):
-    """A body's JSON (None for an empty one: Marquez reads no event, 422), within the limits of ``body.py``."""
-    text = gunzip_limited(body) if gzipped else body
-    return None if not text.strip() else parse_json(text)
-
-
-def keep_refused_body(store: LineageStore, body: bytes, error: HTTPException, endpoint: str, client) -> None:
-    """A body refused before any event was read, kept as a dead letter: whole when it was refused for what it holds
-    (not gzip, not JSON, nested too deep), only its start when refused for its size (413: a gzip bomb, too large)."""
-    whole = error.status_code != 413
-    kept = body if whole else b""  # a gzip bomb's start is no help: its reason and size are
-    dead_letters.keep(store, kept, str(error.detail), error.status_code, endpoint, client, len(body), whole)
 
 
 def _json_error(status: int, message: str, headers: dict | None = None) -> JSONResponse:
@@ -364,19 +254,7 @@ def create_app(
     read = [Depends(_requires("read", tokens, tokens_where))]
     write = [Depends(_requires("write", tokens, tokens_where))]
 
-    pool: list[ProcessPoolExecutor] = []  # the worker process of large bodies, started on the first one
-
-    def worker() -> ProcessPoolExecutor:
-        if not pool:
-            pool.append(
-                ProcessPoolExecutor(
-                    max_workers=1,
-                    mp_context=multiprocessing.get_context("spawn"),
-                    initializer=_exit_with_the_server,
-                    initargs=(os.getpid(),),
-                )
-            )
-        return pool[0]
+    worker = posts.WorkerQueue(store.url)  # large bodies' worker process, and the posts waiting for it
 
     async def post(request: Request, batch_endpoint: bool) -> JSONResponse:
         require_json(request)  # a cross-site text/plain post is not kept, not even as a dead letter
@@ -391,21 +269,15 @@ def create_app(
             )
             raise
         gzipped = request.headers.get("content-encoding", "").strip().lower() == "gzip"
-        if offload and len(body) > OFFLOAD_BYTES:
-            try:
-                status, content = await asyncio.wrap_future(
-                    worker().submit(_ingest_in_worker, store.url, body, gzipped, batch_endpoint, endpoint, client)
-                )
-            except BrokenProcessPool:
-                pool.clear()
-                raise HTTPException(status_code=503, detail="the worker process died; retry") from None
+        if offload and len(body) > posts.OFFLOAD_BYTES:
+            status, content = await worker.store(posts.Body(body, gzipped, batch_endpoint, endpoint, client))
             return JSONResponse(status_code=status, content=content)
         try:
             data = await decode_json(request, body) if body.strip() else None
         except HTTPException as error:
-            await run_in_threadpool(keep_refused_body, store, body, error, endpoint, client)
+            await run_in_threadpool(posts.keep_refused_body, store, body, error, endpoint, client)
             raise
-        status, content = await run_in_threadpool(answer_events, store, data, batch_endpoint, endpoint, client)
+        status, content = await run_in_threadpool(posts.answer_events, store, data, batch_endpoint, endpoint, client)
         return JSONResponse(status_code=status, content=content)
 
     @app.post("/api/v1/lineage", status_code=201, dependencies=write)
@@ -421,8 +293,7 @@ def create_app(
 
     @app.on_event("shutdown")
     def stop_worker() -> None:
-        for executor in pool:
-            executor.shutdown(wait=False, cancel_futures=True)
+        worker.close()
 
     @app.get("/api/v1/lineage", dependencies=read)
     def get_lineage(

@@ -149,6 +149,18 @@ class LineageStore:
             result += self._ingest_batch(batch)
         return result
 
+    def ingest_posts(self, posts: list[list[SourcedEvent]]) -> list[IngestResult]:
+        """Several posts' events in one transaction (``lineage serve``'s group commit): each post's IngestResult, in
+        order. All or nothing, however many events: an event the store refuses raises InvalidEventError naming it
+        and none of any post is stored (the caller stores each post alone to tell whose it was)."""
+        is_new: list[bool] = []
+        self._ingest_batch([item for post in posts for item in post], is_new)
+        results, start = [], 0
+        for post in posts:
+            results.append(IngestResult(read=len(post), new=sum(is_new[start : start + len(post)])))
+            start += len(post)
+        return results
+
     def ingest_files(self, files: Iterable[Path | str]) -> IngestResult:
         """Ingest event files, each all or nothing: a file is read and checked whole, then stored in one transaction;
         if one of its events is bad (unreadable, not an event, or refused by the store) none of its events is stored.
@@ -171,20 +183,24 @@ class LineageStore:
             raise first
         return result
 
-    def _ingest_batch(self, batch: list[SourcedEvent]) -> IngestResult:
+    def _ingest_batch(self, batch: list[SourcedEvent], is_new: list[bool] | None = None) -> IngestResult:
         # the collector paused: a batch makes a burst of short-lived objects (27 % of an ingest's CPU went to
         # collections with it on; include/core/collector.py)
         with cyclic_gc_paused():
             try:
-                return self._ingest_transaction(batch, bulk=True)
+                return self._ingest_transaction(batch, bulk=True, is_new=is_new)
             except DeferredWriteRefusedError:
                 # a value the database cannot take in a row written for several events at once: the batch again,
                 # each event's rows written with it, so that the error names the event
-                return self._ingest_transaction(batch, bulk=False)
+                if is_new is not None:
+                    is_new.clear()
+                return self._ingest_transaction(batch, bulk=False, is_new=is_new)
 
-    def _ingest_transaction(self, batch: list[SourcedEvent], bulk: bool) -> IngestResult:
+    def _ingest_transaction(
+        self, batch: list[SourcedEvent], bulk: bool, is_new: list[bool] | None = None
+    ) -> IngestResult:
         """The batch in one transaction. ``bulk``: its events kept by one multi-row insert before they are read
-        (``_keep_events``); else each by its own."""
+        (``_keep_events``); else each by its own. ``is_new``: given, whether each event was new is appended to it."""
         result = IngestResult(read=len(batch))
         with self._lock:
             self._job_latest.clear()  # what another writer may change between transactions is read again
@@ -212,6 +228,8 @@ class LineageStore:
                             else:  # each event's rows written with it, so that a refused value names its event
                                 new = ingest.run()
                                 self.pending.flush(conn)
+                        if is_new is not None:
+                            is_new.append(new)
                         if new:
                             result.new += 1
                             result.note(ingest)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from include.core import settings
-from include.core.jsontext import loads
+from include.core.jsontext import loads, sorted_compact
 from include.lineage.errors import InvalidEventError, LineageError, UnreadableEventFileError
 
 
@@ -174,8 +174,8 @@ def digest(value) -> str:
 
 
 def canonical_json(lineage_event: dict) -> str:
-    """The event's one spelling: keys sorted, no spaces, non-ASCII kept."""
-    return json.dumps(lineage_event, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """The event's one spelling: keys sorted, no spaces, non-ASCII kept (the standard library's, written faster)."""
+    return sorted_compact(lineage_event)
 
 
 def event_dedup_key(lineage_event: dict) -> str:

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from include.core.jsontext import json_bytes, loads
+from include.core.jsontext import json_bytes, loads, sorted_compact
 
 
 def same(a, b) -> bool:
@@ -189,3 +189,59 @@ def test_sorted_keys_give_one_spelling_per_value_whatever_the_insertion_order(va
         return
     assert json_bytes(reversed_keys(value), sort_keys=True) == spelled
     assert same(json.loads(spelled), plain(json.loads(json.dumps(value, sort_keys=True))))
+
+
+def _standard(value) -> tuple[str, object]:
+    try:
+        return "text", json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError) as error:
+        return "error", type(error)
+
+
+def _sorted_compact(value) -> tuple[str, object]:
+    try:
+        return "text", sorted_compact(value)
+    except (TypeError, ValueError, RecursionError) as error:
+        return "error", type(error)
+
+
+canonical_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()  # beyond 64 bits too
+    | st.floats()  # NaN, infinities, -0.0, 1e+16 and 1e-05 (spelled otherwise by msgspec)
+    | st.decimals(allow_nan=False)  # the standard library refuses them
+    | st.text(),  # lone surrogates and every character that needs an escape
+    lambda inner: st.lists(inner, max_size=4)
+    | st.tuples(inner, inner)
+    | st.dictionaries(st.text(max_size=8) | st.integers(), inner, max_size=4),  # a key that is not a string too
+)
+
+
+@settings(max_examples=1000)
+@given(value=canonical_values)
+def test_the_canonical_spelling_is_the_standard_librarys_byte_for_byte_for_any_value(value):
+    """An event's dedup key is the SHA-256 of this text: one character apart and every stored event of that shape
+    would be stored again as new. ``sorted_compact`` writes it with msgspec where it can; whatever it is given, the
+    text (or the error) is ``json.dumps``' own."""
+    assert _sorted_compact(value) == _standard(value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"a": float("nan")},  # msgspec writes null, the standard library NaN
+        {"a": [float("inf"), float("-inf")]},
+        {"a": 1e16, "b": 1e-05, "c": 1.5e300, "d": 5e-324},  # msgspec writes 1e16, 0.00001 ...
+        {"a": -0.0, "b": 0.1},
+        {"a": (1, "x")},  # a tuple reads back as a list: not equal, so the standard library writes it
+        {"k": "\ud800"},  # msgspec cannot write a lone surrogate
+        {"k": "\u2028\x7f\x00\x1f\"\\/é😀"},
+        {"b": None, "a": [True, False, 10**40, -(2**63) - 1]},
+        {"é": 1, "e": 2, "\uffff": 3, "😀": 4, "": 5},  # code-point order, not UTF-16's
+        {1: "an integer key"},
+        {"a": Decimal("1.5")},  # refused by both, as the standard library refuses it
+    ],
+)
+def test_the_canonical_spelling_of_what_msgspec_writes_otherwise(value):
+    assert _sorted_compact(value) == _standard(value)

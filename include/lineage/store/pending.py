@@ -18,13 +18,11 @@ from is not known, and the store takes the batch again an event at a time (``Lin
 
 from __future__ import annotations
 
-import json
-
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DataError, ProgrammingError
 
-from include.core.jsontext import loads
+from include.core.jsontext import loads, sorted_compact
 from include.lineage.store.schema import column_edges_table, runs_table
 from include.lineage.store.statements import SELECT_RUN_IO, UPDATE_CURRENT_VERSION, UPDATE_JOB_LATEST
 
@@ -72,7 +70,9 @@ class MergedFacets:
         return won
 
     def texts(self) -> tuple[str, str]:
-        return json.dumps(self.facets, sort_keys=True), json.dumps(self.times, sort_keys=True)
+        # compact, keys sorted (rows written before 29 November 2026 spell them with spaces and ASCII escapes: the
+        # same values; the LIKE filters on these columns look for quoted ASCII names, found in either spelling)
+        return sorted_compact(self.facets), sorted_compact(self.times)
 
 
 class PendingWrites:

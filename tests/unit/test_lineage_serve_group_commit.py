@@ -259,3 +259,34 @@ def test_concurrent_large_posts_to_a_real_server_are_each_stored_once_and_answer
         process.terminate()
         process.wait(timeout=30)
     assert _counts(store_url) == (10 * len(batches), 0)
+
+
+def test_a_groups_events_are_stored_in_time_order_and_each_post_counted_as_it_came(tmp_path):
+    """Posts that come at once from several clients interleave their runs' events: a run's COMPLETE in one post, its
+    START in the next. Stored in the order they came, the START is earlier than its run's first event, and the
+    transaction writes its runs and looks the job's latest run up again; stored in time order, it does not. Each
+    post's count is its own events' (a duplicate of an event stored before counted in the post holding it)."""
+    from sqlalchemy import event as listen
+
+    from include.lineage.store.store import SourcedEvent
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    start, complete = event("ordered"), event("ordered")
+    complete["run"] = start["run"]
+    start["eventType"], complete["eventTime"] = "START", "2025-02-01T00:05:00Z"
+    stored_before = event("before")
+    with LineageStore(url) as store:
+        store.ingest([stored_before])
+        sent: list[str] = []
+        listen.listen(store.engine, "before_cursor_execute", lambda *args: sent.append(" ".join(args[2].split())))
+        results = store.ingest_posts(
+            [[SourcedEvent(complete, "a"), SourcedEvent(stored_before, "a")], [SourcedEvent(start, "b")]]
+        )
+    assert [(result.read, result.new) for result in results] == [(2, 1), (1, 1)]
+    latest_reads = [s for s in sent if s.startswith("SELECT lineage_runs.id, lineage_runs.first_event_time")]
+    assert latest_reads == [], "the START was stored first"
+    with LineageStore(url) as store, store.engine.connect() as conn:
+        from include.lineage.store.schema import runs_table
+
+        row = conn.execute(select(runs_table.c.state, runs_table.c.started_at)).all()
+    assert ("COMPLETED", "2025-02-01T00:00:00.000000Z") in [tuple(r) for r in row]

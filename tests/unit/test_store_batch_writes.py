@@ -236,3 +236,28 @@ def test_a_runs_facets_are_turned_into_json_once_a_transaction_not_once_an_event
     with LineageStore(f"sqlite:///{tmp_path / 'store.db'}") as store:
         store.ingest(events, batch_size=len(events))
     assert len(written) == len(set(written)) == len(with_facets), "each run's facets turned into JSON once"
+
+
+def test_a_new_process_reads_the_jobs_current_versions_and_the_datasets_names_with_the_batch(tmp_path):
+    """A ``lineage ingest`` command is a new process, which knows nothing of the store. A job's current version (the
+    one its next run most likely has) is read with the job, and the names of the batch's stored datasets by one query
+    a 500 nodes (``batch_reads.read_aliases``): not one read per job version and per dataset, each a round trip to
+    PostgreSQL (before: 3,599 and 1,390 of 9,603 statements for 8,000 events of a 10^7 history's second day). The
+    store left is the one an event per transaction leaves."""
+    from sqlalchemy import event
+
+    events = list(History(3_000, seed=21).events())
+    first, second = events[: len(events) // 2], events[len(events) // 2 :]
+    with LineageStore(f"sqlite:///{tmp_path / 'one.db'}") as one:
+        one.ingest(events, batch_size=1)
+        expected = _tables(one)
+    with LineageStore(f"sqlite:///{tmp_path / 'batch.db'}") as earlier:
+        earlier.ingest(first, batch_size=len(first))
+    with LineageStore(f"sqlite:///{tmp_path / 'batch.db'}") as new_process:
+        sent: list[str] = []
+        event.listen(new_process.engine, "before_cursor_execute", lambda *args: sent.append(" ".join(args[2].split())))
+        new_process.ingest(second, batch_size=len(second))
+        assert _tables(new_process) == expected
+    assert [s for s in sent if s.startswith("SELECT lineage_job_versions.id FROM")] == []
+    assert [s for s in sent if s.startswith("SELECT lineage_node_aliases.alias FROM")] == []
+    assert any(s.startswith("SELECT lineage_node_aliases.node_id, lineage_node_aliases.alias") for s in sent)

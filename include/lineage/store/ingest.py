@@ -73,6 +73,7 @@ class StoreWriter(Protocol):
     _ids: dict
     _facet_rows: dict  # per transaction: what the store writes once at its end or only once
     _absent_rows: set  # per transaction: keys of ``_ids`` looked up and not stored
+    _aliases: dict  # node id -> its names, as read or written by this process
     pending: PendingWrites  # ... runs, run -> dataset links, jobs' latest runs, current versions, column edges
 
     def _node_id(self, conn: Connection, kind: str, namespace: str, name: str, label: str) -> int: ...

@@ -58,6 +58,7 @@ from include.lineage.store.schema import (
     closure_table,
     edges_table,
     events_table,
+    job_versions_table,
     jobs_table,
     nodes_table,
 )
@@ -153,8 +154,16 @@ class LineageStore:
         """Several posts' events in one transaction (``lineage serve``'s group commit): each post's IngestResult, in
         order. All or nothing, however many events: an event the store refuses raises InvalidEventError naming it
         and none of any post is stored (the caller stores each post alone to tell whose it was)."""
-        is_new: list[bool] = []
-        self._ingest_batch([item for post in posts for item in post], is_new)
+        batch = [item for post in posts for item in post]
+        # stored in time order: posts that came at once from several clients interleave their runs' events, and an
+        # event earlier than its run's first makes the transaction write its runs and look the job's latest up again
+        # (``EventIngest._latest_run``); what is stored does not depend on the order
+        order = sorted(range(len(batch)), key=lambda index: str(batch[index].event.get("eventTime")))
+        is_new_in_order: list[bool] = []
+        self._ingest_batch([batch[index] for index in order], is_new_in_order)
+        is_new = [False] * len(batch)
+        for index, new in zip(order, is_new_in_order, strict=True):
+            is_new[index] = new
         results, start = [], 0
         for post in posts:
             results.append(IngestResult(read=len(post), new=sum(is_new[start : start + len(post)])))
@@ -284,7 +293,7 @@ class LineageStore:
         """What the transaction reads of the batch's jobs, read at once: each job's row (its facets, its latest run)
         and its edges in the graph, a query per 500 jobs instead of three per job (``_job_edges``, ``job_latest``,
         ``ingest.EventIngest._upsert_with_facets``: each still reads what is not read here)."""
-        j, e = jobs_table.c, edges_table.c
+        j, e, v = jobs_table.c, edges_table.c, job_versions_table.c
         wanted = sorted(key for key in names if (jobs_table.name, *key) not in self._facet_rows)
         nodes: list[int] = []
         query = select(
@@ -298,8 +307,13 @@ class LineageStore:
             j.latest_run_id,
             j.latest_run_time,
             j.current_version_id,
-        )
+            v.version.label("current_version"),
+        ).outerjoin(job_versions_table, v.id == j.current_version_id)
         for key, row in rows_of_pairs(conn, query, j.namespace, j.name, wanted):
+            if row.current_version is not None:
+                # the version a job's next run most likely has: found here, not asked once per run
+                # (``EventIngest._job_version``: 3,599 reads of 8,000 events into a new process)
+                self._ids[("job_version", row.id, row.current_version)] = row.current_version_id
             self._facet_rows[(jobs_table.name, *key)] = FacetRow(
                 row.id, UPDATE_JOB_FACETS, row.facets, row.facet_times, row.updated_at
             )

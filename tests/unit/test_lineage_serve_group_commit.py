@@ -12,7 +12,6 @@ import gzip
 import json
 import os
 import threading
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -25,22 +24,7 @@ from include.lineage.api import posts
 from include.lineage.store import LineageStore
 from include.lineage.store.schema import dead_letters_table, events_table
 from tests.support import start_lineage_serve
-
-PRODUCER = "https://github.com/OpenLineage/OpenLineage/tree/1.54.0/client/python"
-SCHEMA_FACET = "https://openlineage.io/spec/facets/1-2-0/SchemaDatasetFacet.json#/$defs/SchemaDatasetFacet"
-
-
-def event(job: str, output: str | None = None) -> dict:
-    return {
-        "eventType": "COMPLETE",
-        "eventTime": "2025-02-01T00:00:00Z",
-        "producer": PRODUCER,
-        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
-        "run": {"runId": str(uuid.uuid4()), "facets": {}},
-        "job": {"namespace": "ns", "name": job, "facets": {}},
-        "inputs": [],
-        "outputs": [{"namespace": "file", "name": output or f"/o/{job}", "facets": {}}],
-    }
+from tests.unit.test_lineage_serve_limits import PRODUCER, _large, event
 
 
 def body(data, batch_endpoint: bool = True, gzipped: bool = False) -> posts.Body:
@@ -222,15 +206,6 @@ def test_a_batch_of_more_events_than_a_store_transaction_is_still_all_or_none(tm
     answers = posts.ingest_in_worker(url, [body([event(f"j{index}") for index in range(600)])])
     assert answers[0][0] == 400 and "not stored" in answers[0][1]["message"]
     assert _counts(url) == (0, 1), "none of the post stored; the post kept as a dead letter"
-
-
-def _large(job: str) -> dict:
-    """An event past 256 KiB as JSON: a schema of 8,000 columns."""
-    fields = [{"name": f"{job}_{index:05d}", "type": "VARCHAR"} for index in range(8000)]
-    schema = {"_producer": PRODUCER, "_schemaURL": SCHEMA_FACET, "fields": fields}
-    large = event(job)
-    large["outputs"][0]["facets"]["schema"] = schema
-    return large
 
 
 def test_concurrent_large_posts_to_a_real_server_are_each_stored_once_and_answered(tmp_path):

@@ -1,7 +1,7 @@
 """What a batch reads of the store at once, before its first event is ingested: rows asked by ``IN (..)`` lists in
 chunks, rows named by exact (a, b) pairs (``rows_of_pairs``: two value lists, never a row-value list, Trap 55), and
-the batch's stored datasets, dataset versions and their names (``read_datasets``). The store's jobs and runs are read the same way
-(``store.LineageStore._read_jobs``, ``pending.PendingWrites.read_runs``)."""
+the batch's stored datasets, dataset versions and the datasets' names (``read_datasets``, ``read_aliases``). The
+store's jobs and runs are read the same way (``store.LineageStore._read_jobs``, ``pending.PendingWrites.read_runs``)."""
 
 from __future__ import annotations
 

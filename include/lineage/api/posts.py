@@ -32,10 +32,11 @@ from include.lineage.store import LineageStore, dead_letters
 from include.lineage.store.ingest_result import IngestResult
 
 OFFLOAD_BYTES = 256 * 1024  # a body larger than this, as sent, is decoded, checked and stored in the worker process
-# What one group may hold: a transaction of a few thousand events holds the writers' lock for a second or two, no
-# longer than a large post alone; the posts past it wait for the next group.
-GROUP_POSTS = 16
-GROUP_BYTES = 16 * 1024 * 1024
+# What one group may hold. Its transaction holds the writers' lock as long as its posts one after the other would
+# have (a small post stored by the server's own process, which could have slipped between them, now waits for the
+# group): eight posts, the clients a fleet's burst typically brings at once, and 8 MB of bodies as sent.
+GROUP_POSTS = 8
+GROUP_BYTES = 8 * 1024 * 1024
 
 Answer = tuple[int, dict]  # a post's HTTP status and JSON answer
 

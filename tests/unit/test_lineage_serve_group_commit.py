@@ -93,7 +93,7 @@ def test_posts_that_come_while_the_worker_stores_go_to_it_together_each_answered
 @pytest.mark.parametrize(
     ("sizes", "groups"),
     [
-        ([1] * 40, [1, posts.GROUP_POSTS, posts.GROUP_POSTS, 40 - 1 - 2 * posts.GROUP_POSTS]),  # at most GROUP_POSTS
+        ([1] * (2 * posts.GROUP_POSTS + 4), [1, posts.GROUP_POSTS, posts.GROUP_POSTS, 3]),  # at most GROUP_POSTS
         ([1, posts.GROUP_BYTES // 2, posts.GROUP_BYTES // 2, 1], [1, 2, 1]),  # at most GROUP_BYTES of bodies ...
         ([1, posts.GROUP_BYTES * 2, 1], [1, 1, 1]),  # ... but a body larger than that still goes, alone
     ],

@@ -17,9 +17,13 @@ from include.core.errors import PipelineError
 STORE_RETRY_AFTER_SECONDS = 5
 
 
+def error_body(status: int, text: str) -> dict:
+    """An error's JSON: Marquez's ``code`` and ``message``, and FastAPI's ``detail``."""
+    return {"code": status, "message": text, "detail": text}
+
+
 def error_response(error: PipelineError) -> JSONResponse:
-    status = error.http_status
-    return JSONResponse(status_code=status, content={"code": status, "message": str(error), "detail": str(error)})
+    return JSONResponse(status_code=error.http_status, content=error_body(error.http_status, str(error)))
 
 
 def store_unavailable_response() -> JSONResponse:
@@ -27,7 +31,7 @@ def store_unavailable_response() -> JSONResponse:
     values."""
     message = "the lineage store is unavailable; retry later"
     headers = {"Retry-After": str(STORE_RETRY_AFTER_SECONDS)}
-    return JSONResponse(status_code=503, content={"code": 503, "message": message, "detail": message}, headers=headers)
+    return JSONResponse(status_code=503, content=error_body(503, message), headers=headers)
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -26,6 +26,7 @@ from fastapi import HTTPException
 
 from include.core import settings
 from include.lineage.api.body import gunzip_limited, parse_json
+from include.lineage.api.errors import error_body
 from include.lineage.api.intake import Admitted, Refused, admit
 from include.lineage.errors import InvalidEventError
 from include.lineage.store import LineageStore, dead_letters
@@ -39,10 +40,6 @@ GROUP_POSTS = 8
 GROUP_BYTES = 8 * 1024 * 1024
 
 Answer = tuple[int, dict]  # a post's HTTP status and JSON answer
-
-
-def message(status: int, text: str) -> dict:
-    return {"code": status, "message": text, "detail": text}
 
 
 def _as_bytes(item) -> bytes:
@@ -76,14 +73,14 @@ def admit_post(
     if batch_endpoint and not isinstance(data, list):
         text = "a batch is a JSON array of OpenLineage events"
         dead_letters.keep(store, _as_bytes(data), text, 400, endpoint, client)
-        return 400, message(400, text)
+        return 400, error_body(400, text)
     events = data if isinstance(data, list) else [data]
     limit = settings.LINEAGE_MAX_BATCH_EVENTS.integer()
     if len(events) > limit:
         where = "the batch" if batch_endpoint else "the post (use /api/v1/lineage/batch)"
         text = f"{where} holds {len(events):,} events; the limit is {limit:,}"
         dead_letters.keep(store, _as_bytes(data), text, 413, endpoint, client)
-        return 413, message(413, text)
+        return 413, error_body(413, text)
     verdicts = [admit(item) for item in events]
     refused = [(index, verdict) for index, verdict in enumerate(verdicts) if isinstance(verdict, Refused)]
     for index, verdict in refused:
@@ -92,12 +89,12 @@ def admit_post(
     if refused and batch_endpoint:
         text = f"{len(refused)} of {len(events)} events refused; none stored (each kept as a dead letter)"
         errors = [{"index": index, "status": v.status, "message": v.message()} for index, v in refused]
-        return 400, {**message(400, text), "errors": errors}
+        return 400, {**error_body(400, text), "errors": errors}
     if refused:
         index, verdict = refused[0]
         status = verdict.status if len(events) == 1 else 400
         where = f"event {index}: " if len(events) > 1 else ""
-        return status, message(status, f"not stored, kept as a dead letter: {where}{verdict.message()}")
+        return status, error_body(status, f"not stored, kept as a dead letter: {where}{verdict.message()}")
     return AdmittedPost(data, verdicts, endpoint, client)  # type: ignore[arg-type]
 
 
@@ -117,7 +114,7 @@ def store_posts(store: LineageStore, posts: list[AdmittedPost]) -> list[Answer]:
         dead_letters.keep(
             store, _as_bytes(post.data), f"the store refused it: {error}", 400, post.endpoint, post.client
         )
-        return [(400, message(400, f"not stored, kept as a dead letter: {error}"))]
+        return [(400, error_body(400, f"not stored, kept as a dead letter: {error}"))]
     return [post.answer(result) for post, result in zip(posts, results, strict=True)]
 
 
@@ -185,12 +182,12 @@ def ingest_in_worker(store_url: str, bodies: list[Body]) -> list[Answer]:
             data = decoded(item.body, item.gzipped)
         except HTTPException as error:
             keep_refused_body(store, item.body, error, item.endpoint, item.client)
-            answers[index] = error.status_code, message(error.status_code, str(error.detail))
+            answers[index] = error.status_code, error_body(error.status_code, str(error.detail))
             continue
         try:
             checked = admit_post(store, data, item.batch_endpoint, item.endpoint, item.client)
         except InvalidEventError as error:
-            checked = 400, message(400, str(error))
+            checked = 400, error_body(400, str(error))
         if isinstance(checked, tuple):
             answers[index] = checked
         else:

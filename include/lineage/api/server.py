@@ -61,7 +61,7 @@ from include.lineage.api import posts
 from include.lineage.api.admission import FairAdmission
 from include.lineage.api.answers import JSONAnswer
 from include.lineage.api.body import decode_json, read_limited, require_json
-from include.lineage.api.errors import install_error_handlers
+from include.lineage.api.errors import error_body, install_error_handlers
 from include.lineage.emit import tokens as token_file
 from include.lineage.errors import InvalidEventError
 from include.lineage.events import MAX_NODE_ID_LENGTH, check_event
@@ -103,9 +103,7 @@ def check_all(events: list) -> list[dict]:
 
 
 def _json_error(status: int, message: str, headers: dict | None = None) -> JSONResponse:
-    return JSONResponse(
-        status_code=status, content={"code": status, "message": message, "detail": message}, headers=headers
-    )
+    return JSONResponse(status_code=status, content=error_body(status, message), headers=headers)
 
 
 def _bearer(request: Request) -> str | None:

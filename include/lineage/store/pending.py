@@ -23,11 +23,13 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DataError, ProgrammingError
 
 from include.core.jsontext import loads, sorted_compact
+from include.lineage.store.bulk import execute_many
 from include.lineage.store.schema import column_edges_table, runs_table
 from include.lineage.store.statements import SELECT_RUN_IO, UPDATE_CURRENT_VERSION, UPDATE_JOB_LATEST
 
 _CHUNK = 500  # values of one IN (...) list
 _RUN_COLUMNS = tuple(column.name for column in runs_table.c)
+_INSERT_RUN = runs_table.insert()
 _UPDATE_RUN = (
     update(runs_table)
     .where(runs_table.c.id == bindparam("p_id"))
@@ -44,7 +46,7 @@ class DeferredWriteRefusedError(Exception):
 
 def _write(conn: Connection, statement, rows) -> None:
     try:
-        conn.execute(statement, rows)
+        execute_many(conn, statement, rows)
     except REFUSED_VALUE_ERRORS as error:
         raise DeferredWriteRefusedError(str(error)) from error
 
@@ -134,7 +136,7 @@ class PendingWrites:
             if isinstance(row["facets"], MergedFacets):  # its JSON, once, as the row is written
                 row["facets"], row["facet_times"] = row["facets"].texts()
         if self._new_runs:
-            _write(conn, runs_table.insert(), [self.runs[run_id] for run_id in sorted(self._new_runs)])
+            _write(conn, _INSERT_RUN, [self.runs[run_id] for run_id in sorted(self._new_runs)])
         if self._changed_runs:
             rows = [self.runs[run_id] for run_id in sorted(self._changed_runs)]
             _write(conn, _UPDATE_RUN, [{f"v_{k}": v for k, v in row.items()} | {"p_id": row["id"]} for row in rows])

@@ -49,6 +49,7 @@ from include.lineage.errors import InvalidEventError, LineageError, UnreadableEv
 from include.lineage.events import SourcedEvent, check_event, dataset_key, job_key, read_event_file
 from include.lineage.store import ancestry, migrate
 from include.lineage.store.batch_reads import CHUNK, in_chunks, read_datasets, rows_of_pairs
+from include.lineage.store.bulk import execute_many
 from include.lineage.store.ingest import EventIngest, FacetRow
 from include.lineage.store.ingest_result import IngestResult
 from include.lineage.store.packing import PayloadPacker
@@ -268,7 +269,7 @@ class LineageStore:
         if not rows:
             return []
         try:
-            kept = conn.execute(self.statements["insert_events"], rows).all()
+            kept = execute_many(conn, self.statements["insert_events"], rows)
         except REFUSED_VALUE_ERRORS as error:
             raise DeferredWriteRefusedError(str(error)) from error
         ids = {dedup_key: event_id for event_id, dedup_key in kept}
@@ -388,9 +389,10 @@ class LineageStore:
             if values is not None:
                 updates.setdefault(row.statement, []).append(values)
         for statement, rows in updates.items():
-            conn.execute(statement, rows)
+            execute_many(conn, statement, rows)
         if self._seen_edges:
-            conn.execute(
+            execute_many(
+                conn,
                 self.statements["upsert_edge_history"],
                 [
                     {"source": source, "target": target, "first_seen": first, "last_seen": last}

@@ -431,7 +431,12 @@ def _sample(store, history: History, count: int, seed: int) -> dict:
     }
 
 
-def answers(store, history: History, queries: int, as_of: str, seed: int = 7) -> dict:
+def answers(
+    store, history: History, queries: int, as_of: str, seed: int = 7, measured: Callable[[dict], None] | None = None
+) -> dict:
+    """The answers' times; ``measured(figures)`` is called with the figures so far after each kind of question (at
+    10^7 events they take tens of minutes: a stopped run keeps what it had)."""
+    measured = measured or (lambda figures: None)
     from include.core.jsontext import json_bytes
     from include.lineage.api import data
     from include.lineage.queries import LineageQueries, marquez
@@ -459,6 +464,7 @@ def answers(store, history: History, queries: int, as_of: str, seed: int = 7) ->
         figures[name]["mean_nodes"] = _mean(values)
     figures["hub_impact"]["nodes"] = len(hub["subgraph"].nodes)
     figures["hub_impact"]["runs"] = len(hub["runs"])
+    measured(figures)
 
     # Marquez's GET /api/v1/lineage from the hub, depth 20: the first answer builds the model from every event
     _, first = timed(lambda: lineage.marquez_lineage(sample["hub"], depth=20))
@@ -493,6 +499,7 @@ def answers(store, history: History, queries: int, as_of: str, seed: int = 7) ->
         "response_building": percentiles(build_ms),
         "json": percentiles(json_ms),
     }
+    measured(figures)
 
     # with each answer's size: a figure that grows with the platform (more DAGs reading each other's tables) rather
     # than with history shows as a larger answer in the same time per entry
@@ -506,6 +513,7 @@ def answers(store, history: History, queries: int, as_of: str, seed: int = 7) ->
         diff_runs.append(sum(len(side) for side in answer["upstream"]["provenance"]))
     figures["run_provenance"] = {**percentiles(provenance), "mean_runs": _mean(provenance_runs)}
     figures["diff_upstream"] = {**percentiles(diffs), "mean_runs_compared": _mean(diff_runs)}
+    measured(figures)
     # the first draw after a start reads every audit run (api/audits.py); later draws read only new events' runs
     first_page = timed(lambda: data.graph(lineage))[1]
     page = [timed(lambda: data.graph(lineage))[1] for _ in range(3)]
@@ -632,6 +640,7 @@ def measure(
                     _progress(f"{key}: the record says {build['files_done']} day files are in, the store is empty")
                     build.update(files_done=0, seconds=0.0, cpu_seconds=0.0, segments=[])
                 figures: dict = {"events": size, "dags": history.dag_count, "load_average": os.getloadavg()}
+                partial = Partial(work_dir / f"partial-{key}.json", figures)
                 _progress(f"{key}: lineage ingest of {len(held)} day files (the week after them held back)")
                 if keep:
                     build = resume_build(held, url, env, record, build)
@@ -645,6 +654,7 @@ def measure(
                 figures["week_backlog"] = backlog_ingest(week, url, env)
                 figures["week_backlog"]["events"] = week_events
                 figures["week_backlog"]["events_per_second"] = _rate(week_events, figures["week_backlog"]["seconds"])
+                partial.write("week_backlog")
                 figures["backlog"] = {
                     "seconds": round(build["seconds"] + figures["week_backlog"]["seconds"], 2),
                     "cpu_seconds": round(build["cpu_seconds"] + figures["week_backlog"]["cpu_seconds"], 2),
@@ -657,11 +667,15 @@ def measure(
                     figures["storage"] = storage(store)
                     total = figures["storage"]["table_bytes"] + figures["storage"]["index_bytes"]
                     figures["storage"]["bytes_per_event"] = round(total / size, 1)
+                    partial.write("storage")
                     _progress(f"{key}: answers")
-                    figures["answers"] = answers(store, history, queries, as_of=_middle(history))
+                    figures["answers"] = answers(
+                        store, history, queries, as_of=_middle(history), measured=partial.part("answers")
+                    )
                     following = _following(history, post_events, work_dir / f"history-{size}" if keep else None)
                     _progress(f"{key}: served ingest of {len(following):,} more events")
                     figures["served"] = served_ingest(url, env, writer, following, clients)
+                    partial.write("served")
                     if size == max(sizes):
                         short = prune_room(store)
                         if short:
@@ -670,6 +684,7 @@ def measure(
                         else:
                             _progress(f"{key}: prune older than 90 days while reading")
                             figures["prune"] = prune_while_reading(store, history, end)
+                            partial.write("prune")
                 finally:
                     store.close()
                 if keep:  # spent: the next run builds it from the first file; its disk is the next store's room
@@ -682,6 +697,25 @@ def measure(
                 _progress(f"{key}: {json.dumps(summary_row(figures))}")
     results["load_average_end"] = os.getloadavg()
     return results
+
+
+class Partial:
+    """A store's figures as they are measured, in ``path`` (``partial-<database>_<events>.json`` in the bench's
+    folder) and the progress log: a 10^7 run's measuring takes most of an hour, and one stopped keeps what it had."""
+
+    def __init__(self, path: Path, figures: dict):
+        self.path, self.figures = path, figures
+
+    def write(self, name: str) -> None:
+        self.path.write_text(json.dumps(self.figures, indent=1))
+        _progress(f"{self.path.stem.removeprefix('partial-')}: {name} {json.dumps(self.figures.get(name))}")
+
+    def part(self, name: str) -> Callable[[dict], None]:
+        def measured(so_far: dict) -> None:
+            self.figures[name] = so_far
+            self.write(name)
+
+        return measured
 
 
 def _holds_events(url: str) -> bool:

@@ -94,6 +94,32 @@ def test_the_bench_measures_every_figure_on_sqlite_and_merges_its_own_section(tm
     assert figures["prune"]["seconds"] >= 0 and figures["prune"]["readers_during"]["count"] > 0
     markdown = (results.parent / "store-scale.md").read_text()
     assert "sqlite_700" in markdown and "marquez_lineage_depth20" in markdown and "a week's backlog" in markdown
+    partial = json.loads(
+        (settings.Paths.current().var / "bench-state-store-scale" / "partial-sqlite_700.json").read_text()
+    )
+    assert {name: partial[name] for name in ("week_backlog", "storage", "answers", "served", "prune")} == {
+        name: figures[name] for name in ("week_backlog", "storage", "answers", "served", "prune")
+    }
+
+
+def test_a_run_stopped_while_measuring_keeps_the_figures_measured_before(tmp_path, monkeypatch):
+    """A 10^7 run measures for most of an hour: stopped in the served ingest, its backlog, storage and every answer
+    are in its partial file."""
+    monkeypatch.setenv("PIPELINE_VAR_DIR", str(tmp_path / "var"))
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(store_scale, "served_ingest", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        store_scale.main(["--sizes", "600", "--databases", "sqlite", "--queries", "2"])
+    folder = settings.Paths.current().var / "bench-state-store-scale"
+    partial = json.loads((folder / "partial-sqlite_600.json").read_text())
+    assert partial["week_backlog"]["events_per_second"] > 0 and partial["storage"]["bytes_per_event"] > 0
+    assert {"upstream", "hub_impact", "marquez_lineage_depth20", "run_provenance", "diff_upstream"} <= set(
+        partial["answers"]
+    )
+    assert "served" not in partial and "prune" not in partial
 
 
 def test_its_section_is_its_own():

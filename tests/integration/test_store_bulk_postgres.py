@@ -7,13 +7,14 @@ from __future__ import annotations
 import secrets
 
 import pytest
-from sqlalchemy import create_engine, event
+from hypothesis import HealthCheck, given, settings
+from sqlalchemy import bindparam, create_engine, event, update
 
 from include.lineage.store.bulk import PAGE_ROWS, execute_many
 from include.lineage.store.pending import REFUSED_VALUE_ERRORS
 from include.services import postgres
 from tests.support import free_port, postgresql
-from tests.unit.test_store_bulk import METADATA, THINGS, _row, check_against, statements
+from tests.unit.test_store_bulk import METADATA, NAMES, ROWS, STORED, THINGS, _row, check_against, check_any, statements
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -48,7 +49,15 @@ def engines(cluster):
 def test_each_write_leaves_the_table_and_returns_the_rows_sqlalchemy_does(engines, name, count):
     before = [_row(index, "same" if index % 3 else None) for index in range(0, 2 * count, 4) if name != "insert"]
     rows = [_row(index, "same" if index % 3 else f"new {index}") for index in range(0, 2 * count, 2)]
+    rows[0] |= {"number": None, "blob": None}  # NULLs in the first of many VALUES rows
     check_against(*engines, name, before, rows)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=ROWS, stored=STORED, name=NAMES)
+def test_any_rows_any_values_the_same_as_sqlalchemy(engines, data, stored, name):
+    """The rule of the SQLite property, on PostgreSQL: texts without NUL, which PostgreSQL refuses either way."""
+    check_any(engines, data, stored, name, allowed=lambda text: text is None or "\x00" not in text)
 
 
 def test_an_upsert_is_one_statement_a_thousand_rows_where_sqlalchemy_sent_a_statement_a_row(engines):
@@ -96,3 +105,22 @@ def test_a_value_postgresql_refuses_is_refused_as_the_store_expects_and_writes_n
             execute_many(conn, statements("postgresql")["upsert"], [_row(1), {**_row(2), **bad}, _row(3)])
     with engine.connect() as conn:
         assert conn.execute(THINGS.select()).all() == []
+
+
+def test_an_update_refuses_a_text_too_long_for_its_column_never_cuts_it(engines):
+    """A text longer than its column is refused, the rows before it in the same call undone, and one that fits kept
+    whole."""
+    engine = engines[0]
+    METADATA.drop_all(engine)
+    METADATA.create_all(engine)
+    with engine.begin() as conn:
+        conn.execute(THINGS.insert(), [_row(1), _row(2)])
+    rename = update(THINGS).where(THINGS.c.id == bindparam("p_id")).values(key=bindparam("p_key"))
+    with pytest.raises(REFUSED_VALUE_ERRORS, match="too long"):
+        with engine.begin() as conn:
+            execute_many(conn, rename, [{"p_id": 1, "p_key": "short"}, {"p_id": 2, "p_key": "k" * 65}])
+    with engine.connect() as conn:
+        assert [key for _, key, *_ in conn.execute(THINGS.select().order_by(THINGS.c.id))] == ["k1", "k2"]
+    with engine.begin() as conn:
+        execute_many(conn, rename, [{"p_id": 1, "p_key": "short"}, {"p_id": 2, "p_key": "k" * 64}])
+        assert conn.execute(THINGS.select().order_by(THINGS.c.id)).all()[1].key == "k" * 64

@@ -397,6 +397,7 @@ def test_a_post_postgresql_refuses_in_a_group_is_refused_alone_and_the_others_st
     assert [status for status, _ in answers] == [201, 400, 201]
     assert answers[0][1] == answers[2][1] == {"received": 10, "new": 10}
     assert "NUL" in answers[1][1]["message"]
+    assert "POST /api/v1/lineage/batch, event 2: the store cannot keep this event" in answers[1][1]["message"]
     with LineageStore(url) as store, store.engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(events_table)).scalar_one() == 20
         assert conn.execute(select(func.count()).select_from(dead_letters_table)).scalar_one() == 1

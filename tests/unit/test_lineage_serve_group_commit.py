@@ -205,6 +205,7 @@ def test_a_batch_of_more_events_than_a_store_transaction_is_still_all_or_none(tm
     monkeypatch.setattr(EventIngest, "run_stored", refusing)
     answers = posts.ingest_in_worker(url, [body([event(f"j{index}") for index in range(600)])])
     assert answers[0][0] == 400 and "not stored" in answers[0][1]["message"]
+    assert "POST /api/v1/lineage/batch, event 550: the store cannot keep" in answers[0][1]["message"], "its index named"
     assert _counts(url) == (0, 1), "none of the post stored; the post kept as a dead letter"
 
 

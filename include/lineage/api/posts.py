@@ -29,6 +29,7 @@ from include.lineage.api.body import gunzip_limited, parse_json
 from include.lineage.api.errors import error_body
 from include.lineage.api.intake import Admitted, Refused, admit
 from include.lineage.errors import InvalidEventError
+from include.lineage.events import SourcedEvent
 from include.lineage.store import LineageStore, dead_letters
 from include.lineage.store.ingest_result import IngestResult
 
@@ -54,6 +55,14 @@ class AdmittedPost:
     admitted: list[Admitted]
     endpoint: str
     client: str | None
+
+    def sourced(self) -> list[SourcedEvent]:
+        """The post's events as the store takes them, each named by where it came from: the endpoint, and in a post
+        of several its index in the posted array (as the admission names a refused one), so that an event the store
+        refuses is named, not only its post."""
+        if len(self.admitted) == 1:
+            return [self.admitted[0].sourced(f"POST {self.endpoint}")]
+        return [item.sourced(f"POST {self.endpoint}, event {index}") for index, item in enumerate(self.admitted)]
 
     def answer(self, result: IngestResult) -> Answer:
         content: dict = {"received": result.read, "new": result.new}
@@ -104,9 +113,7 @@ def store_posts(store: LineageStore, posts: list[AdmittedPost]) -> list[Answer]:
     if not posts:
         return []
     try:
-        results = store.ingest_posts(
-            [[item.sourced(f"POST {post.endpoint}") for item in post.admitted] for post in posts]
-        )
+        results = store.ingest_posts([post.sourced() for post in posts])
     except InvalidEventError as error:
         if len(posts) > 1:
             return [answer for post in posts for answer in store_posts(store, [post])]

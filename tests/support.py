@@ -246,6 +246,30 @@ def postgresql(needed_for: str = "this test starts a PostgreSQL cluster of its o
         require_system_tool("postgresql", f"{needed_for} ({INSTALLED_BY})")
 
 
+@contextlib.contextmanager
+def throwaway_postgres(
+    folder: Path, role: str, databases: tuple[str, ...], needed_for: str
+) -> Iterator[tuple[dict[str, str], object, str]]:
+    """A PostgreSQL cluster of the test's own on loopback (fsync off), a login role with a fresh password owning
+    ``databases``: (each database's SQLAlchemy URL, the ``postgres.Cluster``, the password); stopped at the end.
+    ``folder`` under the session's var/: as root the server runs as Debian's postgres user, who must reach it."""
+    import secrets
+
+    from include.services import postgres
+
+    postgresql(needed_for)
+    password = secrets.token_hex(16)
+    cluster = postgres.Cluster(folder, free_port()).init().start(durable=False)
+    try:
+        cluster.ensure_role(role, password)
+        for name in databases:
+            cluster.ensure_database(name, role)
+        urls = {name: f"postgresql+psycopg2://{role}:{password}@127.0.0.1:{cluster.port}/{name}" for name in databases}
+        yield urls, cluster, password
+    finally:
+        cluster.stop()
+
+
 def read_topic(bootstrap: str, topic: str, timeout: float = 60) -> list:
     """Every message of a Kafka topic, from its start to its end as of now, through a consumer group of its own: read
     until every partition the group was assigned has reported its end."""

@@ -5,8 +5,6 @@ Marquez-shaped graph data, on the bench's generated graph ingested into both sto
 
 from __future__ import annotations
 
-import secrets
-
 import pytest
 from sqlalchemy import select
 
@@ -14,33 +12,23 @@ from bench.explorer import generate_events
 from include.lineage.queries import LineageQueries, NotYetSeenError, parse_instant
 from include.lineage.store import LineageStore, iter_events, packing
 from include.lineage.store.schema import nodes_table, payload_dictionaries_table, runs_table
-from include.services import postgres
-from tests.support import free_port, postgresql
+from tests.support import throwaway_postgres
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
 
 @pytest.fixture(scope="module")
 def both_stores(paths, tmp_path_factory):
-    postgresql("the queries are compared on a PostgreSQL store")
-    password = secrets.token_hex(16)
-    cluster = postgres.Cluster(paths.var / "postgres-lineage-queries", free_port()).init().start(durable=False)
-    try:
-        cluster.ensure_role("lineage", password)
-        cluster.ensure_database("lineage", "lineage")
+    folder = paths.var / "postgres-lineage-queries"
+    with throwaway_postgres(folder, "lineage", ("lineage",), "the queries are compared on a PostgreSQL store") as made:
         events, shape = generate_events(900, seed=5)
         sqlite_path = tmp_path_factory.mktemp("sqlite-store") / "store.db"
-        stores = [
-            LineageStore(f"sqlite:///{sqlite_path}"),
-            LineageStore(f"postgresql+psycopg2://lineage:{password}@127.0.0.1:{cluster.port}/lineage"),
-        ]
+        stores = [LineageStore(f"sqlite:///{sqlite_path}"), LineageStore(made[0]["lineage"])]
         for store in stores:
             store.ingest(events)
         yield stores, shape
         for store in stores:
             store.close()
-    finally:
-        cluster.stop()
 
 
 def _named(sub) -> tuple:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import random
 import re
-import secrets
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -25,9 +24,8 @@ from sqlalchemy import func, select
 from include.core.naming import KAFKA_EVENTS_TOPIC
 from include.lineage.store import LineageStore
 from include.lineage.store.schema import events_table
-from include.services import postgres
 from tests.integration.test_kafka import consume, produce
-from tests.support import free_port, postgresql, start_lineage_serve
+from tests.support import start_lineage_serve, throwaway_postgres
 from tests.unit.test_store_closure import _check
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
@@ -74,14 +72,10 @@ def _events(seed: int = 24) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def postgres_store(paths):
-    postgresql("the lineage store is checked on PostgreSQL")
-    password = secrets.token_hex(16)
-    # under the session's var/: as root the server runs as Debian's postgres user, who must reach the folder
-    cluster = postgres.Cluster(paths.var / "postgres-lineage-store", free_port()).init().start(durable=False)
-    cluster.ensure_role("lineage", password)
-    cluster.ensure_database("lineage", "lineage")
-    yield f"postgresql+psycopg2://lineage:{password}@127.0.0.1:{cluster.port}/lineage", cluster, password
-    cluster.stop()
+    folder = paths.var / "postgres-lineage-store"
+    with throwaway_postgres(folder, "lineage", ("lineage",), "the lineage store is checked on PostgreSQL") as made:
+        urls, cluster, password = made
+        yield urls["lineage"], cluster, password
 
 
 @pytest.fixture

@@ -4,16 +4,13 @@ tests/unit/test_store_bulk.py), and what PostgreSQL alone refuses."""
 
 from __future__ import annotations
 
-import secrets
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from sqlalchemy import bindparam, create_engine, event, update
 
 from include.lineage.store.bulk import PAGE_ROWS, execute_many
 from include.lineage.store.pending import REFUSED_VALUE_ERRORS
-from include.services import postgres
-from tests.support import free_port, postgresql
+from tests.support import throwaway_postgres
 from tests.unit.test_store_bulk import METADATA, NAMES, ROWS, STORED, THINGS, _row, check_against, check_any, statements
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -21,24 +18,16 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 @pytest.fixture(scope="module")
 def cluster(paths):
-    postgresql("the store's multi-row writes are checked on PostgreSQL")
-    password = secrets.token_hex(16)
-    # under the session's var/: as root the server runs as Debian's postgres user, who must reach the folder
-    server = postgres.Cluster(paths.var / "postgres-bulk-writes", free_port()).init().start(durable=False)
-    server.ensure_role("bulk", password)
-    for name in ("bulk", "reference"):
-        server.ensure_database(name, "bulk")
-    yield {name: f"postgresql+psycopg2://bulk:{password}@127.0.0.1:{server.port}/{name}" for name in ("bulk", "ref")}
-    server.stop()
+    databases = ("bulk", "reference")
+    folder = paths.var / "postgres-bulk-writes"
+    with throwaway_postgres(folder, "bulk", databases, "the multi-row writes are checked on PostgreSQL") as made:
+        yield made[0]
 
 
 @pytest.fixture
 def engines(cluster):
     # as the store makes its engine (store.LineageStore): SQLAlchemy's multi-row modes on, the reference at its best
-    made = [
-        create_engine(url.replace("/ref", "/reference"), executemany_mode="values_plus_batch")
-        for url in cluster.values()
-    ]
+    made = [create_engine(cluster[name], executemany_mode="values_plus_batch") for name in ("bulk", "reference")]
     yield made
     for engine in made:
         engine.dispose()

@@ -592,6 +592,7 @@ def measure(
     post_events: int,
     keep: bool = False,
     build_only: bool = False,
+    as_built: bool = False,
 ) -> dict:
     from include.lineage.emit import tokens
     from include.lineage.store import LineageStore
@@ -641,10 +642,13 @@ def measure(
                     build.update(files_done=0, seconds=0.0, cpu_seconds=0.0, segments=[])
                 figures: dict = {"events": size, "dags": history.dag_count, "load_average": os.getloadavg()}
                 partial = Partial(work_dir / f"partial-{key}.json", figures)
+                if as_built:  # the year so far: what the record says is in, the week after it, the prune from there
+                    held, week, end = _as_built(files, build)
+                    figures["as_built"] = {"day_files": len(held), "of": len(files) - WEEK_DAYS}
                 _progress(f"{key}: lineage ingest of {len(held)} day files (the week after them held back)")
-                if keep:
+                if keep and not as_built:
                     build = resume_build(held, url, env, record, build)
-                else:
+                elif not keep:
                     build.update(backlog_ingest(held, url, env))
                 if build_only:
                     continue
@@ -660,17 +664,19 @@ def measure(
                     "cpu_seconds": round(build["cpu_seconds"] + figures["week_backlog"]["cpu_seconds"], 2),
                     "runs": max(1, len(build.get("segments", []))),
                 }
-                figures["backlog"]["events_per_second"] = _rate(size, figures["backlog"]["seconds"])
-                figures["backlog"]["events_per_cpu_second"] = _rate(size, figures["backlog"]["cpu_seconds"])
                 store = LineageStore(url)
+                stored = figures["events"] = _stored_events(store) if as_built else size
+                figures["backlog"]["events_per_second"] = _rate(stored, figures["backlog"]["seconds"])
+                figures["backlog"]["events_per_cpu_second"] = _rate(stored, figures["backlog"]["cpu_seconds"])
                 try:
                     figures["storage"] = storage(store)
                     total = figures["storage"]["table_bytes"] + figures["storage"]["index_bytes"]
-                    figures["storage"]["bytes_per_event"] = round(total / size, 1)
+                    figures["storage"]["bytes_per_event"] = round(total / stored, 1)
                     partial.write("storage")
                     _progress(f"{key}: answers")
+                    middle = _middle(history, len(held) + len(week) if as_built else None)
                     figures["answers"] = answers(
-                        store, history, queries, as_of=_middle(history), measured=partial.part("answers")
+                        store, history, queries, as_of=middle, measured=partial.part("answers")
                     )
                     following = _following(history, post_events, work_dir / f"history-{size}" if keep else None)
                     _progress(f"{key}: served ingest of {len(following):,} more events")
@@ -737,8 +743,29 @@ def _rate(events: int, seconds: float) -> float:
     return round(events / seconds, 1) if seconds > 0 else 0.0
 
 
-def _middle(history: History) -> str:
-    return (history.start + timedelta(days=history.days // 2)).isoformat()
+def _middle(history: History, days: int | None = None) -> str:
+    """The middle of the history, or of its first ``days``."""
+    return (history.start + timedelta(days=(days or history.days) // 2)).isoformat()
+
+
+def _as_built(files: list[Path], build: dict) -> tuple[list[Path], list[Path], str]:
+    """A kept store measured as far as it is built (``--as-built``): the day files in it, the week after them (held
+    back, measured as the backlog it is), and the end of that week, from which the prune counts its 90 days."""
+    done = int(build["files_done"])
+    if done < 1:
+        raise SystemExit("--as-built: the kept store holds no day file yet (make bench-scale-store-year-build first)")
+    held, week = files[:done], files[done : done + WEEK_DAYS]
+    last = (week or held)[-1].name.split(".")[0]  # <date>.jsonl.gz
+    return held, week, f"{last}T23:59:59+00:00"
+
+
+def _stored_events(store) -> int:
+    from sqlalchemy import func, select
+
+    from include.lineage.store.schema import events_table
+
+    with store.engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(events_table)).scalar_one())
 
 
 def _fresh_sqlite(path: Path) -> str:
@@ -887,9 +914,16 @@ def main(argv: list[str] | None = None, project: settings.Paths | None = None) -
         "stopped (10^7 events are hours of ingest)",
     )
     parser.add_argument("--build-only", action="store_true", help="with --keep: build the stores, measure nothing")
+    parser.add_argument(
+        "--as-built",
+        action="store_true",
+        help="with --keep: measure the kept stores as far as they are built (the year so far), building no more",
+    )
     options = parser.parse_args(argv)
     if options.build_only and not options.keep:
         parser.error("--build-only builds kept stores: add --keep")
+    if options.as_built and (not options.keep or options.build_only):
+        parser.error("--as-built measures kept stores: add --keep, without --build-only")
     project = project or settings.Paths.current()
     sizes = [int(size) for size in options.sizes.split(",")]
     databases = [db for db in options.databases.split(",") if db]
@@ -904,6 +938,7 @@ def main(argv: list[str] | None = None, project: settings.Paths | None = None) -
         options.post_events,
         keep=options.keep,
         build_only=options.build_only,
+        as_built=options.as_built,
     )
     if options.build_only:
         return 0

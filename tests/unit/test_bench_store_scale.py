@@ -209,6 +209,68 @@ def test_a_kept_build_resumes_where_it_stopped_and_a_measured_store_is_built_aga
     assert _events_in(store) == store_scale.day_file_events(held), "the week, the served events and the prune gone"
 
 
+def test_a_kept_store_is_measured_as_far_as_it_is_built_with_as_built(tmp_path, monkeypatch):
+    """A year that cannot be built in the time at hand is measured as it stands: the files its record says are in,
+    the week after them as the backlog, the prune 90 days back from that week's end; no more of the year built."""
+    monkeypatch.setenv("PIPELINE_VAR_DIR", str(tmp_path / "var"))
+    monkeypatch.setattr(store_scale, "BUILD_CHUNK", 2)
+    work = settings.Paths.current().var / "bench-state-store-scale"
+    store = work / "kept" / "store-900.db"
+    real_run, commands = store_scale.subprocess.run, []
+
+    def stopped_at_the_third_command(*args, **kwargs):
+        commands.append(args[0])
+        if len(commands) == 3:
+            raise KeyboardInterrupt
+        return real_run(*args, **kwargs)
+
+    monkeypatch.setattr(store_scale.subprocess, "run", stopped_at_the_third_command)
+    with pytest.raises(KeyboardInterrupt):
+        store_scale.main(["--sizes", "900", "--databases", "sqlite", "--keep", "--build-only"])
+    files = sorted((work / "history-900").glob("*.jsonl.gz"))
+    commands.clear()
+    monkeypatch.setattr(
+        store_scale.subprocess, "run", lambda *args, **kwargs: (commands.append(args[0]), real_run(*args, **kwargs))[1]
+    )
+    pruned_from = []
+    real_prune = store_scale.prune_while_reading
+    monkeypatch.setattr(
+        store_scale,
+        "prune_while_reading",
+        lambda store, history, end: (pruned_from.append(end), real_prune(store, history, end))[1],
+    )
+    measure = [
+        "--sizes",
+        "900",
+        "--databases",
+        "sqlite",
+        "--keep",
+        "--as-built",
+        "--queries",
+        "2",
+        "--post-events",
+        "20",
+    ]
+    assert store_scale.main([*measure, "--clients", "1"]) == 0
+    figures = json.loads((settings.Paths.current().bench / "results.json").read_text())[store_scale.SECTION][
+        "sqlite_900"
+    ]
+    week = files[4 : 4 + store_scale.WEEK_DAYS]
+    assert figures["as_built"] == {"day_files": 4, "of": len(files) - store_scale.WEEK_DAYS}
+    assert figures["events"] == store_scale.day_file_events(files[:4] + week) < 900
+    assert figures["week_backlog"]["events"] == store_scale.day_file_events(week)
+    assert [command[2:] for command in commands] == [[str(path) for path in week]], "the week only: nothing more built"
+    assert pruned_from == [f"{week[-1].name.split('.')[0]}T23:59:59+00:00"]
+    assert not store.exists(), "measured: spent, its disk given back"
+
+
+def test_as_built_asks_for_kept_stores(capsys):
+    for argv in (["--as-built"], ["--as-built", "--keep", "--build-only"]):
+        with pytest.raises(SystemExit):
+            store_scale.main(argv)
+        assert "--as-built measures kept stores" in capsys.readouterr().err
+
+
 def test_a_kept_history_is_written_once_and_again_when_it_is_another_or_incomplete(tmp_path, monkeypatch):
     folder = tmp_path / "days"
     files, end = store_scale.kept_days(History(600, seed=3), folder)

@@ -66,6 +66,8 @@ def statements(dialect: str) -> dict:
         .where(THINGS.c.id == bindparam("p_id"))
         .values(number=bindparam("p_number"), blob=bindparam("p_blob"), text=bindparam("p_text")),
         "parameter_outside_values": outside,
+        # one that cannot go as many VALUES rows and returns rows, which the driver's executemany would drop
+        "parameter_outside_values_returning": outside.returning(THINGS.c.id, THINGS.c.key),
     }
 
 
@@ -77,7 +79,7 @@ def rows_for(name: str, rows: list[dict]) -> list[dict]:
             {"p_id": index + 1, "p_number": row["number"], "p_blob": row["blob"], "p_text": row["text"]}
             for index, row in enumerate(sorted(rows, key=lambda row: row["number"] is not None))
         ]
-    if name == "parameter_outside_values":
+    if name.startswith("parameter_outside_values"):
         return [{**row, "p_text": f"again {row['text']}"} for row in rows]
     return rows
 

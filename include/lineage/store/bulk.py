@@ -48,6 +48,7 @@ class Plan(NamedTuple):
     values_row: str | None
     head: str
     tail: str
+    returns: bool = False  # it returns rows (``RETURNING``), which the driver's ``executemany`` would drop
 
 
 @functools.lru_cache(maxsize=256)
@@ -67,11 +68,13 @@ def plan(statement: ClauseElement, dialect: Dialect, keys: tuple[str, ...]) -> P
     values_row = f"({', '.join([mark] * len(names))})"
     # SQLite runs ``executemany`` in C over one prepared statement, faster than parsing a thousand-row text each page
     # (measured side by side): there only what returns rows, which ``executemany`` cannot give, goes as many rows
-    many_rows = dialect.name != "sqlite" or bool(compiled.effective_returning)
-    if many_rows and statement.is_insert and sql.count(mark) == len(names) and sql.count(f"VALUES {values_row}") == 1:
-        head, _, tail = sql.partition(values_row)  # every parameter is in the one VALUES row
-        return Plan(sql, names, processors, values_row, head, tail)
-    return Plan(sql, names, processors, None, sql, "")
+    returns = bool(compiled.effective_returning)
+    many_rows = dialect.name != "sqlite" or returns
+    clause = f"VALUES {values_row}"
+    if many_rows and statement.is_insert and sql.count(mark) == len(names) and sql.count(clause) == 1:
+        head, _, tail = sql.partition(clause)  # every parameter is in the one VALUES row
+        return Plan(sql, names, processors, values_row, f"{head}VALUES ", tail, returns)
+    return Plan(sql, names, processors, None, sql, "", returns)
 
 
 def placeholder(dialect: Dialect) -> str:
@@ -85,10 +88,12 @@ def execute_many(conn: Connection, statement: ClauseElement, rows: Sequence[dict
         return []
     dialect = conn.dialect
     compiled = plan(statement, dialect, tuple(rows[0]))
-    values = _tuples(compiled, rows)
+    if compiled.values_row is None and compiled.returns:  # only SQLAlchemy's own execution gives every row back
+        return conn.execute(statement, list(rows)).all()
     if compiled.values_row is None:
-        result = conn.exec_driver_sql(compiled.sql, values)
-        return result.all() if result.returns_rows else []
+        conn.exec_driver_sql(compiled.sql, _tuples(compiled, rows))
+        return []
+    values = _tuples(compiled, rows)
     returned: list[Row] = []
     page = min(PAGE_ROWS, _MAX_PARAMETERS[dialect.name] // len(compiled.names))
     for start in range(0, len(values), page):

@@ -15,7 +15,8 @@ a tuple in that order, and
 - on SQLite, only an INSERT that returns rows goes as many ``VALUES`` rows (``executemany`` cannot return them);
   the rest go to ``executemany``, which runs one prepared statement over the rows in C;
 - any other statement (an UPDATE) goes to the driver's ``executemany`` (psycopg2's ``execute_batch`` on PostgreSQL,
-  through the dialect).
+  through the dialect), but one that returns rows and cannot go as many ``VALUES`` rows: ``executemany`` would drop
+  what it returns, so SQLAlchemy's own ``execute`` runs it.
 
 Both go through ``Connection.exec_driver_sql``, so the driver's errors come back as SQLAlchemy's (``DataError``, …),
 as from ``execute``. A type's bind processor is still applied where a column has one.

@@ -445,7 +445,7 @@ def answers(
     sample = _sample(store, history, queries, seed)
     lineage = LineageQueries(store)
     figures: dict = {"datasets_asked": len(sample["datasets"]), "run_pairs": len(sample["run_pairs"])}
-    series: dict[str, list[float]] = {name: [] for name in ("upstream", "impact", "as_of_upstream", "hub_impact")}
+    series: dict[str, list[float]] = {name: [] for name in ("upstream", "impact", "as_of_upstream")}
     sizes: dict[str, list[int]] = {"upstream": [], "impact": []}
     for ref in sample["datasets"]:
         sub, ms = timed(lambda ref=ref: lineage.upstream(ref))
@@ -456,8 +456,7 @@ def answers(
         sizes["impact"].append(len(result["subgraph"].nodes))
         series["as_of_upstream"].append(timed(lambda ref=ref: lineage.upstream(ref, as_of=as_of))[1])
     for name, values in series.items():
-        if values:
-            figures[name] = percentiles(values)
+        figures[name] = percentiles(values)
     for name, values in sizes.items():
         figures[name]["mean_nodes"] = _mean(values)
     measured(figures)
@@ -517,10 +516,11 @@ def answers(
     measured(figures)
     # last: it lists every run that read the hub's downstream, minutes a question on a year's store (6.4 x 10^6
     # events, docs/performance.md), and what came before is kept if it is stopped here
+    hub_ms = []
     for _ in range(max(3, queries // 4)):
         hub, ms = timed(lambda: lineage.impact(sample["hub"]))
-        series["hub_impact"].append(ms)
-    figures["hub_impact"] = {**percentiles(series["hub_impact"]), "nodes": len(hub["subgraph"].nodes)}
+        hub_ms.append(ms)
+    figures["hub_impact"] = {**percentiles(hub_ms), "nodes": len(hub["subgraph"].nodes)}
     figures["hub_impact"]["runs"] = len(hub["runs"])
     return figures
 
@@ -600,6 +600,7 @@ def measure(
 ) -> dict:
     from include.lineage.emit import tokens
     from include.lineage.store import LineageStore
+    from include.lineage.store.schema import events_table
     from include.services import postgres
 
     if "postgresql" in databases and not postgres.available():
@@ -669,7 +670,7 @@ def measure(
                     "runs": max(1, len(build.get("segments", []))),
                 }
                 store = LineageStore(url)
-                stored = figures["events"] = _stored_events(store) if as_built else size
+                stored = figures["events"] = store.count(events_table) if as_built else size
                 figures["backlog"]["events_per_second"] = _rate(stored, figures["backlog"]["seconds"])
                 figures["backlog"]["events_per_cpu_second"] = _rate(stored, figures["backlog"]["cpu_seconds"])
                 try:
@@ -762,15 +763,6 @@ def _as_built(files: list[Path], build: dict) -> tuple[list[Path], list[Path], s
     held, week = files[:done], files[done : done + WEEK_DAYS]
     last = (week or held)[-1].name.split(".")[0]  # <date>.jsonl.gz
     return held, week, f"{last}T23:59:59+00:00"
-
-
-def _stored_events(store) -> int:
-    from sqlalchemy import func, select
-
-    from include.lineage.store.schema import events_table
-
-    with store.engine.connect() as conn:
-        return int(conn.execute(select(func.count()).select_from(events_table)).scalar_one())
 
 
 def _fresh_sqlite(path: Path) -> str:

@@ -79,17 +79,20 @@ def origins(sub: Subgraph) -> list[Node]:
 
 def render_impact(result: dict) -> str:
     sub: Subgraph = result["subgraph"]
-    datasets, jobs, runs = sub.datasets(), sub.jobs(), result["runs"]
-    lines = [f"impact of {sub.focus.label}: {len(datasets)} datasets, {len(jobs)} jobs, {len(runs)} runs downstream"]
+    datasets, jobs, runs, total = sub.datasets(), sub.jobs(), result["runs"], result["runsTotal"]
+    lines = [f"impact of {sub.focus.label}: {len(datasets)} datasets, {len(jobs)} jobs, {total} runs downstream"]
     lines.append("datasets to recompute or roll back:")
     lines += [f"  {sub.depths[n.id]:>3} hops  {n.label}" for n in datasets] or ["  (none)"]
     lines.append("jobs to re-run:")
     lines += [f"  {sub.depths[n.id]:>3} hops  {n.label}" for n in jobs] or ["  (none)"]
     since = result.get("since")
-    lines.append(f"runs that read affected data{f' (started since {since})' if since else ''}:")
+    listed = f", the newest {len(runs)} of {total}" if len(runs) < total else ""
+    lines.append(f"runs that read affected data{f' (started since {since})' if since else ''}{listed}:")
     lines += [
         f"  {r['id']}  {r['job']['name']}  {r['state']}  {r['startedAt'] or r['endedAt'] or ''}" for r in runs
-    ] or ["  (none)"]
+    ] or ([] if total else ["  (none)"])
+    if len(runs) < total:
+        lines.append(f"  … {total - len(runs)} older: --runs N lists more, --runs all every one, --since TIME fewer")
     return "\n".join(lines)
 
 
@@ -358,7 +361,12 @@ def render_columns(result: dict) -> str:
 # ----------------------------------------------------------------------------- JSON forms
 def impact_json(queries: LineageQueries, result: dict) -> dict:
     since = {"since": result["since"]} if result.get("since") else {}
-    return {**queries.marquez_graph(result["subgraph"]), "runs": result["runs"], **since}
+    return {
+        **queries.marquez_graph(result["subgraph"]),
+        "runs": result["runs"],
+        "runsTotalCount": result["runsTotal"],  # Marquez's pages of runs count them all as ``totalCount``
+        **since,
+    }
 
 
 def run_impact_json(queries: LineageQueries, result: dict) -> dict:

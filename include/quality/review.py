@@ -200,7 +200,7 @@ def checks(table: str, store, limit: int = 10) -> list[dict]:
     from include.lineage.api.data import audit_runs
 
     key = _table_key(table)
-    found = [item for item in audit_runs(store) if item["table"] == key]
+    found = audit_runs(store, [key])
     found.reverse()
     return found[:limit]
 

@@ -500,3 +500,13 @@ def test_every_ingest_statement_seeks_by_an_index_on_postgresql_too(store_url):
     finally:
         engine.dispose()
     assert not scans, scans
+
+
+def test_0014_fills_the_audits_on_postgresql_as_ingest_writes_them(postgres_store):
+    """0014's fill reads the runs through a server-side cursor on PostgreSQL (a year's store holds hundreds of
+    thousands of audits) and writes what ingest writes (tests/unit/test_store_migrations.py on SQLite)."""
+    from tests.unit.test_store_migrations import check_0014_fills_the_audits
+
+    url, cluster, _ = postgres_store
+    cluster.ensure_database("audits_filled", "lineage")
+    check_0014_fills_the_audits(url.rsplit("/", 1)[0] + "/audits_filled")

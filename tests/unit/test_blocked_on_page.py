@@ -10,14 +10,14 @@ import uuid
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import select
 
 from include.core import naming, settings
 from include.lineage.api import audits, data
 from include.lineage.api.app import create_ui_app
 from include.lineage.queries import LineageQueries
 from include.lineage.store import LineageStore
-from include.lineage.store.change_key import note_events_deleted
-from include.lineage.store.schema import events_table, runs_table
+from include.lineage.store.schema import run_audits_table
 from include.quality import review
 from tests.support import tap_node
 
@@ -160,38 +160,61 @@ def test_blocked_spans_end_at_the_first_decision_or_newer_audit(tmp_path):
     store.close()
 
 
-def test_the_audits_are_kept_between_asks_and_only_new_events_runs_read_again(tmp_path, monkeypatch):
-    """``audit_runs`` keeps a store's audits (``audits.AuditCache``): new events have only their runs read again, and
-    the answer is the one a fresh read gives; a store whose events are not those seen plus new ones (a prune) is read
-    whole again. The page's graph asks on every draw; reading every run's facets took 0.7 s at 10^6 events."""
+def _audit_rows(store) -> dict[str, tuple]:
+    with store.engine.connect() as conn:
+        return {
+            row.run_id: (row.table_name, row.branch, row.published)
+            for row in conn.execute(select(run_audits_table)).all()
+        }
+
+
+def test_each_audit_is_kept_beside_its_run_as_its_facets_change_and_goes_with_it(tmp_path, monkeypatch):
+    """``lineage_run_audits`` holds a row for each run whose merged facets hold an audit facet, written with the
+    run (``store/run_audits.py``): a later event's facet changes it, a facet that stops being an audit removes it, a
+    prune removes it with its run. The page reads the blocked audits and the audits of their tables only (it read
+    every run's facets: 34 s at 6.4 x 10^6 events)."""
     store = _store(tmp_path, [])
-    cache = audits.AuditCache()
-    fresh = lambda: audits.AuditCache().audits(store)  # noqa: E731
-    assert [a["branch"] for a in cache.audits(store)] == ["audit_taxi_202501_a"] and cache.full_reads == 1
-    reads = []
-    real = audits._read_audits
-    monkeypatch.setattr(audits, "_read_audits", lambda conn, where: reads.append(where) or real(conn, where))
+    published = BASE[0]["run"]["runId"]
+    assert _audit_rows(store) == {published: (naming.TAXI_RAW, "audit_taxi_202501_a", True)}
+    asked = []
+    real = audits.audit_runs
+    monkeypatch.setattr(audits, "audit_runs", lambda store, tables=None: asked.append(tables) or real(store, tables))
+    assert data.blocked_spans(store) == [] and asked == [], "no blocked audit: no audit read"
     store.ingest(BLOCKED)
-    assert cache.audits(store) == fresh() and cache.full_reads == 1
-    assert [a["blocked"] for a in cache.audits(store)] == [False, True]
-    assert len(reads) == 2 and reads[0] is not None, "the new events' runs only, then the fresh read"
-    cache.audits(store)
-    assert len(reads) == 2, "nothing new: nothing read"
-    # a later event of a run already kept changes it: the blocked audit is published by a newer event of its run
-    republished = [dict(event) for event in BLOCKED[-1:]]
-    republished[0] = {**republished[0], "eventTime": "2025-03-03T03:00:00Z", "eventType": "COMPLETE"}
-    republished[0]["run"] = {
-        "runId": BLOCKED[0]["run"]["runId"],
+    blocked = BLOCKED[0]["run"]["runId"]
+    assert _audit_rows(store)[blocked] == (naming.TAXI_RAW, "audit_taxi_202502_b", False)
+    assert [span["run_id"] for span in data.blocked_spans(store)] == [blocked] and asked == [[naming.TAXI_RAW]]
+    assert [a["blocked"] for a in audits.audit_runs(store)] == [False, True]
+    # a later event of the blocked run publishes it: its row follows the facet that won the merge
+    republished = {**BLOCKED[-1], "eventTime": "2025-03-03T03:00:00Z", "eventType": "COMPLETE"}
+    republished["run"] = {
+        "runId": blocked,
         "facets": {"writeAuditPublish": {**BLOCKED[0]["run"]["facets"]["writeAuditPublish"], "published": True}},
     }
-    store.ingest(republished)
-    assert [a["blocked"] for a in cache.audits(store)] == [False, False] == [a["blocked"] for a in fresh()]
-    with store.engine.begin() as conn:  # as lineage prune does: events and runs deleted
-        conn.execute(events_table.delete().where(events_table.c.run_id == BASE[0]["run"]["runId"]))
-        note_events_deleted(conn)
-        conn.execute(runs_table.delete().where(runs_table.c.id == BASE[0]["run"]["runId"]))
-    assert cache.audits(store) == fresh() and [a["branch"] for a in cache.audits(store)] == ["audit_taxi_202502_b"]
-    assert cache.full_reads == 2
+    store.ingest([republished])
+    assert _audit_rows(store)[blocked][2] is True and data.blocked_spans(store) == []
+    # a still later facet that is not one the project writes (no table): the run is no audit any more
+    hostile = {**republished, "eventTime": "2025-03-03T04:00:00Z"}
+    hostile["run"] = {"runId": blocked, "facets": {"writeAuditPublish": {"table": ["not", "a", "name"]}}}
+    store.ingest([hostile])
+    assert set(_audit_rows(store)) == {published}
+    with store.engine.begin() as conn:  # the store's own rule for a pruned run: see test_lineage_prune
+        conn.execute(run_audits_table.delete().where(run_audits_table.c.run_id == published))
+    assert audits.audit_runs(store) == []
+    store.close()
+
+
+def test_a_prune_takes_the_pruned_runs_audits_with_them(tmp_path):
+    from datetime import UTC, datetime, timedelta
+
+    from include.lineage.store.retention import prune_store
+
+    store = _store(tmp_path, BLOCKED + _load(20, "audit_taxi_202503_c"))
+    assert len(_audit_rows(store)) == 3
+    report = prune_store(store, timedelta(days=7), now=datetime(2025, 3, 25, tzinfo=UTC))
+    assert report.counts["runs"] >= 2
+    assert [row[1] for row in _audit_rows(store).values()] == ["audit_taxi_202503_c"]
+    assert [a["branch"] for a in audits.audit_runs(store)] == ["audit_taxi_202503_c"]
     store.close()
 
 

@@ -339,3 +339,35 @@ def test_a_new_revision_is_written_from_what_schema_py_has_that_the_revisions_do
     with create_engine("sqlite://").connect() as conn, conn.begin():
         command.upgrade(migrate.alembic_config(conn, migrations), "head")
         assert "priority" in migrate.lineage_tables(conn)["lineage_runs"]
+
+
+def test_0014_fills_the_audits_from_the_runs_facets_as_ingest_writes_them(tmp_path):
+    """A store of 0013 has its audits found among its runs' facets by 0014: the rows ingest writes, by the rule of
+    ``store/run_audits.py`` (a facet without a table of text is no audit; the branch kept as text). On PostgreSQL:
+    tests/integration/test_lineage_store_postgres.py."""
+    check_0014_fills_the_audits(_url(tmp_path / "audits.db"))
+
+
+def check_0014_fills_the_audits(url: str) -> None:
+    from include.lineage.store.schema import run_audits_table
+    from tests.unit.test_blocked_on_page import BASE, BLOCKED, _run
+
+    odd = _run("dag.odd", 9, "ветка-ü", False)  # a branch not in ASCII
+    bad = _run("dag.bad", 8, "audit_bad", True)
+    bad[0]["run"]["facets"]["writeAuditPublish"]["table"] = ["not", "text"]  # no audit
+    late = _run("dag.late", 10, "audit_late", True)
+    late[1]["run"] = {**late[1]["run"], "facets": {"writeAuditPublish": {"table": "t" * 1025}}}  # too long a name
+    with LineageStore(url) as store:
+        store.ingest(BASE + BLOCKED + odd + bad + late)
+    engine = create_engine(url)
+    read = lambda conn: sorted(map(tuple, conn.execute(select(run_audits_table)).all()))  # noqa: E731
+    with engine.connect() as conn:
+        written = read(conn)
+    assert len(written) == 3 and {row[2] for row in written} >= {"ветка-ü"}
+    with migrate.migration_lock(engine) as conn:
+        config = migrate.alembic_config(conn)
+        command.downgrade(config, "0013")
+        assert "lineage_run_audits" not in migrate.lineage_tables(conn)
+        command.upgrade(config, "head")
+        assert read(conn) == written
+    engine.dispose()

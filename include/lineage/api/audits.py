@@ -5,16 +5,14 @@ file and include/quality/review.py (``pipeline publish``/``discard``, ``lineage 
 
 from __future__ import annotations
 
-import threading
-import weakref
+from collections.abc import Iterable
 
 from sqlalchemy import select
 
 from include.core import naming, settings
 from include.core.jsontext import loads
 from include.lineage.queries.sql import chunks
-from include.lineage.store.change_key import EventsKey, events_key
-from include.lineage.store.schema import events_table, jobs_table, runs_table
+from include.lineage.store.schema import jobs_table, run_audits_table, runs_table
 
 # The operator's decisions about a kept audit branch (``pipeline publish`` / ``pipeline discard``, include/quality/
 # review.py): runs of these jobs carry the ``writeAuditPublish`` facet of the branch they decided.
@@ -23,96 +21,52 @@ DISCARD_JOB = "pipeline.discard"
 DECISION_JOBS = (PUBLISH_JOB, DISCARD_JOB)
 
 
-def audit_runs(store) -> list[dict]:
+def audit_runs(store, tables: Iterable[str] | None = None) -> list[dict]:
     """Every run that carries a ``writeAuditPublish`` run facet (an audited write, a publish or a discard of a kept
-    branch), oldest first: its job, state, time (start, else its latest event) and the facet's facts. Kept per store
-    between calls (``AuditCache``)."""
-    with _caches_lock:
-        cache = _caches.get(store)
-        if cache is None:
-            cache = _caches[store] = AuditCache()
-    return cache.audits(store)
+    branch), oldest first, or only those of ``tables``: its job, state, time (start, else its latest event) and the
+    facet's facts. Read from ``lineage_run_audits`` (``store/run_audits.py``), by its index when ``tables`` is given."""
+    a = run_audits_table
+    if tables is None:
+        return _read_audits(store, None)
+    found = []
+    for chunk in chunks(sorted(set(tables))):
+        found += _read_audits(store, a.c.table_name.in_(chunk))
+    return sorted(found, key=lambda item: (item["time"] or "", item["run_id"]))
 
 
-class AuditCache:
-    """The audit runs of a store, kept until it has other events. Finding them reads every run's facets (a ``LIKE``
-    over ``lineage_runs.facets``, then each match's JSON): 0.7 s on a store of 10^6 events, every time the page drew
-    its graph. Kept, only the runs of events stored since are read again; a store whose events are not the ones seen
-    plus new ones (``lineage prune`` deleted some: ``store/change_key.py``) is read whole again, as
-    Marquez's model is (``queries/model.py``, ``ModelCache``). The audits handed out are the kept ones: callers read
-    them and never change them."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._key: EventsKey | None = None  # the store's change key when the audits were read (change_key.py)
-        self._by_run: dict[str, dict] = {}
-        self.full_reads = 0
-
-    def audits(self, store) -> list[dict]:
-        with self._lock, store.engine.connect() as conn:
-            key = events_key(conn)  # (newest id, deletions): no count of the events (store/change_key.py)
-            if key != self._key:
-                self._catch_up(conn, key)
-            found = list(self._by_run.values())
-        found.sort(key=lambda item: (item["time"] or "", item["run_id"]))
-        return found
-
-    def _catch_up(self, conn, key: EventsKey) -> None:
-        e = events_table
-        seen = self._key
-        if seen is not None and seen[0] is not None and seen[1] == key[1]:  # the events seen, plus new ones
-            runs = conn.execute(select(e.c.run_id).distinct().where(e.c.id > seen[0], e.c.run_id.is_not(None)))
-            for chunk in chunks(list(runs.scalars())):
-                for run_id in chunk:
-                    self._by_run.pop(run_id, None)
-                self._by_run.update(_read_audits(conn, runs_table.c.id.in_(chunk)))
-        else:
-            self._by_run = dict(_read_audits(conn, None))
-            self.full_reads += 1
-        self._key = key
-
-
-_caches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # store -> AuditCache
-_caches_lock = threading.Lock()
-
-
-def _read_audits(conn, where) -> list[tuple[str, dict]]:
-    """(run id, audit) of each run carrying the facet, among the runs ``where`` selects (None: every run)."""
-    r, j = runs_table, jobs_table
+def _read_audits(store, where) -> list[dict]:
+    """The audits ``where`` selects (None: all), oldest first."""
+    a, r, j = run_audits_table, runs_table, jobs_table
     query = (
-        select(r.c.id, r.c.state, r.c.started_at, r.c.state_time, r.c.facets, j.c.name)
+        select(a.c.run_id, a.c.table_name, a.c.branch, a.c.facet, r.c.state, r.c.started_at, r.c.state_time, j.c.name)
+        .join(r, r.c.id == a.c.run_id)
         .join(j, j.c.id == r.c.job_id)
-        .where(r.c.facets.like('%"writeAuditPublish"%'))
     )
     if where is not None:
         query = query.where(where)
-    found = []
-    for row in conn.execute(query):
-        facet = loads(row.facets or "{}").get("writeAuditPublish")
-        if not isinstance(facet, dict) or not isinstance(facet.get("table"), str) or not facet["table"]:
-            continue  # not a facet this project wrote: nothing to show
-        found.append(
-            (
-                row.id,
-                {
-                    "run_id": row.id,
-                    "job": row.name,
-                    "state": row.state,
-                    "time": row.started_at or row.state_time,
-                    "table": facet["table"],
-                    "branch": _text(facet.get("branch")),
-                    "published": facet.get("published") is True,
-                    "blocked": facet.get("published") is not True and row.name not in DECISION_JOBS,
-                    "reason": _text(facet.get("reason")),
-                    "blocking": _texts(facet.get("blocking")),
-                    "warnings": _texts(facet.get("warnings")),
-                    "results": [r for r in facet.get("results") or [] if isinstance(r, dict)]
-                    if isinstance(facet.get("results"), list)
-                    else [],
-                },
-            )
-        )
-    return found
+    with store.engine.connect() as conn:
+        rows = conn.execute(query).all()
+    found = [_audit(row, loads(row.facet)) for row in rows]
+    return sorted(found, key=lambda item: (item["time"] or "", item["run_id"]))
+
+
+def _audit(row, facet: dict) -> dict:
+    return {
+        "run_id": row.run_id,
+        "job": row.name,
+        "state": row.state,
+        "time": row.started_at or row.state_time,
+        "table": row.table_name,
+        "branch": row.branch,
+        "published": facet.get("published") is True,
+        "blocked": facet.get("published") is not True and row.name not in DECISION_JOBS,
+        "reason": _text(facet.get("reason")),
+        "blocking": _texts(facet.get("blocking")),
+        "warnings": _texts(facet.get("warnings")),
+        "results": [r for r in facet.get("results") or [] if isinstance(r, dict)]
+        if isinstance(facet.get("results"), list)
+        else [],
+    }
 
 
 def _text(value) -> str | None:
@@ -140,8 +94,19 @@ def failed_expectations(results: list[dict]) -> list[dict]:
 def blocked_spans(store) -> list[dict]:
     """Each blocked audit with the span of time its table was waiting for review: from the audit until the
     operator published or discarded its branch, or a newer audit of the table (``until`` None: still waiting).
-    One rule for the page served now, as of a time, and in the exported file (``lineage.js`` reads the spans)."""
-    audits = audit_runs(store)
+    One rule for the page served now, as of a time, and in the exported file (``lineage.js`` reads the spans).
+    Only the audits of tables with a blocked audit are read: a span ends at a later audit of its own table."""
+    a, r, j = run_audits_table, runs_table, jobs_table
+    with store.engine.connect() as conn:
+        tables = conn.execute(
+            select(a.c.table_name)
+            .distinct()
+            .join(r, r.c.id == a.c.run_id)
+            .join(j, j.c.id == r.c.job_id)
+            .where(a.c.published.is_(False), j.c.name.not_in(DECISION_JOBS))
+        ).scalars()
+        tables = list(tables)
+    audits = audit_runs(store, tables) if tables else []
     spans = []
     for index, audit in enumerate(audits):
         if not audit["blocked"]:

@@ -387,14 +387,15 @@ def downstream(options) -> int:
 
 def impact(options) -> int:
     from include.lineage import render
-    from include.lineage.queries import LineageQueries
+    from include.lineage.queries import LineageQueries, parse_instant
+    from include.lineage.queries.impact import RUNS_LISTED
 
     if bool(options.node) == bool(options.run):
         return _usage_error(options, "give a NODE or --run RUN_ID (one of them)")
-    if options.run and (options.as_of is not None or options.all_history or options.since is not None):
-        return _usage_error(options, "--as-of, --all-history and --since are for a NODE's impact, not a run's")
-    from include.lineage.queries import parse_instant
-
+    if options.run and (
+        options.as_of is not None or options.all_history or options.since is not None or options.runs != RUNS_LISTED
+    ):
+        return _usage_error(options, "--as-of, --all-history, --since and --runs are for a NODE's impact, not a run's")
     when = _when(options)
     since = parse_instant(options.since, "--since") if options.since is not None else None
     with _store(options) as store:
@@ -403,7 +404,7 @@ def impact(options) -> int:
             result = queries.impact_of_run(options.run)
             _emit(options, lambda: render.run_impact_json(queries, result), lambda: render.render_run_impact(result))
         else:
-            result = queries.impact(options.node, options.depth, since=since, **when)
+            result = queries.impact(options.node, options.depth, since=since, runs=options.runs, **when)
             _emit(options, lambda: render.impact_json(queries, result), lambda: render.render_impact(result))
     return 0
 

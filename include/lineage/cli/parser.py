@@ -51,6 +51,19 @@ def shared_options() -> Options:
     return Options(store, query, walk, when)
 
 
+def runs_listed(text: str) -> int | None:
+    """``--runs``: a count of 0 or more, or ``all`` (None)."""
+    if text == "all":
+        return None
+    try:
+        count = int(text)
+    except ValueError:
+        count = -1
+    if count < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a count of 0 or more, or all")
+    return count
+
+
 # add(name, help, parents) -> the command's own parser
 Add = Callable[..., argparse.ArgumentParser]
 
@@ -130,6 +143,8 @@ def downstream(add: Add, options: Options) -> None:
 
 
 def impact(add: Add, options: Options) -> None:
+    from include.lineage.queries.impact import RUNS_LISTED
+
     sub = add(
         "impact", "every dataset, job and run downstream of a node (or of a run: --run)", [options.walk, options.when]
     )
@@ -143,6 +158,13 @@ def impact(add: Add, options: Options) -> None:
         default=None,
         help="only the runs started at or after TIME (ISO-8601 with its UTC offset): which runs read the data since "
         "a bad write, instead of every run of a year of history",
+    )
+    sub.add_argument(
+        "--runs",
+        metavar="N|all",
+        type=runs_listed,
+        default=RUNS_LISTED,
+        help=f"list the newest N runs that read the data (default {RUNS_LISTED}; all: every one); the rest are counted",
     )
 
 

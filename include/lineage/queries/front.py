@@ -104,13 +104,18 @@ class LineageQueries:
         as_of: str | None = None,
         all_history: bool = False,
         since: str | None = None,
+        runs: int | None = impact.RUNS_LISTED,
     ) -> dict:
         """Every dataset, job and run downstream of a node: what to recompute, re-run or roll back. ``as_of``: in the
         graph of that instant, and only runs started by then; ``all_history``: along every edge ever seen;
-        ``since`` (a UTC instant, ``parse_instant``): only runs started at or after it."""
+        ``since`` (a UTC instant, ``parse_instant``): only runs started at or after it. ``runs``: how many of the
+        runs that read the data to list, newest first (None: all); ``runsTotal`` counts them all."""
+        if runs is not None and runs < 0:
+            raise LineageError(f"runs={runs}: list 0 or more runs (None: all of them)")
         sub = self.downstream(ref, depth, as_of=as_of, all_history=all_history)
         with self.store.engine.connect() as conn:
-            return {"subgraph": sub, "runs": impact.runs_reading(conn, sub, since), "since": since}
+            listed, total = impact.runs_reading(conn, sub, since, runs)
+        return {"subgraph": sub, "runs": listed, "runsTotal": total, "since": since}
 
     def impact_of_run(self, run_ref: str) -> dict:
         """What a run (and its child runs) wrote, every later run that read it, transitively, and what lies

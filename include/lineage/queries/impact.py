@@ -3,52 +3,104 @@ what it wrote, transitively)."""
 
 from __future__ import annotations
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.engine import Connection
 
+from include.core.jsontext import loads
 from include.lineage.queries.names import Node, Subgraph, edges_among, nodes_of
 from include.lineage.queries.runs import descendant_runs, resolve_run, run_summary
 from include.lineage.queries.sql import chunks, closure_downstream, run_start
 from include.lineage.store.schema import (
     dataset_versions_table,
     datasets_table,
+    job_versions_table,
     jobs_table,
     run_datasets_table,
     runs_table,
 )
 
+# How many of the runs that read a node's downstream an impact answer lists, newest first, when not told: the rest
+# are counted, not listed (a hub of a year of history was read by a million runs; Marquez pages its run lists too).
+RUNS_LISTED = 100
 
-def runs_reading(conn: Connection, sub: Subgraph, since: str | None = None) -> list[dict]:
-    """The runs of the downstream subgraph's jobs that read any of its datasets (with ``sub.as_of``, only runs
-    started by then; with ``since``, only those started at or after it), newest first. Without ``since`` the answer
-    grows with history: every run that ever read the data (228,323 for a hub of a 10^6-event store)."""
-    job_node_ids = [n.id for n in sub.jobs()]
-    if not job_node_ids:
-        return []
+
+def runs_reading(
+    conn: Connection, sub: Subgraph, since: str | None = None, limit: int | None = RUNS_LISTED
+) -> tuple[list[dict], int]:
+    """The newest ``limit`` runs (every one with ``limit=None``) of the downstream subgraph's jobs that read any of
+    its datasets, newest first by when they started (``run_start``), and how many such runs there are in all. With
+    ``sub.as_of``, only runs started by then; with ``since``, only those started at or after it."""
+    versions = _versions_reading(conn, sub)
+    r, start = runs_table, run_start()
+    window = ([start <= sub.as_of] if sub.as_of is not None else []) + ([start >= since] if since is not None else [])
+    total = 0
+    for chunk in chunks(versions):  # from ``ix_lineage_runs_version_start`` alone: it holds every column asked
+        total += conn.execute(
+            select(func.count()).select_from(r).where(r.c.job_version_id.in_(chunk), *window)
+        ).scalar()
+    if limit is None:
+        found = [
+            (row.start or "", row.id)
+            for chunk in chunks(versions)
+            for row in conn.execute(select(r.c.id, start.label("start")).where(r.c.job_version_id.in_(chunk), *window))
+        ]
+        newest = sorted(found, reverse=True)
+    else:
+        newest = _newest(conn, versions, window, limit) if limit else []
+    return _summaries(conn, [run_id for _, run_id in newest]), total
+
+
+def _newest(conn: Connection, versions: list[int], window: list, limit: int) -> list[tuple[str, str]]:
+    """(start, run id) of the newest ``limit`` runs of the versions, newest first: each version's newest runs read in
+    the index's order, and only those newer than the ``limit``-th found so far. The runs of many versions sorted
+    together instead read every run's row for its start (SQLite before 3.41 does not take an expression's value from
+    its index): a million rows for a hub of a year's store."""
+    r, start = runs_table, run_start()
+    newest_first = (start.desc(), r.c.id.desc())
+    of_version = select(r.c.id, start.label("start")).where(r.c.job_version_id == bindparam("version"), *window)
+    first = of_version.order_by(*newest_first).limit(limit)
+    newer = of_version.where(start >= bindparam("floor")).order_by(*newest_first).limit(limit)
+    newest: list[tuple[str, str]] = []
+    for version in sorted(versions, reverse=True):  # newer versions first: their runs raise the floor soonest
+        if len(newest) < limit:
+            rows = conn.execute(first, {"version": version})
+        else:
+            rows = conn.execute(newer, {"version": version, "floor": newest[-1][0]})
+        newest = sorted(newest + [(row.start or "", row.id) for row in rows], reverse=True)[:limit]
+    return newest
+
+
+def _versions_reading(conn: Connection, sub: Subgraph) -> list[int]:
+    """The ids of the versions of the subgraph's jobs that read one of its datasets. A run's job version is the
+    inputs and outputs of all its events and its code (``store.ingest``), so the runs that read a dataset are those of
+    the versions that list it: found from the versions (thousands), never run by run (a hub of a year's store: a
+    million runs, each with its own input rows). Names compare as the versions spell them (``namespace:name``)."""
+    d, j, jv = datasets_table, jobs_table, job_versions_table
     dataset_node_ids = [n.id for n in sub.nodes.values() if n.kind == "dataset"]
-    d, rd, r, j = datasets_table, run_datasets_table, runs_table, jobs_table
-    dataset_ids = [
-        row
+    names = {
+        f"{namespace}:{name}"
         for chunk in chunks(dataset_node_ids)
-        for row in conn.execute(select(d.c.id).where(d.c.node_id.in_(chunk))).scalars()
-    ]
-    # Only the columns of a run's summary (a run's facets are a kilobyte), each run once: a run reading several of
-    # the datasets was a row per dataset (a hub's impact at 10^6 events: 106,214 rows of full runs for 58,966 runs)
-    read_them = select(rd.c.run_id).where(rd.c.direction == "input", rd.c.dataset_id.in_(dataset_ids or [-1]))
-    runs: list[dict] = []
-    for chunk in chunks(job_node_ids):
+        for namespace, name in conn.execute(select(d.c.namespace, d.c.name).where(d.c.node_id.in_(chunk)))
+    }
+    versions = []
+    for chunk in chunks([n.id for n in sub.jobs()]):
+        query = select(jv.c.id, jv.c.inputs).join(j, j.c.id == jv.c.job_id).where(j.c.node_id.in_(chunk))
+        versions += [version for version, inputs in conn.execute(query) if names.intersection(loads(inputs or "[]"))]
+    return versions
+
+
+def _summaries(conn: Connection, run_ids: list[str]) -> list[dict]:
+    """The runs' summaries, in the order given."""
+    r, j = runs_table, jobs_table
+    found = {}
+    for chunk in chunks(run_ids):
         query = (
             select(r.c.id, r.c.state, r.c.started_at, r.c.ended_at, j.c.namespace, j.c.name)
             .join(j, j.c.id == r.c.job_id)
-            .where(j.c.node_id.in_(chunk), r.c.id.in_(read_them))
+            .where(r.c.id.in_(chunk))
         )
-        if sub.as_of is not None:
-            query = query.where(run_start() <= sub.as_of)
-        if since is not None:
-            query = query.where(run_start() >= since)
-        runs.extend(map(run_summary, conn.execute(query)))
-    runs.sort(key=lambda run: (run["startedAt"] or run["endedAt"] or "", run["id"]), reverse=True)
-    return runs
+        found.update((row.id, run_summary(row)) for row in conn.execute(query))
+    return [found[run_id] for run_id in run_ids]
 
 
 def impact_of_run(conn: Connection, run_ref: str, store_url: str) -> dict:

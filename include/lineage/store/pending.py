@@ -23,6 +23,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DataError, ProgrammingError
 
 from include.core.jsontext import loads, sorted_compact
+from include.lineage.store import run_audits
 from include.lineage.store.bulk import execute_many
 from include.lineage.store.schema import column_edges_table, runs_table
 from include.lineage.store.statements import SELECT_RUN_IO, UPDATE_CURRENT_VERSION, UPDATE_JOB_LATEST
@@ -131,15 +132,24 @@ class PendingWrites:
             self._changed_runs.add(run_id)
 
     def flush_runs(self, conn: Connection) -> None:
+        audits: dict[str, dict | None] = {}  # run id -> its audit row (None: none), of runs with an audit facet
         for run_id in self._new_runs | self._changed_runs:
             row = self.runs[run_id]
             if isinstance(row["facets"], MergedFacets):  # its JSON, once, as the row is written
+                # a merge never drops a facet's name: a run whose facets never named it has no audit row to change
+                if run_audits.FACET in row["facets"].facets:
+                    audits[run_id] = run_audits.audit_row(run_id, row["facets"].facets)
                 row["facets"], row["facet_times"] = row["facets"].texts()
         if self._new_runs:
             _write(conn, _INSERT_RUN, [self.runs[run_id] for run_id in sorted(self._new_runs)])
         if self._changed_runs:
             rows = [self.runs[run_id] for run_id in sorted(self._changed_runs)]
             _write(conn, _UPDATE_RUN, [{f"v_{k}": v for k, v in row.items()} | {"p_id": row["id"]} for row in rows])
+        if audits:
+            try:
+                run_audits.write(conn, audits)
+            except REFUSED_VALUE_ERRORS as error:
+                raise DeferredWriteRefusedError(str(error)) from error
         self._new_runs.clear()
         self._changed_runs.clear()
 

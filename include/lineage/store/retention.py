@@ -40,6 +40,7 @@ from include.lineage.store.schema import (
     events_table,
     job_versions_table,
     jobs_table,
+    run_audits_table,
     run_datasets_table,
     runs_table,
 )
@@ -226,6 +227,7 @@ def prune_store(store, older_than: timedelta, dry_run: bool = False, now: dateti
             for chunk in _chunks(old_runs):
                 conn.execute(delete(events_table).where(e.run_id.in_(chunk)))
                 conn.execute(delete(run_datasets_table).where(rd.run_id.in_(chunk)))
+                conn.execute(delete(run_audits_table).where(run_audits_table.c.run_id.in_(chunk)))
                 conn.execute(delete(runs_table).where(r.id.in_(chunk)))
             for chunk in _chunks(old_runless):
                 conn.execute(delete(events_table).where(e.id.in_(chunk)))

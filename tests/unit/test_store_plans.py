@@ -106,6 +106,31 @@ def test_the_year_answers_read_runs_by_their_indexes_never_every_run(tmp_path):
             assert not [plan for _, plan in explained if any(step.startswith("SCAN lineage_runs") for step in plan)]
     with LineageStore(f"sqlite:///{tmp_path / 'audits.db'}") as store:
         store.ingest(BASE + BLOCKED)
+        # the page's "as of a run" picker: each DAG-level job's newest runs in the index's order
+        from include.lineage.api import data
+        from tests.unit.test_newest_runs import _events as dag_events
+
+        store.ingest(
+            dag_events(
+                [
+                    {
+                        "job": "dag_a",
+                        "hour": hour,
+                        "started": True,
+                        "child": False,
+                        "id": f"{hour:08d}-0000-4000-8000-000000000000",
+                    }
+                    for hour in range(3)
+                ]
+            )
+        )
+
+        explained = _explained_while(store, "lineage_runs", lambda: data.graph(LineageQueries(store)))
+        pages = [plan for sql, plan in explained if "job_id = ?" in sql and "ORDER BY" in sql]
+        assert pages, explained
+        for plan in pages:
+            assert plan[0].startswith("SEARCH lineage_runs USING INDEX ix_lineage_runs_job_start (job_id=?"), plan
+            assert not [step for step in plan if "TEMP B-TREE" in step], plan
         explained = _explained_while(store, "lineage_run_audits", lambda: audits.blocked_spans(store))
         assert len(explained) == 2, explained  # the tables with a blocked audit, then those tables' audits
         (_, blocked), (_, of_tables) = explained

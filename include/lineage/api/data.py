@@ -18,7 +18,7 @@ from include.lineage.api.audits import audit_runs as audit_runs
 from include.lineage.api.audits import blocked_of, blocked_spans, blocked_summary, blocked_tables
 from include.lineage.queries import DEFAULT_DEPTH, LineageQueries, Node, closure_downstream, parse_instant
 from include.lineage.queries.problems import facet_problems
-from include.lineage.queries.sql import chunks
+from include.lineage.queries.sql import chunks, newest_runs
 from include.lineage.queries.walks import as_of_edges
 from include.lineage.store import iter_events
 from include.lineage.store.schema import (
@@ -199,23 +199,31 @@ def _versions_then(conn, dataset_info: dict, as_of: str) -> dict:
 
 
 def _recent_dag_runs(conn, limit: int = PICKER_RUNS) -> list[dict]:
-    """The newest DAG runs: what "as of a run" offers."""
+    """The newest DAG runs: what "as of a run" offers. The runs of the DAG-level jobs, each job's newest in its
+    index's order (``newest_runs``): every run without a parent sorted by its start, the answer read 166,224 runs of
+    a year's store (2.6 s of each draw of the page) to find 30."""
     r, j = runs_table, jobs_table
-    started = func.coalesce(r.c.started_at, r.c.first_event_time, r.c.state_time)
-    query = (
-        select(r.c.id, r.c.state, r.c.started_at, r.c.ended_at, started.label("start"), j.c.name, j.c.facets)
-        .join(j, j.c.id == r.c.job_id)
-        .where(r.c.parent_run_id.is_(None))
-        .order_by(started.desc(), r.c.id.desc())
-    )
-    out = []
-    for row in conn.execute(query):
-        if _job_level(loads(row.facets or "{}")) != "dag":
-            continue
-        out.append({"id": row.id, "job": row.name, "state": row.state, "startedAt": row.start, "endedAt": row.ended_at})
-        if len(out) >= limit:
-            break
-    return out
+    dag_jobs = {
+        row.id: row.name
+        for row in conn.execute(select(j.c.id, j.c.name, j.c.facets).where(j.c.facets.like('%"DAG"%')))
+        if _job_level(loads(row.facets or "{}")) == "dag"
+    }
+    newest = newest_runs(conn, r.c.job_id, dag_jobs, limit, [r.c.parent_run_id.is_(None)])
+    rows = {
+        row.id: row
+        for chunk in chunks([run_id for _, run_id in newest])
+        for row in conn.execute(select(r.c.id, r.c.job_id, r.c.state, r.c.ended_at).where(r.c.id.in_(chunk)))
+    }
+    return [
+        {
+            "id": run_id,
+            "job": dag_jobs[rows[run_id].job_id],
+            "state": rows[run_id].state,
+            "startedAt": start,
+            "endedAt": rows[run_id].ended_at,
+        }
+        for start, run_id in newest
+    ]
 
 
 def provenance(queries: LineageQueries, run_ref: str, depth: int = DEFAULT_DEPTH) -> dict:

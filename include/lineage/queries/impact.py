@@ -3,13 +3,13 @@ what it wrote, transitively)."""
 
 from __future__ import annotations
 
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
 from include.core.jsontext import loads
 from include.lineage.queries.names import Node, Subgraph, edges_among, nodes_of
 from include.lineage.queries.runs import descendant_runs, resolve_run, run_summary
-from include.lineage.queries.sql import chunks, closure_downstream, run_start
+from include.lineage.queries.sql import chunks, closure_downstream, newest_runs, run_start
 from include.lineage.store.schema import (
     dataset_versions_table,
     datasets_table,
@@ -46,28 +46,8 @@ def runs_reading(
         ]
         newest = sorted(found, reverse=True)
     else:
-        newest = _newest(conn, versions, window, limit) if limit else []
+        newest = newest_runs(conn, r.c.job_version_id, versions, limit, window) if limit else []
     return _summaries(conn, [run_id for _, run_id in newest]), total
-
-
-def _newest(conn: Connection, versions: list[int], window: list, limit: int) -> list[tuple[str, str]]:
-    """(start, run id) of the newest ``limit`` runs of the versions, newest first: each version's newest runs read in
-    the index's order, and only those newer than the ``limit``-th found so far. The runs of many versions sorted
-    together instead read every run's row for its start (SQLite before 3.41 does not take an expression's value from
-    its index): a million rows for a hub of a year's store."""
-    r, start = runs_table, run_start()
-    newest_first = (start.desc(), r.c.id.desc())
-    of_version = select(r.c.id, start.label("start")).where(r.c.job_version_id == bindparam("version"), *window)
-    first = of_version.order_by(*newest_first).limit(limit)
-    newer = of_version.where(start >= bindparam("floor")).order_by(*newest_first).limit(limit)
-    newest: list[tuple[str, str]] = []
-    for version in sorted(versions, reverse=True):  # newer versions first: their runs raise the floor soonest
-        if len(newest) < limit:
-            rows = conn.execute(first, {"version": version})
-        else:
-            rows = conn.execute(newer, {"version": version, "floor": newest[-1][0]})
-        newest = sorted(newest + [(row.start or "", row.id) for row in rows], reverse=True)[:limit]
-    return newest
 
 
 def _versions_reading(conn: Connection, sub: Subgraph) -> list[int]:

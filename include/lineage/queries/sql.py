@@ -10,7 +10,7 @@ import functools
 import re
 from collections.abc import Iterable, Iterator
 
-from sqlalchemy import func
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.engine import Connection
 
 from include.lineage.store import ancestry
@@ -59,6 +59,28 @@ def run_start():
         if first is not None
         else func.coalesce(r.c.started_at, r.c.state_time)
     )
+
+
+def newest_runs(conn: Connection, column, keys: Iterable, limit: int, where: Iterable = ()) -> list[tuple[str, str]]:
+    """(start, run id) of the newest ``limit`` runs whose ``column`` is one of ``keys``, newest first by
+    ``run_start`` then id; ``where``: conditions on each run. ``column`` is ``job_id`` or ``job_version_id``, each
+    indexed with the run's start (``ix_lineage_runs_job_start``, ``ix_lineage_runs_version_start``): each key's newest
+    runs are read in the index's order, only those at or above the ``limit``-th found so far, the ``LIMIT`` stopping
+    the read. The runs of many keys sorted together instead read every run's row for its start (SQLite before 3.41
+    takes no expression's value from its index, Trap 60): a million rows for a hub of a year's store."""
+    r, start = runs_table, run_start()
+    newest_first = (start.desc(), r.c.id.desc())
+    of_key = select(r.c.id, start.label("start")).where(column == bindparam("key"), *where)
+    first = of_key.order_by(*newest_first).limit(limit)
+    newer = of_key.where(start >= bindparam("floor")).order_by(*newest_first).limit(limit)
+    newest: list[tuple[str, str]] = []
+    for key in sorted(keys, reverse=True):  # newer keys (versions, jobs) first: their runs raise the floor soonest
+        if len(newest) < limit:
+            rows = conn.execute(first, {"key": key})
+        else:
+            rows = conn.execute(newer, {"key": key, "floor": newest[-1][0]})
+        newest = sorted(newest + [(row.start or "", row.id) for row in rows], reverse=True)[:limit]
+    return newest
 
 
 # ------------------------------------------------------------------------- the closure table

@@ -11,7 +11,6 @@ import functools
 import json
 import shutil
 import uuid
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -83,14 +82,6 @@ def tiny_chunks(monkeypatch):
     monkeypatch.setattr(impact_query, "chunks", functools.partial(sql.chunks, size=2))
 
 
-@pytest.fixture(scope="module")
-def empty_store(tmp_path_factory) -> Path:
-    """A store made once (its migrations are most of a new store's time), copied for each example."""
-    path = tmp_path_factory.mktemp("empty") / "store.db"
-    LineageStore(f"sqlite:///{path}").close()
-    return path
-
-
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     runs=st.lists(RUN, min_size=1, max_size=25, unique_by=lambda run: run["id"]),
@@ -100,10 +91,10 @@ def empty_store(tmp_path_factory) -> Path:
     order=st.randoms(use_true_random=False),
 )
 def test_the_newest_runs_are_listed_and_every_one_counted(
-    tmp_path_factory, empty_store, tiny_chunks, runs, focus, listed, since_hour, order
+    tmp_path_factory, empty_store_file, tiny_chunks, runs, focus, listed, since_hour, order
 ):
     folder = tmp_path_factory.mktemp("impact")
-    shutil.copyfile(empty_store, folder / "store.db")
+    shutil.copyfile(empty_store_file, folder / "store.db")
     with LineageStore(f"sqlite:///{folder / 'store.db'}") as store:
         # in any order, over several transactions: a run's events may come apart (its inputs then grow)
         events = _events(runs)

@@ -8,9 +8,7 @@ it has a parent."""
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
@@ -48,13 +46,6 @@ def _events(runs: list[dict]) -> list[dict]:
     return events
 
 
-@pytest.fixture(scope="module")
-def empty_store(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("empty") / "store.db"
-    LineageStore(f"sqlite:///{path}").close()
-    return path
-
-
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     runs=st.lists(RUN, min_size=1, max_size=30, unique_by=lambda run: run["id"]),
@@ -62,10 +53,10 @@ def empty_store(tmp_path_factory) -> Path:
     jobs=st.sets(st.sampled_from(sorted(JOBS)), min_size=1),
 )
 def test_the_newest_runs_of_some_jobs_are_those_a_sort_of_all_their_runs_gives(
-    tmp_path_factory, empty_store, runs, limit, jobs
+    tmp_path_factory, empty_store_file, runs, limit, jobs
 ):
     folder = tmp_path_factory.mktemp("newest")
-    shutil.copyfile(empty_store, folder / "store.db")
+    shutil.copyfile(empty_store_file, folder / "store.db")
     with LineageStore(f"sqlite:///{folder / 'store.db'}") as store:
         store.ingest(_events(runs))
         with store.engine.connect() as conn:
@@ -93,9 +84,9 @@ def test_the_newest_runs_of_some_jobs_are_those_a_sort_of_all_their_runs_gives(
         assert all(run["state"] == "COMPLETED" for run in picker)
 
 
-def test_a_run_of_the_floors_start_in_a_later_job_still_wins_by_its_id(empty_store, tmp_path):
+def test_a_run_of_the_floors_start_in_a_later_job_still_wins_by_its_id(empty_store_file, tmp_path):
     """Runs of one start are ordered by id: the floor keeps a run whose start equals the newest-so-far's."""
-    shutil.copyfile(empty_store, tmp_path / "store.db")
+    shutil.copyfile(empty_store_file, tmp_path / "store.db")
     low, high = "10000000-0000-4000-8000-000000000000", "f0000000-0000-4000-8000-000000000000"
     runs = [
         {"job": "dag_a", "hour": 3, "started": True, "child": False, "id": high},
@@ -109,8 +100,8 @@ def test_a_run_of_the_floors_start_in_a_later_job_still_wins_by_its_id(empty_sto
     assert [run_id for _, run_id in newest] == [high]
 
 
-def test_no_keys_no_runs(empty_store, tmp_path):
-    shutil.copyfile(empty_store, tmp_path / "store.db")
+def test_no_keys_no_runs(empty_store_file, tmp_path):
+    shutil.copyfile(empty_store_file, tmp_path / "store.db")
     with LineageStore(f"sqlite:///{tmp_path / 'store.db'}") as store, store.engine.connect() as conn:
         assert newest_runs(conn, runs_table.c.job_id, [], 5) == []
     assert NS

@@ -33,20 +33,24 @@ def runs_reading(
     versions = _versions_reading(conn, sub)
     r, start = runs_table, run_start()
     window = ([start <= sub.as_of] if sub.as_of is not None else []) + ([start >= since] if since is not None else [])
+    if limit is None:  # every one: read, then counted as read
+        newest = sorted(
+            (
+                (row.start or "", row.id)
+                for chunk in chunks(versions)
+                for row in conn.execute(
+                    select(r.c.id, start.label("start")).where(r.c.job_version_id.in_(chunk), *window)
+                )
+            ),
+            reverse=True,
+        )
+        return _summaries(conn, [run_id for _, run_id in newest]), len(newest)
     total = 0
     for chunk in chunks(versions):  # from ``ix_lineage_runs_version_start`` alone: it holds every column asked
         total += conn.execute(
             select(func.count()).select_from(r).where(r.c.job_version_id.in_(chunk), *window)
         ).scalar()
-    if limit is None:
-        found = [
-            (row.start or "", row.id)
-            for chunk in chunks(versions)
-            for row in conn.execute(select(r.c.id, start.label("start")).where(r.c.job_version_id.in_(chunk), *window))
-        ]
-        newest = sorted(found, reverse=True)
-    else:
-        newest = newest_runs(conn, r.c.job_version_id, versions, limit, window) if limit else []
+    newest = newest_runs(conn, r.c.job_version_id, versions, limit, window) if limit else []
     return _summaries(conn, [run_id for _, run_id in newest]), total
 
 
@@ -70,7 +74,7 @@ def _versions_reading(conn: Connection, sub: Subgraph) -> list[int]:
 
 
 def _summaries(conn: Connection, run_ids: list[str]) -> list[dict]:
-    """The runs' summaries, in the order given."""
+    """The runs' summaries (the columns ``run_summary`` reads, never a run's facets), in the order given."""
     r, j = runs_table, jobs_table
     found = {}
     for chunk in chunks(run_ids):
@@ -80,7 +84,7 @@ def _summaries(conn: Connection, run_ids: list[str]) -> list[dict]:
             .where(r.c.id.in_(chunk))
         )
         found.update((row.id, run_summary(row)) for row in conn.execute(query))
-    return [found[run_id] for run_id in run_ids]
+    return [found[run_id] for run_id in run_ids if run_id in found]
 
 
 def impact_of_run(conn: Connection, run_ref: str, store_url: str) -> dict:
@@ -88,13 +92,7 @@ def impact_of_run(conn: Connection, run_ref: str, store_url: str) -> dict:
     run = resolve_run(conn, run_ref, store_url)
     family = descendant_runs(conn, [run.id])
     written, touched_runs = _written_and_read(conn, family, run.started_at or run.state_time or "")
-    run_rows = []
-    for chunk in chunks(touched_runs):
-        run_rows += conn.execute(
-            select(runs_table, jobs_table.c.namespace, jobs_table.c.name)
-            .join(jobs_table, jobs_table.c.id == runs_table.c.job_id)
-            .where(runs_table.c.id.in_(chunk))
-        ).all()
+    touched = _summaries(conn, list(touched_runs))
     versions = _versions_written(conn, written)
     depths: dict[int, int] = {}
     for version in versions:
@@ -106,12 +104,9 @@ def impact_of_run(conn: Connection, run_ref: str, store_url: str) -> dict:
         version["label"] = labels.get(version.pop("nodeId"))
     focus = Node(-1, f"run:{run.id}", "run", "", run.id, run.id)
     sub = Subgraph(focus, "downstream", nodes, depths, edges_among(conn, set(depths)))
-    summaries = sorted(
-        (run_summary(row) for row in run_rows),
-        key=lambda s: (s["id"] != run.id, s["startedAt"] or s["endedAt"] or ""),
-    )
+    summaries = sorted(touched, key=lambda s: (s["id"] != run.id, s["startedAt"] or s["endedAt"] or ""))
     return {
-        "run": run_summary(next(row for row in run_rows if row.id == run.id)),
+        "run": next(summary for summary in touched if summary["id"] == run.id),
         "runs": summaries,
         "family": list(family),  # the run and its child runs, whatever their times
         "datasetVersions": sorted(versions, key=lambda v: (v["label"] or "", v["version"] or "")),

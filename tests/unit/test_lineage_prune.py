@@ -6,6 +6,7 @@ equals networkx's on the current graph, before and after, and after more events 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import uuid
@@ -167,7 +168,7 @@ def test_pruning_keeps_every_current_version_and_answers_every_graph_query_as_be
     check_closure(store)
     dry = prune_store(store, parse_horizon("90d"), dry_run=True, now=NOW)
     assert counts(store) == before_counts, "a dry run changes nothing"
-    report = prune_store(store, parse_horizon("90d"), now=NOW)
+    report = prune_store(store, parse_horizon("90d"), now=NOW, vacuum=True)
     assert report.counts == dry.counts, "the dry run counted what the real one deleted"
     after = counts(store)
     print(
@@ -183,6 +184,7 @@ def test_pruning_keeps_every_current_version_and_answers_every_graph_query_as_be
         assert deleted > 0 and after[table] == before_counts[table] - deleted, table
     assert after["lineage_edges"] == before_counts["lineage_edges"]
     assert report.bytes_after < report.bytes_before / 2, "the file shrank"
+    assert set(report.seconds) == {"planning", "deleting", "vacuuming"} and report.free_bytes is None
     assert graphs(store) == before_graphs, "every graph query answers as before"
     graph = check_closure(store)
     assert set(graph.edges) == set(latest_runs_graph(store).edges) | {
@@ -284,3 +286,162 @@ def test_the_command(store, tmp_path):
     assert default.returncode == 0 and "older than 395d" in default.stdout
     bad = subprocess.run([LINEAGE, "prune", "--older-than", "ninety", "--store", url], capture_output=True, text=True)
     assert bad.returncode == 2 and "expected a number and a unit" in bad.stderr
+    for batch in ("0", "-3", "many", ""):
+        refused = subprocess.run(
+            [LINEAGE, "prune", "--batch-runs", batch, "--store", url], capture_output=True, text=True
+        )
+        assert refused.returncode == 2 and "--batch-runs" in refused.stderr and "1 or more" in refused.stderr, batch
+    done = subprocess.run(
+        [LINEAGE, "prune", "--older-than", "90d", "--batch-runs", "100", "--store", url], capture_output=True, text=True
+    )
+    transactions = int(re.search(r"in (\d+) transactions", done.stdout).group(1))
+    assert done.returncode == 0 and transactions > 12, done.stdout  # over 1,200 old runs, 100 at a time
+    assert "free for new events" in done.stdout, done.stdout
+    vacuumed = subprocess.run([LINEAGE, "prune", "--vacuum", "--store", url], capture_output=True, text=True)
+    assert vacuumed.returncode == 0 and re.search(r"store [\d.]+ MB -> [\d.]+ MB", vacuumed.stdout), vacuumed.stdout
+
+
+# ----------------------------------------------------------------------------- bounded transactions
+
+
+def contents(store) -> dict[str, set]:
+    """Every row the prune may delete, by table, and the current graph."""
+    tables = (events_table, runs_table, run_datasets_table, dataset_versions_table, job_versions_table)
+    with store.engine.connect() as conn:
+        return {
+            table.name: set(conn.execute(select(table)).all()) for table in (*tables, edge_history_table, edges_table)
+        }
+
+
+def check_references(store) -> None:
+    """What stays points only at rows that stay: latest runs, current versions, read and written versions, the
+    versions of runs, parents."""
+    with store.engine.connect() as conn:
+        runs = {row.id: row for row in conn.execute(select(runs_table))}
+        job_versions = set(conn.execute(select(job_versions_table.c.id)).scalars())
+        dataset_versions = set(conn.execute(select(dataset_versions_table.c.id)).scalars())
+        jobs = conn.execute(select(jobs_table)).all()
+        datasets = conn.execute(select(datasets_table)).all()
+        read = set(conn.execute(select(run_datasets_table.c.dataset_version_id)).scalars()) - {None}
+        linked_runs = set(conn.execute(select(run_datasets_table.c.run_id)).scalars())
+        event_runs = set(conn.execute(select(events_table.c.run_id)).scalars()) - {None}
+    assert all(job.latest_run_id in runs for job in jobs if job.latest_run_id)
+    assert all(job.current_version_id in job_versions for job in jobs if job.current_version_id)
+    assert all(d.current_version_id in dataset_versions for d in datasets if d.current_version_id)
+    assert read <= dataset_versions and linked_runs <= runs.keys() and event_runs <= runs.keys()
+    assert {run.job_version_id for run in runs.values()} - {None} <= job_versions
+    assert {run.parent_run_id for run in runs.values()} - {None} <= runs.keys(), "the parents of what stays stay"
+
+
+@pytest.mark.parametrize("batch_runs", [1, 7])
+def test_a_prune_in_small_transactions_deletes_exactly_what_one_large_one_deletes(template, tmp_path, batch_runs):
+    stores = {}
+    for name, size in (("one", 10**9), ("small", batch_runs)):
+        path = tmp_path / f"{name}.db"
+        path.write_bytes(template.read_bytes())
+        with LineageStore(f"sqlite:///{path}") as store:
+            stores[name] = prune_store(store, parse_horizon("90d"), now=NOW, batch_runs=size), contents(store)
+    (one, one_rows), (small, small_rows) = stores["one"], stores["small"]
+    assert small_rows == one_rows and small.counts == one.counts and small.counts["runs"] > 100
+    assert small.transactions >= small.counts["runs"] / batch_runs > one.transactions
+    assert small.spared == 0 and "transactions (the longest" in small.line("90d")
+
+
+def test_what_is_written_between_the_prune_s_transactions_is_kept_and_the_rest_goes(store, tmp_path):
+    """A writer (another store object on the same file, as another process) comes in after the prune's first
+    transaction: it sends an event of an old run the prune has not reached yet, a new child of another old run, and
+    a new run reading a dataset version the prune planned to delete. Those runs, their parents and the version stay;
+    everything else old goes; what stays points only at what stays; the closure stays exact. The ids of events the
+    prune has just deleted are given again by SQLite: what it looks at is what was written after its own deletes."""
+    with store.engine.connect() as conn:
+        r, j = runs_table.c, jobs_table.c
+        old = conn.execute(
+            select(r.id, r.parent_run_id, j.name)
+            .join(jobs_table, j.id == r.job_id)
+            .where(r.first_event_time < "2025-06-01", j.name.in_(["stage", "merge"]))
+            .order_by(r.first_event_time.desc())
+            .limit(2)
+        ).all()
+    revived, adopter = old
+    late = NOW - timedelta(days=1)
+    revived_events = [  # the old run's job and inputs, a late event of it
+        {**event, "eventTime": late.isoformat(), "eventType": "RUNNING"}
+        for event in _run_events(revived.name, DAYS - 1, ["/raw"], [])[1][:1]
+    ]
+    for event in revived_events:
+        event["run"] = {**event["run"], "runId": revived.id}
+    child = _run_events("adopted.spark", DAYS - 1, ["/raw"], [], parent=(adopter.id, adopter.name))
+    reader_run, reader = _run_events("auditor", DAYS - 1, ["/staged"], [])
+    for event in reader:  # reads /staged as it was on day 10, a version no run that stays read
+        event["inputs"][0]["facets"] = _version("/staged", "/staged@10")
+    # the newest ids are of the oldest run, arrived late: deleted by the first transaction, then given again by
+    # SQLite (greatest id plus one) to what the writer sends
+    store.ingest(_run_events("stage", -1, ["/raw"], ["/staged"])[1])
+    written = []
+
+    def write_once(report):
+        if not written:
+            with LineageStore(store.url) as writer:
+                writer.ingest(revived_events)
+                writer.ingest([*child[1], *reader])
+            written.append(report.transactions)
+
+    report = prune_store(store, parse_horizon("90d"), now=NOW, batch_runs=5, progress=write_once)
+    assert written == [1] and report.transactions > 10
+    with store.engine.connect() as conn:
+        runs = set(conn.execute(select(runs_table.c.id)).scalars())
+        staged_10 = conn.execute(
+            select(dataset_versions_table.c.id).where(dataset_versions_table.c.version == "/staged@10")
+        ).scalar()
+        still_old = conn.execute(
+            select(func.count()).select_from(runs_table).where(runs_table.c.first_event_time < "2025-06-01")
+        ).scalar()
+    assert {revived.id, adopter.id, revived.parent_run_id, adopter.parent_run_id, child[0], reader_run} <= runs
+    assert staged_10 is not None, "a version read by a run written during the prune stays"
+    assert report.spared >= 2 and "old runs spared" in report.line("90d")
+    assert still_old <= 20, "the rest of the old runs went"
+    check_references(store)
+    check_closure(store)
+
+
+def test_a_prune_stopped_half_way_leaves_a_consistent_store_and_running_it_again_finishes_it(template, tmp_path):
+    whole = tmp_path / "whole.db"
+    whole.write_bytes(template.read_bytes())
+    with LineageStore(f"sqlite:///{whole}") as store:
+        prune_store(store, parse_horizon("90d"), now=NOW, batch_runs=50)
+        expected = contents(store)
+
+    def stop_after_three(report):
+        if report.transactions == 3:
+            raise KeyboardInterrupt
+
+    halted = tmp_path / "halted.db"
+    halted.write_bytes(template.read_bytes())
+    with LineageStore(f"sqlite:///{halted}") as store:
+        before = counts(store)["lineage_runs"]
+        with pytest.raises(KeyboardInterrupt):
+            prune_store(store, parse_horizon("90d"), now=NOW, batch_runs=50, progress=stop_after_three)
+        assert before - 150 <= counts(store)["lineage_runs"] < before, "three transactions' runs went, no more"
+        check_references(store)
+        check_closure(store)
+        prune_store(store, parse_horizon("90d"), now=NOW, batch_runs=50)
+        assert contents(store) == expected
+
+
+def test_without_vacuum_the_freed_pages_are_counted_and_new_events_fill_them_before_the_file_grows(store):
+    path = Path(store.url.removeprefix("sqlite:///"))
+    report = prune_store(store, parse_horizon("90d"), now=NOW)
+    assert report.bytes_after is None and "vacuuming" not in report.seconds
+    assert report.free_bytes > report.bytes_before / 2, "most of the store is free pages"
+    assert "free for new events (--vacuum gives it back)" in report.line("90d")
+    store.engine.dispose()
+    size = path.stat().st_size
+    later = [
+        event for day in range(DAYS, DAYS + 30) for event in _run_events("merge", day, ["/staged"], ["/merged"])[1]
+    ]
+    store.ingest(later)
+    with store.engine.connect() as conn:
+        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        free_after = conn.exec_driver_sql("PRAGMA freelist_count").scalar()
+    assert path.stat().st_size == size, "the new events went into freed pages"
+    assert free_after * 4096 < report.free_bytes

@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -318,8 +319,23 @@ def prune(options) -> int:
     from include.lineage.store.retention import parse_horizon, prune_store
 
     older_than = options.older_than or settings.LINEAGE_RETENTION.get()
+    shown = [time.monotonic()]
+
+    def progress(report) -> None:  # a year's prune takes minutes: say how far it is, every 10 s at most
+        if time.monotonic() - shown[0] >= 10:
+            shown[0] = time.monotonic()
+            done = ", ".join(f"{count:,} {name}" for name, count in report.counts.items() if count)
+            print(f"lineage prune: {done or 'nothing'} deleted so far", file=sys.stderr, flush=True)
+
     with _store(options) as store:
-        report = prune_store(store, parse_horizon(older_than), dry_run=options.dry_run)
+        report = prune_store(
+            store,
+            parse_horizon(older_than),
+            dry_run=options.dry_run,
+            batch_runs=options.batch_runs,
+            progress=progress,
+            vacuum=options.vacuum,
+        )
     print(report.line(older_than))
     return 0
 

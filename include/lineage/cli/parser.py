@@ -64,6 +64,17 @@ def runs_listed(text: str) -> int | None:
     return count
 
 
+def positive_count(text: str) -> int:
+    """A count of 1 or more (``--batch-runs``)."""
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a count of 1 or more")
+    return count
+
+
 # add(name, help, parents) -> the command's own parser
 Add = Callable[..., argparse.ArgumentParser]
 
@@ -110,6 +121,8 @@ def token(add: Add, options: Options) -> None:
 
 
 def prune(add: Add, options: Options) -> None:
+    from include.lineage.store.retention import BATCH_RUNS
+
     sub = add(
         "prune",
         "delete events, runs and dataset versions older than a horizon, keeping every current version",
@@ -119,6 +132,18 @@ def prune(add: Add, options: Options) -> None:
         "--older-than", metavar="AGE", default=None, help="e.g. 90d, 12h (default $LINEAGE_RETENTION: 395d)"
     )
     sub.add_argument("--dry-run", action="store_true", help="count what would go; change nothing")
+    sub.add_argument(
+        "--vacuum",
+        action="store_true",
+        help="SQLite: give the freed space back to the file system (writers wait while the store is rewritten)",
+    )
+    sub.add_argument(
+        "--batch-runs",
+        metavar="N",
+        type=positive_count,
+        default=BATCH_RUNS,
+        help=f"old runs deleted in one transaction, the longest writers wait (default {BATCH_RUNS:,})",
+    )
 
 
 def upstream(add: Add, options: Options) -> None:

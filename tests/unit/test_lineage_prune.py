@@ -347,12 +347,17 @@ def test_a_prune_in_small_transactions_deletes_exactly_what_one_large_one_delete
     assert small.spared == 0 and "transactions (the longest" in small.line("90d")
 
 
-def test_what_is_written_between_the_prune_s_transactions_is_kept_and_the_rest_goes(store, tmp_path):
+def test_what_is_written_between_the_prune_s_transactions_is_kept_and_the_rest_goes(store):
+    prune_with_a_writer_in_between(store)
+
+
+def prune_with_a_writer_in_between(store) -> None:
     """A writer (another store object on the same file, as another process) comes in after the prune's first
     transaction: it sends an event of an old run the prune has not reached yet, a new child of another old run, and
     a new run reading a dataset version the prune planned to delete. Those runs, their parents and the version stay;
     everything else old goes; what stays points only at what stays; the closure stays exact. The ids of events the
-    prune has just deleted are given again by SQLite: what it looks at is what was written after its own deletes."""
+    prune has just deleted are given again by SQLite: what it looks at is what was written after its own deletes.
+    (Also run on PostgreSQL: tests/integration/test_lineage_prune_postgres.py.)"""
     with store.engine.connect() as conn:
         r, j = runs_table.c, jobs_table.c
         old = conn.execute(

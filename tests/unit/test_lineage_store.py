@@ -3,10 +3,12 @@ closure table against networkx's transitive closure, idempotent re-ingest, Marqu
 
 from __future__ import annotations
 
+import errno
 import gzip
 import io
 import itertools
 import json
+import os
 import random
 import sys
 import time
@@ -596,7 +598,7 @@ def served_store(tmp_path):
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 10
     while not server.started and time.monotonic() < deadline:
         time.sleep(0.05)
     assert server.started, "uvicorn did not start"
@@ -773,6 +775,67 @@ def test_a_file_with_a_bad_event_stores_none_of_its_events_and_the_other_files_a
     unreadable.write_text(_lines(event("d"), event("e")))
     result = store.ingest_files([before, unreadable, after])
     assert (result.read, result.new) == (5, 2)
+
+
+def test_the_next_file_is_read_while_this_one_is_stored_and_each_keeps_its_own_error(tmp_path):
+    """``read_ahead``: the caller holding the first file's events, the second is already being read. The second is
+    a FIFO: opening it for writing without blocking succeeds only once a reader has it open, so this fails unless
+    the read-ahead thread opened it while the first file was in the caller's hands. Each file's error is raised by
+    its own reading, in order, and a later file is still read."""
+    from include.lineage.events import read_ahead
+
+    first, bad, last, fifo = (tmp_path / name for name in ("first.jsonl", "bad.jsonl", "last.jsonl", "fifo.jsonl"))
+    first.write_text(_lines(_event("COMPLETE", "a", str(uuid.uuid4()), "2025-01-01T00:00:00Z")))
+    bad.write_text("{not json\n")
+    last.write_text(_lines(_event("COMPLETE", "c", str(uuid.uuid4()), "2025-01-01T00:00:00Z")))
+    os.mkfifo(fifo)
+    readings = read_ahead([first, fifo, bad, last])
+    assert [item.event["job"]["name"] for item in next(readings)()] == ["a"]
+    deadline = time.monotonic() + 10
+    while True:  # the thread opens the FIFO for reading while the caller still holds the first file's events
+        try:
+            writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError as error:
+            assert error.errno == errno.ENXIO and time.monotonic() < deadline, "the next file was not read ahead"
+            time.sleep(0.01)
+    with os.fdopen(writer, "w") as pipe:
+        pipe.write(_lines(_event("COMPLETE", "b", str(uuid.uuid4()), "2025-01-01T00:00:00Z")))
+    assert [item.event["job"]["name"] for item in next(readings)()] == ["b"]
+    with pytest.raises(UnreadableEventFileError) as failed:
+        next(readings)()
+    assert (failed.value.file, failed.value.line) == (str(bad), 1)
+    assert [item.event["job"]["name"] for item in next(readings)()] == ["c"]
+    assert next(readings, None) is None
+
+
+def test_an_event_file_is_stored_as_the_same_events_given_one_by_one(tmp_path):
+    """``lineage ingest`` computes each row's canonical JSON and Marquez's view in the thread that reads the file
+    (``with_row_texts``); the rows are those of the same events ingested directly: payload, key, view."""
+    run_id = str(uuid.uuid4())
+    events = [
+        _event("START", "naïve_job", run_id, "2025-01-01T00:00:00Z", inputs=[_table("raw", "v1", [("é", "string")])]),
+        _event("COMPLETE", "naïve_job", run_id, "2025-01-01T00:01:00Z", outputs=[_table("out", "v2", output=True)]),
+        {**_event("COMPLETE", "other", str(uuid.uuid4()), "2025-01-01T00:02:00+02:00"), "extra": {"ü": [1, 2.5]}},
+    ]
+    file = tmp_path / "events.jsonl"
+    file.write_text(_lines(*events), encoding="utf-8")
+    rows = []
+    for name, fill in (("file", lambda store: store.ingest_files([file])), ("direct", lambda s: s.ingest(events))):
+        with LineageStore(f"sqlite:///{tmp_path / name}.db") as store:
+            fill(store)
+            e = events_table.c
+            with store.engine.connect() as conn:
+                rows.append(
+                    [
+                        (row.dedup_key, store.packer.text(conn, row.id, row.payload, row.packed), row.marquez)
+                        for row in conn.execute(
+                            select(e.id, e.dedup_key, e.payload, e.packed, e.marquez).order_by(e.id)
+                        )
+                    ]
+                )
+    assert rows[0] == rows[1] and len(rows[0]) == 3 and all(marquez for _, _, marquez in rows[0])
+    assert [json.loads(payload)["job"]["name"] for _, payload, _ in rows[0]] == ["naïve_job", "naïve_job", "other"]
 
 
 def test_lineage_ingest_reports_every_bad_file_and_what_the_good_ones_stored(tmp_path, capsys):

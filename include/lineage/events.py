@@ -14,15 +14,12 @@ import re
 import shutil
 import sys
 import zlib
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
 
 from include.core import settings
-from include.core.collector import cyclic_gc_paused
 from include.core.jsontext import loads, sorted_compact
 from include.lineage.errors import InvalidEventError, LineageError, UnreadableEventFileError
 
@@ -358,9 +355,6 @@ class SourcedEvent:
     received: dict | None = None
     problems: tuple = ()
     checked: bool = False  # ``event`` already passed ``check_event`` (as it was read): the store need not ask again
-    # the texts of its row the store computes from ``event`` alone (``store.ingest.with_row_texts``), when the thread
-    # that read it computed them ahead (``read_ahead``)
-    row_texts: tuple | None = None
 
 
 class EventLine(NamedTuple):
@@ -448,31 +442,6 @@ def read_event_file(path: Path | str) -> list[SourcedEvent]:
             raise UnreadableEventFileError(label, line.number, line.error)
         out.append(SourcedEvent(line.event, line.where(label), checked=True))  # event_lines checked it
     return out
-
-
-def read_ahead(
-    files: Iterable[Path | str], prepare: Callable[[SourcedEvent], SourcedEvent] | None = None
-) -> Iterator[Callable[[], list[SourcedEvent]]]:
-    """Each file's reading (``read_event_file``: its events or its error), the next file read by a thread while the
-    caller stores this one: decoding and checking a file is Python's work, storing it mostly the database's, for
-    which the caller's thread lets go of the interpreter. ``prepare`` is done to each event in that thread too. At
-    most two files' events are in memory at once."""
-    files = list(files)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="lineage-read-ahead") as reader:
-
-        def read(file) -> Future:
-            def paused():
-                with cyclic_gc_paused():
-                    events = read_event_file(file)
-                    return [prepare(item) for item in events] if prepare else events
-
-            return reader.submit(paused)
-
-        upcoming = read(files[0]) if files else None
-        for index in range(len(files)):
-            current, upcoming = upcoming, read(files[index + 1]) if index + 1 < len(files) else None
-            yield current.result
-            del current  # its events, once stored, are not kept while the next file is read
 
 
 GZIP_MAGIC = b"\x1f\x8b"  # the first two bytes of every gzip member (RFC 1952)

@@ -3,12 +3,10 @@ closure table against networkx's transitive closure, idempotent re-ingest, Marqu
 
 from __future__ import annotations
 
-import errno
 import gzip
 import io
 import itertools
 import json
-import os
 import random
 import sys
 import time
@@ -777,41 +775,9 @@ def test_a_file_with_a_bad_event_stores_none_of_its_events_and_the_other_files_a
     assert (result.read, result.new) == (5, 2)
 
 
-def test_the_next_file_is_read_while_this_one_is_stored_and_each_keeps_its_own_error(tmp_path):
-    """``read_ahead``: the caller holding the first file's events, the second is already being read. The second is
-    a FIFO: opening it for writing without blocking succeeds only once a reader has it open, so this fails unless
-    the read-ahead thread opened it while the first file was in the caller's hands. Each file's error is raised by
-    its own reading, in order, and a later file is still read."""
-    from include.lineage.events import read_ahead
-
-    first, bad, last, fifo = (tmp_path / name for name in ("first.jsonl", "bad.jsonl", "last.jsonl", "fifo.jsonl"))
-    first.write_text(_lines(_event("COMPLETE", "a", str(uuid.uuid4()), "2025-01-01T00:00:00Z")))
-    bad.write_text("{not json\n")
-    last.write_text(_lines(_event("COMPLETE", "c", str(uuid.uuid4()), "2025-01-01T00:00:00Z")))
-    os.mkfifo(fifo)
-    readings = read_ahead([first, fifo, bad, last])
-    assert [item.event["job"]["name"] for item in next(readings)()] == ["a"]
-    deadline = time.monotonic() + 10
-    while True:  # the thread opens the FIFO for reading while the caller still holds the first file's events
-        try:
-            writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-            break
-        except OSError as error:
-            assert error.errno == errno.ENXIO and time.monotonic() < deadline, "the next file was not read ahead"
-            time.sleep(0.01)
-    with os.fdopen(writer, "w") as pipe:
-        pipe.write(_lines(_event("COMPLETE", "b", str(uuid.uuid4()), "2025-01-01T00:00:00Z")))
-    assert [item.event["job"]["name"] for item in next(readings)()] == ["b"]
-    with pytest.raises(UnreadableEventFileError) as failed:
-        next(readings)()
-    assert (failed.value.file, failed.value.line) == (str(bad), 1)
-    assert [item.event["job"]["name"] for item in next(readings)()] == ["c"]
-    assert next(readings, None) is None
-
-
 def test_an_event_file_is_stored_as_the_same_events_given_one_by_one(tmp_path):
-    """``lineage ingest`` computes each row's canonical JSON and Marquez's view in the thread that reads the file
-    (``with_row_texts``); the rows are those of the same events ingested directly: payload, key, view."""
+    """``lineage ingest`` of a file (read and checked whole first) keeps the rows the same events ingested directly
+    keep: payload, key, Marquez's view."""
     run_id = str(uuid.uuid4())
     events = [
         _event("START", "naïve_job", run_id, "2025-01-01T00:00:00Z", inputs=[_table("raw", "v1", [("é", "string")])]),

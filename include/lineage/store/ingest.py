@@ -25,13 +25,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 from typing import Protocol
 
 from sqlalchemy.engine import Connection
 
 from include.lineage.events import (
-    SourcedEvent,
     canonical_json,
     dataset_aliases,
     dataset_label,
@@ -155,16 +153,6 @@ class FacetRow:
         return {"p_id": self.id, "p_facets": facets, "p_times": times, "p_time": self.updated_at}
 
 
-def _row_texts(lineage_event: dict) -> tuple[str, str | None]:
-    """What an event's row keeps that depends on the event alone: its canonical JSON and Marquez's compact view."""
-    return canonical_json(lineage_event), marquez_column(lineage_event)
-
-
-def with_row_texts(item: SourcedEvent) -> SourcedEvent:
-    """The event with its row's texts computed (``lineage ingest`` does it in the thread that reads the next file)."""
-    return replace(item, row_texts=_row_texts(item.event))
-
-
 class EventIngest:
     """Ingest of one event inside the batch's transaction. ``lineage_event`` is what the store reads; ``received``
     the event as it came when that differs (``lineage serve`` leaves out what the spec refuses), kept beside it with
@@ -178,10 +166,8 @@ class EventIngest:
         source: str,
         received: dict | None = None,
         problems: tuple | list = (),
-        row_texts: tuple | None = None,
     ):
         self.store, self.conn, self.event, self.source = store, conn, lineage_event, source
-        self.row_texts = row_texts  # ``with_row_texts``'s, computed ahead by the thread that read the event
         self.received = received if received is not None and received != lineage_event else None
         self.problems = list(problems)
         self.time = utc_time(lineage_event["eventTime"])
@@ -234,7 +220,7 @@ class EventIngest:
     def raw_row(self) -> dict:
         """The event's row of ``lineage_events``."""
         job = self.event.get("job") or {}
-        payload, marquez = self.row_texts or _row_texts(self.event)
+        payload = canonical_json(self.event)
         # the key of the event as received; when that is what the store reads, of the very text the row keeps
         dedup_key = dedup_key_of(payload) if self.received is None else event_dedup_key(self.received)
         return {
@@ -249,7 +235,7 @@ class EventIngest:
             "packed": self.store.packer.pack(self.conn, payload),
             "received": json.dumps(self.received, sort_keys=True) if self.received is not None else None,
             "problems": json.dumps(self.problems, sort_keys=True) if self.problems else None,
-            "marquez": marquez,
+            "marquez": marquez_column(self.event),
         }
 
     def _job(self, job: dict) -> tuple[int, int]:

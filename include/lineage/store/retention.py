@@ -377,7 +377,8 @@ def _delete_the_rest(deleting: _Deleting, plan: _Plan) -> None:
 
 def _vacuum(store) -> None:
     """Give the freed pages back to the file system (SQLite only; PostgreSQL reuses them). VACUUM rewrites the whole
-    store in one transaction: writers wait for all of it (2 min 15 s for the 7.4 GB left of a year's store)."""
+    store in one transaction: writers wait for all of it (91 s for the 7.4 GB left of the 10^7 year as built, pruned
+    to 90 days)."""
     with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.execute(text("PRAGMA wal_checkpoint(TRUNCATE)"))
         conn.exec_driver_sql("VACUUM")

@@ -46,11 +46,11 @@ from include.core import settings
 from include.core.collector import cyclic_gc_paused
 from include.core.jsontext import loads
 from include.lineage.errors import InvalidEventError, LineageError, UnreadableEventFileError
-from include.lineage.events import SourcedEvent, check_event, dataset_key, job_key, read_ahead
+from include.lineage.events import SourcedEvent, check_event, dataset_key, job_key, read_event_file
 from include.lineage.store import ancestry, migrate
 from include.lineage.store.batch_reads import CHUNK, in_chunks, read_datasets, rows_of_pairs
 from include.lineage.store.bulk import execute_many
-from include.lineage.store.ingest import EventIngest, FacetRow, with_row_texts
+from include.lineage.store.ingest import EventIngest, FacetRow
 from include.lineage.store.ingest_result import IngestResult
 from include.lineage.store.packing import PayloadPacker
 from include.lineage.store.pending import REFUSED_VALUE_ERRORS, DeferredWriteRefusedError, PendingWrites
@@ -181,10 +181,10 @@ class LineageStore:
         file's error, in order. Any other error (the store unreachable) stops the call at once."""
         result = IngestResult()
         errors: list[LineageError] = []
-        for read in read_ahead(files, with_row_texts):
+        for file in files:
             try:
                 with cyclic_gc_paused():  # reading a file makes as many objects as storing it
-                    result += self._ingest_batch(read())
+                    result += self._ingest_batch(read_event_file(file))
             except (UnreadableEventFileError, InvalidEventError) as error:
                 errors.append(error)
         if errors:
@@ -225,9 +225,7 @@ class LineageStore:
                             if not item.checked:
                                 check_event(item.event)
                             ingests.append(
-                                EventIngest(
-                                    self, conn, item.event, item.source, item.received, item.problems, item.row_texts
-                                )
+                                EventIngest(self, conn, item.event, item.source, item.received, item.problems)
                             )
                             rows.append(ingests[-1].raw_row() if bulk else None)
                     event_ids = self._keep_events(conn, rows) if bulk else None

@@ -5,6 +5,7 @@ equals networkx's on the current graph, before and after, and after more events 
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import subprocess
@@ -450,3 +451,22 @@ def test_without_vacuum_the_freed_pages_are_counted_and_new_events_fill_them_bef
         free_after = conn.exec_driver_sql("PRAGMA freelist_count").scalar()
     assert path.stat().st_size == size, "the new events went into freed pages"
     assert free_after * 4096 < report.free_bytes
+
+
+@pytest.mark.parametrize("step, every_transaction", [(11, True), (0, False)])
+def test_the_command_says_how_far_it_is_at_most_every_ten_seconds(
+    template, tmp_path, capsys, monkeypatch, step, every_transaction
+):
+    """A clock moving 11 s a look: a line on stderr after every transaction; a clock standing still: none."""
+    from include.lineage import cli
+
+    clock = itertools.count(0, step)
+    monkeypatch.setattr(cli.time, "monotonic", lambda: next(clock))
+    path = tmp_path / "store.db"
+    path.write_bytes(template.read_bytes())
+    assert cli.main(["prune", "--older-than", "90d", "--batch-runs", "100", "--store", f"sqlite:///{path}"]) == 0
+    out, err = capsys.readouterr()
+    transactions = int(re.search(r"in (\d+) transactions", out).group(1))
+    lines = [line for line in err.splitlines() if line.startswith("lineage prune: ")]
+    assert all(re.fullmatch(r"lineage prune: [\d,]+ events, .* deleted so far", line) for line in lines), lines
+    assert len(lines) == (transactions if every_transaction else 0) and transactions > 12

@@ -155,7 +155,10 @@ def test_64_stock_clients_and_the_spark_listener_sharing_the_writer_token_lose_n
     assert fleet == CLIENTS * EVENTS_PER_CLIENT, "every event of every stock client is in the store"
     emitted = [json.loads(line) for line in witness.read_text().splitlines() if line.strip()]
     kinds = {(e["job"].get("facets") or {}).get("jobType", {}).get("jobType") for e in emitted}
-    assert {"APPLICATION", "SQL_JOB"} <= kinds and len(emitted) >= 2 * SPARK_WRITES
+    # each write's COMPLETE at least: a listener behind its job loses a quick command's START, never its COMPLETE
+    # (Trap 36); counting START and COMPLETE of every write failed a CI run on a loaded machine (13 of 16 emitted)
+    completed = {e["job"]["name"].rsplit(".", 1)[-1] for e in emitted if e["eventType"] == "COMPLETE"}
+    assert {"APPLICATION", "SQL_JOB"} <= kinds and {f"out_part_{index}" for index in range(SPARK_WRITES)} <= completed
     missing = [e["eventType"] for e in emitted if event_dedup_key(e) not in stored_keys]
     assert missing == [], "every event the Spark listener emitted over its http transport is in the store"
     assert spark_events == len({event_dedup_key(e) for e in emitted})

@@ -311,9 +311,12 @@ class _Deleting:
     @contextmanager
     def transaction(self) -> Iterator[Connection]:
         began = time.monotonic()
-        with self.store._lock, self.store.engine.begin() as conn:  # this process's writers, then the store's
-            self.store.serialize_writers(conn)
-            yield conn
+        with self.store._lock:  # this process's writers, then (serialize_writers) every process's
+            with self.store.engine.begin() as conn:
+                self.store.serialize_writers(conn)
+                yield conn
+            # before this process's next writer: it must not reuse an id of what this transaction deleted
+            self.store.forget_row_ids()
         self.report.transactions += 1
         self.report.longest_transaction = max(self.report.longest_transaction, time.monotonic() - began)
         if self.progress is not None:
@@ -416,14 +419,8 @@ def prune_store(
     report.counts = dict.fromkeys(_COUNTED, 0)
     deleting = _Deleting(store, report, progress)
     began = time.monotonic()
-    try:
-        _delete_runs(deleting, plan, batch_runs)
-        _delete_the_rest(deleting, plan)
-    finally:
-        with store._lock:  # ids of deleted rows must not be reused from the store's caches
-            store._ids.clear()
-            store._aliases.clear()
-            store._history.clear()
+    _delete_runs(deleting, plan, batch_runs)
+    _delete_the_rest(deleting, plan)
     report.seconds["deleting"] = round(time.monotonic() - began, 2)
     report.spared = len(plan.spared & set(plan.old_runs))
     if file is not None and vacuum:

@@ -247,9 +247,7 @@ class LineageStore:
                     self._flush(conn)
                     self._repack_ancestry(conn)
             except BaseException:
-                self._ids.clear()  # ids of rolled-back rows must not be reused
-                self._aliases.clear()
-                self._history.clear()
+                self.forget_row_ids()  # of rolled-back rows
                 raise
             finally:
                 self._job_latest.clear()
@@ -329,6 +327,11 @@ class LineageStore:
                 for node in (source, target):
                     if node in self._graph:
                         self._graph[node].add((source, target))
+
+    def forget_row_ids(self) -> None:
+        """Forget the ids kept of rows that may be gone (a rolled-back transaction's, a prune's): never reused."""
+        for kept in (self._ids, self._aliases, self._history):
+            kept.clear()
 
     def serialize_writers(self, conn: Connection) -> None:
         """One writing transaction at a time across processes (two `lineage serve`, a `lineage consume`): each

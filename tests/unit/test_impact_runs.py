@@ -78,8 +78,10 @@ def _expected(runs: list[dict], answer: dict, since: str | None) -> list[str]:
 
 @pytest.fixture
 def tiny_chunks(monkeypatch):
-    """Two jobs a query, so that a handful of jobs make several chunks whose pages are merged."""
-    monkeypatch.setattr(impact_query, "chunks", functools.partial(sql.chunks, size=2))
+    """Two jobs (or versions) a query, so that a handful of them make several chunks whose pages are merged."""
+    tiny = functools.partial(sql.chunks, size=2)
+    monkeypatch.setattr(impact_query, "chunks", tiny)
+    monkeypatch.setattr(sql, "chunks", tiny)  # ``newest_runs``' own
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -7,20 +7,23 @@ it has a parent."""
 
 from __future__ import annotations
 
+import functools
 import shutil
+from unittest import mock
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
 from include.lineage.api import data
-from include.lineage.queries import LineageQueries
+from include.lineage.queries import LineageQueries, sql
 from include.lineage.queries.sql import newest_runs
 from include.lineage.store import LineageStore
 from include.lineage.store.schema import jobs_table, runs_table
 from tests.unit.test_impact_runs import _time
 from tests.unit.test_lineage_store import NS, _event, _parent
 
+CHUNKS = sql.chunks
 JOBS = {"dag_a": "DAG", "dag_b": "DAG", "dag_a.task": "TASK", "spark_app": "JOB"}
 
 RUN = st.fixed_dictionaries(
@@ -51,15 +54,18 @@ def _events(runs: list[dict]) -> list[dict]:
     runs=st.lists(RUN, min_size=1, max_size=30, unique_by=lambda run: run["id"]),
     limit=st.integers(1, 8),
     jobs=st.sets(st.sampled_from(sorted(JOBS)), min_size=1),
+    chunk=st.sampled_from([1, 2, sql.CHUNK]),
 )
 def test_the_newest_runs_of_some_jobs_are_those_a_sort_of_all_their_runs_gives(
-    tmp_path_factory, empty_store_file, runs, limit, jobs
+    tmp_path_factory, empty_store_file, runs, limit, jobs, chunk
 ):
+    """Fewer jobs with runs than ``limit``: each job's newest runs; as many or more: those above the floor (the
+    ``limit``-th newest of the jobs' newest starts); keys a statement: 1 and 2 make several pages to merge."""
     folder = tmp_path_factory.mktemp("newest")
     shutil.copyfile(empty_store_file, folder / "store.db")
     with LineageStore(f"sqlite:///{folder / 'store.db'}") as store:
         store.ingest(_events(runs))
-        with store.engine.connect() as conn:
+        with store.engine.connect() as conn, mock.patch.object(sql, "chunks", functools.partial(CHUNKS, size=chunk)):
             ids = dict(conn.execute(select(jobs_table.c.name, jobs_table.c.id)).all())
             keys = [ids[job] for job in jobs if job in ids]
             roots = newest_runs(conn, runs_table.c.job_id, keys, limit, [runs_table.c.parent_run_id.is_(None)])

@@ -115,7 +115,14 @@ def _job_data(conn: Connection, job_nodes: list[int], io: dict[int, dict] | None
             select(j, jv.c.version).outerjoin(jv, jv.c.id == j.c.current_version_id).where(j.c.node_id.in_(chunk))
         ).all()
         latest_ids = [row.latest_run_id for row in rows if row.latest_run_id]
-        latest = {run.id: run for run in conn.execute(select(r).where(r.c.id.in_(latest_ids)))} if latest_ids else {}
+        # the columns ``_marquez_run`` gives, never the run's facets: a year's runs carry KB of them each, read
+        # (and on PostgreSQL, decompressed) for nothing by a whole-row select
+        run_columns = (r.c.id, r.c.state, r.c.started_at, r.c.ended_at, r.c.nominal_start, r.c.nominal_end)
+        latest = (
+            {run.id: run for run in conn.execute(select(*run_columns).where(r.c.id.in_(latest_ids)))}
+            if latest_ids
+            else {}
+        )
         job_io = io if io is not None else _current_io(conn, chunk)
         for row in rows:
             data[row.node_id] = _job_item(row, latest.get(row.latest_run_id), job_io.get(row.node_id, {}))

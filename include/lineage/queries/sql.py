@@ -10,11 +10,11 @@ import functools
 import re
 from collections.abc import Iterable, Iterator
 
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
 from include.lineage.store import ancestry
-from include.lineage.store.schema import runs_table
+from include.lineage.store.schema import job_versions_table, jobs_table, runs_table
 
 DEFAULT_DEPTH = 20  # Marquez's default
 CHUNK = 500
@@ -64,23 +64,57 @@ def run_start():
 def newest_runs(conn: Connection, column, keys: Iterable, limit: int, where: Iterable = ()) -> list[tuple[str, str]]:
     """(start, run id) of the newest ``limit`` runs whose ``column`` is one of ``keys``, newest first by
     ``run_start`` then id; ``where``: conditions on each run. ``column`` is ``job_id`` or ``job_version_id``, each
-    indexed with the run's start (``ix_lineage_runs_job_start``, ``ix_lineage_runs_version_start``): each key's newest
-    runs are read in the index's order, only those at or above the ``limit``-th found so far, the ``LIMIT`` stopping
-    the read. The runs of many keys sorted together instead read every run's row for its start (SQLite before 3.41
-    takes no expression's value from its index, Trap 60): a million rows for a hub of a year's store."""
+    indexed with the run's start (``ix_lineage_runs_job_start``, ``ix_lineage_runs_version_start``).
+
+    First each key's newest start, one probe of the index per key, a statement per chunk of keys. The ``limit``-th
+    newest of those is a floor: that many keys each have a run at or above it, so every run of the answer is at or
+    above it, and only the runs at or above it of the keys that reach it are read, newest first, a statement per
+    chunk. Fewer keys than ``limit`` with runs: each key's newest ``limit`` runs in the index's order. The runs of
+    many keys sorted together instead read every run's row for its start (SQLite before 3.41 takes no expression's
+    value from its index, Trap 60): a million rows for a hub of a year's store; a statement per key was 2,056 round
+    trips of PostgreSQL's for the same hub at 10^6 events (Trap 63)."""
+    keys = list(keys)
+    where = list(where)
+    newest_of_key = _newest_start_of_each(conn, column, keys, where)
+    ranked = sorted((start for start in newest_of_key.values() if start is not None), reverse=True)
     r, start = runs_table, run_start()
     newest_first = (start.desc(), r.c.id.desc())
-    of_key = select(r.c.id, start.label("start")).where(column == bindparam("key"), *where)
-    first = of_key.order_by(*newest_first).limit(limit)
-    newer = of_key.where(start >= bindparam("floor")).order_by(*newest_first).limit(limit)
+    of_keys = select(r.c.id, start.label("start")).where(*where).order_by(*newest_first).limit(limit)
+    if len(ranked) < limit:  # too few keys for a floor: each key's own newest runs, at most ``limit`` a key
+        pages = (
+            conn.execute(of_keys.where(column == key))
+            for key in sorted(newest_of_key)
+            if newest_of_key[key] is not None
+        )
+    else:
+        floor = ranked[limit - 1]
+        reaching = sorted(key for key, newest in newest_of_key.items() if newest is not None and newest >= floor)
+        pages = (conn.execute(of_keys.where(column.in_(chunk), start >= floor)) for chunk in chunks(reaching))
     newest: list[tuple[str, str]] = []
-    for key in sorted(keys, reverse=True):  # newer keys (versions, jobs) first: their runs raise the floor soonest
-        if len(newest) < limit:
-            rows = conn.execute(first, {"key": key})
-        else:
-            rows = conn.execute(newer, {"key": key, "floor": newest[-1][0]})
+    for rows in pages:
         newest = sorted(newest + [(row.start or "", row.id) for row in rows], reverse=True)[:limit]
     return newest
+
+
+def _newest_start_of_each(conn: Connection, column, keys: list, where: list) -> dict:
+    """Each key's newest run start under ``where`` (None: no such run), from the row naming the key (the job's, the
+    job version's): a scalar subquery per key, which reads one entry of the index in its order."""
+    owner = _KEY_OWNERS[column.name]
+    newest = (
+        select(run_start())
+        .where(column == owner, *where)
+        .order_by(run_start().desc())
+        .limit(1)
+        .correlate_except(runs_table)
+        .scalar_subquery()
+    )
+    found: dict = {}
+    for chunk in chunks(keys):
+        found.update(conn.execute(select(owner, newest).where(owner.in_(chunk))).tuples().all())
+    return found
+
+
+_KEY_OWNERS = {"job_id": jobs_table.c.id, "job_version_id": job_versions_table.c.id}
 
 
 # ------------------------------------------------------------------------- the closure table

@@ -1,0 +1,104 @@
+"""``queries.sql.newest_runs`` on a real PostgreSQL (a cluster of the test's own on loopback): the newest runs of some
+jobs or job versions are those a sort of all their runs gives, with and without a floor, and they are read in a
+statement per chunk of keys, not one per key (2,056 round trips for a hub's impact at 10^6 events, Trap 63).
+
+The expected answers come from the generated events themselves, as in tests/unit/test_newest_runs.py."""
+
+from __future__ import annotations
+
+import random
+import uuid
+
+import pytest
+from sqlalchemy import event, select
+
+from include.lineage.queries import LineageQueries
+from include.lineage.queries.sql import newest_runs
+from include.lineage.store import LineageStore
+from include.lineage.store.schema import job_versions_table, jobs_table, runs_table
+from tests.support import throwaway_postgres
+from tests.unit.test_impact_runs import _events as impact_events
+from tests.unit.test_impact_runs import _time
+from tests.unit.test_newest_runs import JOBS
+from tests.unit.test_newest_runs import _events as dag_events
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+
+@pytest.fixture(scope="module")
+def store(paths):
+    folder = paths.var / "postgres-newest-runs"
+    with throwaway_postgres(folder, "lineage", ("newest",), "newest_runs is checked on PostgreSQL") as made:
+        with LineageStore(made[0]["newest"]) as opened:
+            yield opened
+
+
+def _statements_on_runs(store, call) -> tuple[object, list[str]]:
+    seen: list[str] = []
+
+    def record(conn, cursor, statement, parameters, context, executemany):
+        if "FROM lineage_runs" in statement:
+            seen.append(statement)
+
+    event.listen(store.engine, "before_cursor_execute", record)
+    try:
+        return call(), seen
+    finally:
+        event.remove(store.engine, "before_cursor_execute", record)
+
+
+def test_the_newest_runs_of_jobs_and_of_a_hubs_readers_are_a_sorts_and_read_a_statement_per_chunk(store):
+    rng = random.Random(63)
+    runs = [
+        {
+            "job": rng.choice(sorted(JOBS)),
+            "hour": rng.randrange(0, 30),  # several runs of one start: ordered by id
+            "started": rng.random() < 0.7,
+            "child": rng.random() < 0.3,
+            "id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+        }
+        for _ in range(60)
+    ]
+    # a hub read by every reader, each reader's inputs changing over time (a new job version each time)
+    readers = [f"dag.reader{i}" for i in range(8)]
+    reads = [
+        {
+            "job": rng.choice(readers),
+            "inputs": {"/hub"} | ({f"/side/{rng.randrange(3)}"} if rng.random() < 0.5 else set()),
+            "start_inputs": set(),
+            "outputs": set(),
+            "hour": rng.randrange(0, 40),
+            "started": True,
+            "id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+        }
+        for _ in range(80)
+    ]
+    store.ingest(dag_events(runs) + impact_events(reads))
+    with store.engine.connect() as conn:
+        ids = dict(conn.execute(select(jobs_table.c.name, jobs_table.c.id)).all())
+        jobs = [ids[job] for job in JOBS]
+        jv, j = job_versions_table.c, jobs_table.c
+        versions = list(  # the readers' versions: every one reads the hub
+            conn.execute(select(jv.id).join(jobs_table, j.id == jv.job_id).where(j.name.in_(readers))).scalars()
+        )
+        expected = sorted(((_time(run["hour"]), run["id"]) for run in runs), reverse=True)
+        roots = [run_id for _, run_id in expected if not next(r for r in runs if r["id"] == run_id)["child"]]
+        for limit in (1, 2, 3, 4, 5, 40):  # 4 jobs: a floor up to 4, each job's own runs above it
+            every, statements = _statements_on_runs(
+                store, lambda n=limit: newest_runs(conn, runs_table.c.job_id, jobs, n)
+            )
+            assert [run_id for _, run_id in every] == [run_id for _, run_id in expected[:limit]]
+            assert len(statements) == (2 if limit <= len(JOBS) else 1 + len(JOBS)), statements
+            top = newest_runs(conn, runs_table.c.job_id, jobs, limit, [runs_table.c.parent_run_id.is_(None)])
+            assert [run_id for _, run_id in top] == roots[:limit]
+    assert len(versions) > 5  # more keys than some answers list
+    queries = LineageQueries(store)
+    hub_reads = sorted(((_time(read["hour"]), read["id"]) for read in reads), reverse=True)
+    for listed in (1, 5, 100):
+        answer, statements = _statements_on_runs(store, lambda n=listed: queries.impact("file:/hub", runs=n))
+        assert [run["id"] for run in answer["runs"]] == [run_id for _, run_id in hub_reads[:listed]]
+        assert answer["runsTotal"] == len(reads)
+        if listed < len(versions):  # a count, each version's newest start, the runs above the floor, their summaries
+            assert len(statements) == 4, statements
+        else:  # fewer versions than runs listed: each version's own newest runs
+            assert len(statements) == 3 + len(versions), statements

@@ -209,7 +209,7 @@ class History:
         """The ``count`` events after ``last_line``, one of the stream's (the history's last: then what ``following``
         gives), generated from the day before its date on instead of from the start (at 10^7 events that replay
         took some 15 minutes). The day before: a run of that day may end after midnight."""
-        day = max(0, (datetime.fromisoformat(last_line[14:24]).date() - self.start.date()).days - 1)
+        first = day = max(0, (datetime.fromisoformat(last_line[14:24]).date() - self.start.date()).days - 1)
         lines: list[str] = []
         found = None
         while found is None or len(lines) < found + 1 + count:
@@ -218,7 +218,9 @@ class History:
                 found = len(lines) + generated.index(last_line)
             lines += generated
             day += 1
-            if found is None and day > self.days + 2:
+            # looked for in the days of its own date, not up to the year's last: a history's events run past ``days``
+            # when its DAGs' runs make fewer events a day than ``events / days`` (the 10^6 year ends on its day 370)
+            if found is None and day > first + 2:
                 raise ValueError("not a line of this history")
         return lines[found + 1 : found + 1 + count]
 

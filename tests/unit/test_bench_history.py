@@ -184,3 +184,13 @@ def test_what_follows_a_line_is_generated_from_its_day_as_the_whole_stream_gives
     year = History(events, seed=3)
     last = list(year.lines())[-1]
     assert History(events, seed=3).after(last, count) == list(History(events, seed=3).following(count))
+
+
+def test_what_follows_a_line_past_the_years_last_day_is_generated_from_its_day_too():
+    # the 10^6 year's events end on its day 370, five days past its 365: its kept history's last line was refused
+    year = History(3_000, seed=3, days=5)
+    stream = [line for day in range(12) for line in year.day_lines(day)]
+    late = list(year.day_lines(9))[-1]
+    assert History(3_000, seed=3, days=5).after(late, 40) == stream[stream.index(late) + 1 : stream.index(late) + 41]
+    with pytest.raises(ValueError, match="not a line of this history"):
+        year.after(late.replace('"eventType"', '"eventTypo"'), 5)

@@ -102,3 +102,10 @@ def test_the_newest_runs_of_jobs_and_of_a_hubs_readers_are_a_sorts_and_read_a_st
             assert len(statements) == 4, statements
         else:  # fewer versions than runs listed: each version's own newest runs
             assert len(statements) == 3 + len(versions), statements
+    # a window most versions have no run in: those are not asked one by one (a hub's thousands of versions, few of
+    # them run since the date asked)
+    since = _time(36)
+    recent = sorted(((_time(read["hour"]), read["id"]) for read in reads if _time(read["hour"]) >= since), reverse=True)
+    answer, statements = _statements_on_runs(store, lambda: queries.impact("file:/hub", since=since))
+    assert [run["id"] for run in answer["runs"]] == [run_id for _, run_id in recent]
+    assert 0 < len(recent) < len(versions) and len(statements) <= 3 + len(recent), statements

@@ -80,6 +80,8 @@ def newest_runs(conn: Connection, column, keys: Iterable, limit: int, where: Ite
     r, start = runs_table, run_start()
     newest_first = (start.desc(), r.c.id.desc())
     of_keys = select(r.c.id, start.label("start")).where(*where).order_by(*newest_first).limit(limit)
+    # a key without a newest start has no run under ``where`` (every run has a start: its first event's time), and
+    # is not asked again: with ``--since``, most of a hub's thousands of versions have none
     if len(ranked) < limit:  # too few keys for a floor: each key's own newest runs, at most ``limit`` a key
         pages = (
             conn.execute(of_keys.where(column == key))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -177,21 +177,21 @@ def check_existed(conn: Connection, node: Node, as_of: str) -> int | None:
 
 
 # ------------------------------------------------------------------------- nodes by id, by (kind, namespace, name)
-def node_of_row(row) -> Node:
-    return Node(**{name: row._mapping[name] for name in ("id", "key", "kind", "namespace", "name", "label")})
+def _nodes_where(conn: Connection, column: str, values: Iterable) -> Iterator[Node]:
+    """The nodes whose ``column`` is one of ``values``, a statement per chunk, as Nodes straight from the driver's
+    rows (SQLAlchemy's rows, read by their mappings, cost ≈ 10 µs a node: 12 ms of a 1,264-node Marquez answer under
+    cProfile)."""
+    for chunk in chunks(values):
+        placeholders = ", ".join(f":v{index}" for index in range(len(chunk)))
+        params = {f"v{index}": value for index, value in enumerate(chunk)}
+        for row in fetch_rows(
+            conn, f"SELECT {_NODE_COLUMNS} FROM lineage_nodes WHERE {column} IN ({placeholders})", params
+        ):
+            yield Node(*row)
 
 
 def nodes_of(conn: Connection, ids: Iterable[int]) -> dict[int, Node]:
-    out = {}
-    for chunk in chunks(ids):
-        placeholders = ", ".join(f":n{index}" for index in range(len(chunk)))
-        for row in fetch_rows(
-            conn,
-            f"SELECT {_NODE_COLUMNS} FROM lineage_nodes WHERE id IN ({placeholders})",
-            {f"n{index}": node for index, node in enumerate(chunk)},
-        ):
-            out[row[0]] = Node(*row)
-    return out
+    return {node.id: node for node in _nodes_where(conn, "id", ids)}
 
 
 def edges_among(conn: Connection, ids: set[int]) -> list[tuple[int, int]]:
@@ -222,9 +222,8 @@ def refs_of(conn: Connection, ids: Iterable[int]) -> dict[int, tuple[str, str, s
 def nodes_by_ref(conn: Connection, refs: set[tuple[str, str, str]]) -> dict[tuple[str, str, str], Node]:
     """(kind, namespace, name) -> its node, for those of ``refs`` the store has."""
     out = {}
-    for chunk in chunks({ref[2] for ref in refs}):
-        for row in conn.execute(select(nodes_table).where(nodes_table.c.name.in_(chunk))):
-            ref = (row.kind, row.namespace, row.name)
-            if ref in refs:
-                out[ref] = node_of_row(row)
+    for node in _nodes_where(conn, "name", {ref[2] for ref in refs}):
+        ref = (node.kind, node.namespace, node.name)
+        if ref in refs:
+            out[ref] = node
     return out

@@ -9,7 +9,7 @@ from sqlalchemy.engine import Connection
 
 from include.core.jsontext import loads
 from include.lineage.queries.names import Node, Subgraph
-from include.lineage.queries.sql import chunks, fetch_rows
+from include.lineage.queries.sql import chunks, fetch_rows, in_list
 from include.lineage.store.schema import (
     dataset_versions_table,
     datasets_table,
@@ -134,8 +134,7 @@ def _current_io(conn: Connection, job_nodes: list[int]) -> dict[int, dict[str, l
     index (CROSS JOIN keeps SQLite's order: one query on "source or target", or one led by the nodes' (kind, ...)
     index, scanned every edge or every dataset: 0.6 s, 11 s for 1,531 nodes)."""
     current: dict[int, dict[str, list]] = {}
-    placeholders = ", ".join(f":j{index}" for index in range(len(job_nodes)))
-    params = {f"j{index}": node for index, node in enumerate(job_nodes)}
+    placeholders, params = in_list(job_nodes)
     for side, job_end, dataset_end in (("inputs", "target", "source"), ("outputs", "source", "target")):
         for job_node, ns, name in fetch_rows(
             conn,

@@ -42,6 +42,12 @@ def fetch_rows(conn: Connection, sql: str, params: dict) -> list[tuple]:
         cursor.close()
 
 
+def in_list(values: list) -> tuple[str, dict]:
+    """``values`` as the parameters of an ``IN (...)`` of ``fetch_rows``' SQL text: the placeholders' text and the
+    parameters by name."""
+    return ", ".join(f":v{index}" for index in range(len(values))), {f"v{i}": value for i, value in enumerate(values)}
+
+
 def chunks(values: Iterable, size: int = CHUNK) -> Iterator[list]:
     """``values`` in lists of at most ``size``: how many ids one ``IN (...)`` is given."""
     values = list(values)

@@ -510,3 +510,42 @@ def test_0014_fills_the_audits_on_postgresql_as_ingest_writes_them(postgres_stor
     url, cluster, _ = postgres_store
     cluster.ensure_database("audits_filled", "lineage")
     check_0014_fills_the_audits(url.rsplit("/", 1)[0] + "/audits_filled")
+
+
+def test_0015_fills_the_write_times_on_postgresql_as_ingest_keeps_them(postgres_store):
+    from tests.unit.test_store_migrations import check_0015_fills_the_write_times
+
+    url, cluster, _ = postgres_store
+    cluster.ensure_database("write_times_filled", "lineage")
+    check_0015_fills_the_write_times(url.rsplit("/", 1)[0] + "/write_times_filled")
+
+
+def test_a_runs_provenance_finds_each_latest_write_as_one_index_entry_on_postgresql(store_url):
+    """``tests/unit/test_store_plans.py``'s provenance plan on PostgreSQL: each latest write is a backward read of
+    ``ix_lineage_run_datasets_dataset`` (dataset, direction, written_at, run) that the LIMIT stops, with no sort."""
+    from sqlalchemy import create_engine
+
+    from include.lineage.queries import provenance
+
+    LineageStore(store_url).close()
+    engine = create_engine(store_url)
+    try:
+        with engine.connect() as conn:
+            cursor = conn.connection.dbapi_connection.cursor()
+            cursor.execute("SET enable_seqscan = off; SET plan_cache_mode = force_generic_plan")
+            cursor.execute(f"PREPARE provenance AS {provenance._RUN_PROVENANCE.replace(':run', '$1::text')}")
+            cursor.execute("EXPLAIN (FORMAT JSON) EXECUTE provenance('a run')")
+            plan = cursor.fetchone()[0][0]["Plan"]
+            conn.rollback()
+    finally:
+        engine.dispose()
+    subplans = [node for node in _plan_nodes(plan) if node.get("Subplan Name", "").startswith("SubPlan")]
+    assert len(subplans) == 2, plan  # in the walk, and for the inputs listed
+    for subplan in subplans:
+        nodes = list(_plan_nodes(subplan))
+        reads = [node for node in nodes if node.get("Relation Name") == "lineage_run_datasets"]
+        assert [(node["Node Type"], node.get("Index Name"), node.get("Scan Direction")) for node in reads] == [
+            ("Index Only Scan", "ix_lineage_run_datasets_dataset", "Backward")
+        ], subplan
+        assert "written_at <=" in reads[0]["Index Cond"], subplan  # the range, not a filter of every write
+        assert not [node for node in nodes if node["Node Type"] == "Sort"], subplan

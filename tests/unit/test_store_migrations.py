@@ -371,3 +371,33 @@ def check_0014_fills_the_audits(url: str) -> None:
         command.upgrade(config, "head")
         assert read(conn) == written
     engine.dispose()
+
+
+def test_0015_fills_each_outputs_write_time_from_its_run(tmp_path):
+    """A store of 0014 has each output's ``written_at`` set by 0015 to what ingest keeps there (its run's end, else
+    its state's time, else its start) and its inputs' left empty. On PostgreSQL:
+    tests/integration/test_lineage_store_postgres.py."""
+    check_0015_fills_the_write_times(_url(tmp_path / "write-times.db"))
+
+
+def check_0015_fills_the_write_times(url: str) -> None:
+    from sqlalchemy import text
+
+    from bench.history import History
+    from tests.unit.test_store_batch_writes import WRITE_TIME_MISMATCHES
+
+    read = text("SELECT run_id, dataset_id, direction, written_at FROM lineage_run_datasets ORDER BY 1, 2, 3")
+    with LineageStore(url) as store:
+        store.ingest(list(History(600, seed=15).events()), batch_size=50)
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        written = conn.execute(read).all()
+    assert sum(1 for row in written if row.written_at) > 50
+    with migrate.migration_lock(engine) as conn:
+        config = migrate.alembic_config(conn)
+        command.downgrade(config, "0014")
+        assert "written_at" not in migrate.lineage_tables(conn)["lineage_run_datasets"]
+        command.upgrade(config, "head")
+        assert conn.execute(read).all() == written
+        assert conn.execute(text(WRITE_TIME_MISMATCHES)).all() == []
+    engine.dispose()

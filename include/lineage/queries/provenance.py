@@ -9,13 +9,15 @@ from include.lineage.queries.runs import child_runs, parameters_of
 from include.lineage.queries.sql import DEFAULT_DEPTH, fetch_rows
 
 # The run that wrote the version an input row ``rd`` of run ``u`` read: the version's creator when the input carried a
-# version facet, else the latest write of that dataset by another run that had ended by the time ``u`` started.
-_WRITTEN_AT = "COALESCE({w}.ended_at, {w}.state_time, {w}.started_at)"
+# version facet, else the latest write of that dataset by another run that had ended by the time ``u`` started. An
+# output link's ``written_at`` is its run's ``coalesce(ended_at, state_time, started_at)``, kept so as the run's events
+# arrive: the latest write is one entry of ``ix_lineage_run_datasets_dataset`` (dataset, direction, written_at, run),
+# not every write of the dataset joined to its run and sorted.
 _LATEST_WRITE = (
-    "(SELECT lw.run_id FROM lineage_run_datasets lw JOIN lineage_runs wr ON wr.id = lw.run_id"
+    "(SELECT lw.run_id FROM lineage_run_datasets lw"
     " WHERE lw.dataset_id = rd.dataset_id AND lw.direction = 'output' AND lw.run_id <> rd.run_id"
-    f" AND {_WRITTEN_AT.format(w='wr')} <= COALESCE(u.started_at, u.first_event_time, u.state_time, '')"
-    f" ORDER BY {_WRITTEN_AT.format(w='wr')} DESC, lw.run_id DESC LIMIT 1)"
+    " AND lw.written_at <= COALESCE(u.started_at, u.first_event_time, u.state_time, '')"
+    " ORDER BY lw.written_at DESC, lw.run_id DESC LIMIT 1)"
 )
 # Every run upstream of :run, each once (a set of runs, not of paths), with its inputs: one row per (run, input), a
 # run without inputs once; each input with the version read and the run that wrote it (the version's creator, or
@@ -33,7 +35,7 @@ _RUN_PROVENANCE = (
     # times the lookup, each reading those 365 writes).
     " SELECT x.run, j.namespace, j.name, jv.version, u.started_at, u.ended_at, u.state, u.state_time,"
     " u.job_version_id, u.facets, d.namespace, d.name, n.label, x.dataset_version_id, dv.version,"
-    f" dv.created_by_run_id, dv.created_at, lw.run_id, lwv.version, {_WRITTEN_AT.format(w='wr')}"
+    " dv.created_by_run_id, dv.created_at, lw.run_id, lwv.version, lw.written_at"
     " FROM (SELECT p.run, rd.dataset_id, rd.dataset_version_id,"
     f" CASE WHEN rd.dataset_version_id IS NULL AND rd.dataset_id IS NOT NULL THEN {_LATEST_WRITE} END AS latest"
     " FROM reached p JOIN lineage_runs u ON u.id = p.run"
@@ -45,7 +47,6 @@ _RUN_PROVENANCE = (
     " LEFT JOIN lineage_dataset_versions dv ON dv.id = x.dataset_version_id"
     " LEFT JOIN lineage_run_datasets lw ON lw.run_id = x.latest AND lw.dataset_id = x.dataset_id"
     " AND lw.direction = 'output'"
-    " LEFT JOIN lineage_runs wr ON wr.id = lw.run_id"
     " LEFT JOIN lineage_dataset_versions lwv ON lwv.id = lw.dataset_version_id"
 )
 

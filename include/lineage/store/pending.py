@@ -26,7 +26,12 @@ from include.core.jsontext import loads, sorted_compact
 from include.lineage.store import run_audits
 from include.lineage.store.bulk import execute_many
 from include.lineage.store.schema import column_edges_table, runs_table
-from include.lineage.store.statements import SELECT_RUN_IO, UPDATE_CURRENT_VERSION, UPDATE_JOB_LATEST
+from include.lineage.store.statements import (
+    RETIME_OUTPUTS,
+    SELECT_RUN_IO,
+    UPDATE_CURRENT_VERSION,
+    UPDATE_JOB_LATEST,
+)
 
 _CHUNK = 500  # values of one IN (...) list
 _RUN_COLUMNS = tuple(column.name for column in runs_table.c)
@@ -36,6 +41,16 @@ _UPDATE_RUN = (
     .where(runs_table.c.id == bindparam("p_id"))
     .values({name: bindparam(f"v_{name}") for name in _RUN_COLUMNS if name != "id"})
 )
+
+
+def written_at(run: dict | None) -> str | None:
+    """When a run wrote its outputs, by its row: its end, else its latest state's time, else its start. Kept on its
+    output links (``schema.run_datasets_table``), so set again whenever these move: a link of this transaction as it
+    is written (``flush_run_datasets``), the outputs an earlier transaction stored by ``_retime_stored_outputs``."""
+    if run is None:
+        return None
+    return run["ended_at"] or run["state_time"] or run["started_at"]
+
 
 # What a database answers to a value it cannot keep (a text too long or holding NUL, an integer past 64 bits)
 REFUSED_VALUE_ERRORS = (DataError, ProgrammingError, TypeError, ValueError, OverflowError)
@@ -93,15 +108,17 @@ class PendingWrites:
         self._stored_io: dict[str, set[tuple[str, str, str]]] = {}  # ... their (direction, namespace, name) then
         self._run_io: dict[str, set[tuple[str, str, str]]] = {}  # ... and this transaction's, of every run
         self._links: dict[tuple[str, int, str], int | None] = {}  # (run, dataset, direction) -> version id
-        self._written_links: dict[tuple[str, int, str], int | None] = {}
+        self._written_links: dict[tuple[str, int, str], tuple[int | None, str | None]] = {}  # -> (version, written_at)
+        self._stored_written: dict[str, str | None] = {}  # stored run -> ``written_at`` its stored outputs hold
         self._latest: dict[int, tuple[str | None, str | None, int | None]] = {}  # job id -> (run, time, version)
         self._current_versions: dict[int, tuple[str, int]] = {}  # dataset id -> (event time, version id)
 
     def clear(self) -> None:
         for kept in (self.runs, self._stored_io, self._run_io, self._links, self._written_links, self._latest):
             kept.clear()
-        for kept in (self._current_versions, self._stored_before, self._new_runs, self._changed_runs):
+        for kept in (self._current_versions, self._stored_before, self._stored_written, self._new_runs):
             kept.clear()
+        self._changed_runs.clear()
         self._column_edges.clear()
 
     # ---------------------------------------------------------------- runs
@@ -114,6 +131,7 @@ class PendingWrites:
             for row in conn.execute(select(runs_table).where(runs_table.c.id.in_(chunk))):
                 self.runs[row.id] = dict(row._mapping)
                 self._stored_before.add(row.id)
+                self._stored_written[row.id] = written_at(self.runs[row.id])
 
     def run(self, conn: Connection, run_id: str) -> dict | None:
         """The run's row as this transaction sees it, or None when it is not stored."""
@@ -173,15 +191,33 @@ class PendingWrites:
         return stored | self._run_io.get(run_id, set())
 
     def flush_run_datasets(self, conn: Connection) -> None:
+        """This transaction's links not yet written as they stand: new, of a version now known, or an output whose
+        run's times moved since it was written (called again before a read of links, and by ``flush``)."""
+        values = {
+            key: (version, written_at(self.runs.get(key[0])) if key[2] == "output" else None)
+            for key, version in self._links.items()
+        }
         rows = [
             {"run_id": run, "dataset_id": dataset, "direction": direction, "dataset_version_id": version}
-            for (run, dataset, direction), version in sorted(self._links.items(), key=lambda item: item[0])
-            if (run, dataset, direction) not in self._written_links
-            or self._written_links[(run, dataset, direction)] != version
+            | {"written_at": written}
+            for (run, dataset, direction), (version, written) in sorted(values.items(), key=lambda item: item[0])
+            if self._written_links.get((run, dataset, direction)) != (version, written)
         ]
         if rows:
             _write(conn, self._upsert_run_dataset, rows)
-        self._written_links.update(self._links)
+        self._written_links.update(values)
+
+    def _retime_stored_outputs(self, conn: Connection) -> None:
+        """The outputs earlier transactions stored for a run whose times this one moved: their ``written_at`` set to
+        the run's new time (one statement a run, run id and direction a seek of the primary key)."""
+        rows = []
+        for run_id, stored in sorted(self._stored_written.items(), key=lambda item: item[0]):
+            now = written_at(self.runs.get(run_id))
+            if now != stored:
+                rows.append({"p_run": run_id, "p_written": now})
+                self._stored_written[run_id] = now
+        if rows:
+            _write(conn, RETIME_OUTPUTS, rows)
 
     # ---------------------------------------------------------------- jobs and datasets
     def set_job_latest(self, job_id: int, latest: tuple[str | None, str | None, int | None]) -> None:
@@ -204,6 +240,7 @@ class PendingWrites:
         edges."""
         self.flush_runs(conn)
         self.flush_run_datasets(conn)
+        self._retime_stored_outputs(conn)
         if self._latest:
             _write(
                 conn,

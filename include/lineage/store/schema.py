@@ -249,6 +249,12 @@ Index(
     runs_table.c.id,
 )
 
+# A run read (input) or wrote (output) a dataset, in a version when one was known. An output's ``written_at`` is when
+# its run wrote it, ``coalesce(ended_at, state_time, started_at)`` of the run as it stands (kept so by
+# ``store/pending.py`` as the run's events arrive; None on inputs): a run's provenance asks, for an input read without
+# a version, for the dataset's latest write before the reading run started, one entry of
+# ``ix_lineage_run_datasets_dataset`` where it was every write of the dataset, each joined to its run and sorted (a
+# table written daily for a year: 365 rows sorted a read).
 run_datasets_table = Table(
     "lineage_run_datasets",
     metadata,
@@ -256,8 +262,9 @@ run_datasets_table = Table(
     Column("dataset_id", Integer, nullable=False),
     Column("direction", String(6), nullable=False),  # input | output
     Column("dataset_version_id", Integer),
+    Column("written_at", String(32)),
     PrimaryKeyConstraint("run_id", "dataset_id", "direction"),
-    Index("ix_lineage_run_datasets_dataset", "dataset_id", "direction"),
+    Index("ix_lineage_run_datasets_dataset", "dataset_id", "direction", "written_at", "run_id"),
     Index("ix_lineage_run_datasets_version", "dataset_version_id"),
 )
 

@@ -5,7 +5,7 @@ store.
 
 from __future__ import annotations
 
-from sqlalchemy import bindparam, case, func, or_, select, update
+from sqlalchemy import bindparam, case, func, literal_column, or_, select, update
 
 from include.lineage.store.schema import (
     aliases_table,
@@ -90,6 +90,13 @@ UPDATE_VERSION = (
         created_by_run_id=func.coalesce(dataset_versions_table.c.created_by_run_id, p("p_run")),
     )
 )
+# The outputs a run's earlier transactions stored, their write time set to the run's as it now stands
+# (``pending.written_at``): the run's rows of the primary key, outputs only
+RETIME_OUTPUTS = (
+    update(run_datasets_table)
+    .where(run_datasets_table.c.run_id == p("p_run"), run_datasets_table.c.direction == literal_column("'output'"))
+    .values(written_at=p("p_written"))
+)
 UPDATE_CURRENT_VERSION = (
     update(datasets_table)
     .where(
@@ -159,7 +166,8 @@ def dialect_statements(dialect: str) -> dict:
         set_={
             "dataset_version_id": func.coalesce(
                 run_dataset.excluded.dataset_version_id, run_datasets_table.c.dataset_version_id
-            )
+            ),
+            "written_at": run_dataset.excluded.written_at,  # the run's times as they stand (``pending.written_at``)
         },
     )
     cursor = dialect_insert(file_cursors_table)

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from include.core.jsontext import json_bytes, loads, sorted_compact
+from include.core.jsontext import field_reader, json_bytes, loads, sorted_compact
 
 
 def same(a, b) -> bool:
@@ -247,3 +247,49 @@ def test_the_canonical_spelling_is_the_standard_librarys_byte_for_byte_for_any_v
 )
 def test_the_canonical_spelling_of_what_msgspec_writes_otherwise(value):
     assert _sorted_compact(value) == _standard(value)
+
+
+_read_three = field_reader("schema", "a", "")
+
+
+def _members_as_json_gives(text) -> dict:
+    value = json.loads(text)
+    return {name: value.get(name) if isinstance(value, dict) else None for name in ("schema", "a", "")}
+
+
+@settings(max_examples=400)
+@given(
+    value=json_values | st.dictionaries(st.sampled_from(["schema", "a", "", "b", "schemas"]), json_values, max_size=5),
+    ascii_only=st.booleans(),
+)
+def test_a_field_reader_gives_the_members_json_gives_of_any_value(value, ascii_only):
+    """The named members of an object as ``json.loads`` reads them (None when absent; all None for what is not an
+    object), whatever the other members hold: floats beyond a double, NaN, lone surrogates among them."""
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    ours, theirs = _read_three(text), _members_as_json_gives(text)
+    assert ours.keys() == theirs.keys()
+    for name in ours:
+        assert same(ours[name], theirs[name]), (text, name, ours[name], theirs[name])
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"schema": 1, "schema": 2}', {"schema": 2, "a": None, "": None}),  # the last one wins, as in json
+        ('{"a": 1e400, "b": [NaN]}', {"schema": None, "a": math.inf, "": None}),  # read by json
+        (
+            '{"": {"x": "\\ud800"}, "schema": null}',
+            {"schema": None, "a": None, "": {"x": "\ud800"}},
+        ),  # a lone surrogate
+        ("[1, 2]", {"schema": None, "a": None, "": None}),
+        ("null", {"schema": None, "a": None, "": None}),
+    ],
+)
+def test_a_field_reader_reads_what_msgspec_refuses_as_json_does(text, expected):
+    assert _read_three(text) == expected
+
+
+@pytest.mark.parametrize("text", ["{", '{"schema": }', "", '{"a": 1} x'])
+def test_a_field_reader_refuses_what_is_not_json_as_json_does(text):
+    with pytest.raises(json.JSONDecodeError):
+        _read_three(text)

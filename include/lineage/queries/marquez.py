@@ -169,41 +169,40 @@ def marquez_graph_of(
         if ("job", *job) in nodes
     }
     data = node_data(conn, list(nodes.values()), job_data_io)
+    # each node's id spelled once (a dataset read by hundreds of the reached jobs is an edge of each of them)
+    job_ids = {job: node_id("job", *job) for job in jobs}
+    dataset_ids = {dataset: node_id("dataset", *dataset) for dataset in datasets}
     graph = []
     for job in jobs:
         node = nodes.get(("job", *job))
         ins, outs = io[job]
         item = data.get(node.id) if node else None
-        graph.append(_graph_node("job", job, item, ("dataset", ins), ("dataset", outs), times))
+        graph.append(_graph_node("JOB", job_ids[job], item, _ids(dataset_ids, ins), _ids(dataset_ids, outs), times))
     for dataset in datasets:
         node = nodes.get(("dataset", *dataset))
-        ins, outs = ("job", writers.get(dataset, ())), ("job", readers.get(dataset, ()))
-        graph.append(_graph_node("dataset", dataset, data.get(node.id) if node else None, ins, outs, times))
+        ins, outs = _ids(job_ids, writers.get(dataset, ())), _ids(job_ids, readers.get(dataset, ()))
+        graph.append(
+            _graph_node("DATASET", dataset_ids[dataset], data.get(node.id) if node else None, ins, outs, times)
+        )
     graph.sort(key=lambda n: n["id"])
     return {"graph": graph}
 
 
 def _graph_node(
-    kind: str,
-    ref: Ref,
-    data: dict | None,
-    origins: tuple[str, Iterable[Ref]],
-    destinations: tuple[str, Iterable[Ref]],
-    times: EdgeTimes | None,
+    kind: str, this: str, data: dict | None, origins: list[str], destinations: list[str], times: EdgeTimes | None
 ) -> dict:
-    """One node of the response: ``origins`` and ``destinations`` as (their kind, their refs)."""
-    this = node_id(kind, *ref)
+    """One node of the response, ``this`` its id: edges from each of ``origins`` and to each of ``destinations``."""
     return {
         "id": this,
-        "type": kind.upper(),
+        "type": kind,
         "data": data,
-        "inEdges": [_edge(origin, this, times) for origin in _ids(*origins)],
-        "outEdges": [_edge(this, destination, times) for destination in _ids(*destinations)],
+        "inEdges": [_edge(origin, this, times) for origin in origins],
+        "outEdges": [_edge(this, destination, times) for destination in destinations],
     }
 
 
-def _ids(kind: str, refs: Iterable[Ref]) -> list[str]:
-    return sorted(node_id(kind, *ref) for ref in refs)
+def _ids(ids: dict[Ref, str], refs: Iterable[Ref]) -> list[str]:
+    return sorted([ids[ref] for ref in refs])
 
 
 def _edge(origin: str, destination: str, times: EdgeTimes | None) -> dict:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
-from include.core.jsontext import loads
+from include.core.jsontext import field_reader, loads
 from include.lineage.queries.names import Node, Subgraph
 from include.lineage.queries.sql import chunks, fetch_rows, in_list
 from include.lineage.store.schema import (
@@ -17,6 +17,11 @@ from include.lineage.store.schema import (
     jobs_table,
     runs_table,
 )
+
+# The facets a node's data reads: only these members are decoded (a dataset's schema, column lineage and statistics,
+# a job's source code are most of their facets' size)
+_dataset_facets = field_reader("schema", "lifecycleStateChange", "symlinks")
+_job_facets = field_reader("jobType", "sourceCodeLocation", "documentation")
 
 
 def marquez_graph(conn: Connection, subgraph: Subgraph) -> dict:
@@ -60,12 +65,21 @@ def _io_of_subgraph(subgraph: Subgraph) -> dict[int, dict]:
             io.setdefault(a.id, {"inputs": [], "outputs": []})["outputs"].append(
                 {"namespace": b.namespace, "name": b.name}
             )
+    return _sorted_sides(io)
+
+
+def _sorted_sides(io: dict[int, dict[str, list]]) -> dict[int, dict[str, list]]:
+    """Each job's inputs and outputs in (namespace, name) order, as Marquez lists them."""
+    for sides in io.values():
+        for datasets in sides.values():
+            datasets.sort(key=lambda x: (x["namespace"], x["name"]))
     return io
 
 
 def node_data(conn: Connection, nodes: list[Node], io: dict[int, dict] | None = None) -> dict[int, dict]:
     """Marquez's ``DatasetData`` and ``JobData`` of each node (plus ``currentVersion``, and a dataset's
-    ``symlinks``); a job's inputs and outputs are those of the current graph unless ``io`` gives them."""
+    ``symlinks``); a job's inputs and outputs are those of the current graph unless ``io`` gives them (job node ->
+    ``{"inputs": [...], "outputs": [...]}``, each list in (namespace, name) order)."""
     data = _dataset_data(conn, [n.id for n in nodes if n.kind == "dataset"])
     data.update(_job_data(conn, [n.id for n in nodes if n.kind == "job"], io))
     return data
@@ -81,7 +95,7 @@ def _dataset_data(conn: Connection, dataset_nodes: list[int]) -> dict[int, dict]
             .where(d.c.node_id.in_(chunk))
         ).all()
         for row in rows:
-            facets = loads(row.facets or "{}")
+            facets = _dataset_facets(row.facets or "{}")
             schema = (
                 loads(row.schema)
                 if row.schema
@@ -143,11 +157,11 @@ def _current_io(conn: Connection, job_nodes: list[int]) -> dict[int, dict[str, l
             params,
         ):
             current.setdefault(job_node, {"inputs": [], "outputs": []})[side].append({"namespace": ns, "name": name})
-    return current
+    return _sorted_sides(current)
 
 
 def _job_item(row, run, io: dict) -> dict:
-    facets = loads(row.facets or "{}")
+    facets = _job_facets(row.facets or "{}")
     processing = ((facets.get("jobType") or {}).get("processingType") or "").upper()
     return {
         "id": {"namespace": row.namespace, "name": row.name},
@@ -160,8 +174,8 @@ def _job_item(row, run, io: dict) -> dict:
         "createdAt": row.created_at,
         "updatedAt": row.updated_at,
         "namespace": row.namespace,
-        "inputs": sorted(io.get("inputs", []), key=lambda x: (x["namespace"], x["name"])),
-        "outputs": sorted(io.get("outputs", []), key=lambda x: (x["namespace"], x["name"])),
+        "inputs": io.get("inputs", []),
+        "outputs": io.get("outputs", []),
         "location": (facets.get("sourceCodeLocation") or {}).get("url"),
         "description": (facets.get("documentation") or {}).get("description"),
         "latestRun": _marquez_run(run) if run is not None else None,

@@ -549,3 +549,11 @@ def test_a_runs_provenance_finds_each_latest_write_as_one_index_entry_on_postgre
         ], subplan
         assert "written_at <=" in reads[0]["Index Cond"], subplan  # the range, not a filter of every write
         assert not [node for node in nodes if node["Node Type"] == "Sort"], subplan
+
+
+def test_0016_leaves_room_for_hot_rows_on_postgresql(postgres_store):
+    from tests.unit.test_store_migrations import check_0016_leaves_room_for_hot_rows
+
+    url, cluster, _ = postgres_store
+    cluster.ensure_database("hot_rows", "lineage")
+    check_0016_leaves_room_for_hot_rows(url.rsplit("/", 1)[0] + "/hot_rows")

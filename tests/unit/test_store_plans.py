@@ -27,6 +27,17 @@ def store(tmp_path_factory):
         yield opened
 
 
+def _dag_runs(count: int) -> list[dict]:
+    """The events of ``count`` hourly runs of one DAG-level job, ``dag_a``: what the page's picker offers."""
+    from tests.unit.test_newest_runs import _events
+
+    runs = [
+        {"job": "dag_a", "hour": hour, "started": True, "child": False, "id": f"{hour:08d}-0000-4000-8000-000000000000"}
+        for hour in range(count)
+    ]
+    return _events(runs)
+
+
 def _plan(store: LineageStore, statement: Executable) -> list[str]:
     sql = str(statement.compile(dialect=store.engine.dialect))
     connection = store.engine.raw_connection()
@@ -131,23 +142,8 @@ def test_the_year_answers_read_runs_by_their_indexes_never_every_run(tmp_path):
         store.ingest(BASE + BLOCKED)
         # the page's "as of a run" picker: each DAG-level job's newest runs in the index's order
         from include.lineage.api import data
-        from tests.unit.test_newest_runs import _events as dag_events
 
-        store.ingest(
-            dag_events(
-                [
-                    {
-                        "job": "dag_a",
-                        "hour": hour,
-                        "started": True,
-                        "child": False,
-                        "id": f"{hour:08d}-0000-4000-8000-000000000000",
-                    }
-                    for hour in range(3)
-                ]
-            )
-        )
-
+        store.ingest(_dag_runs(3))
         explained = _explained_while(store, "lineage_runs", lambda: data.graph(LineageQueries(store)))
         pages = [plan for sql, plan in explained if "job_id = ?" in sql and "ORDER BY" in sql]
         assert pages, explained
@@ -195,23 +191,9 @@ def test_the_pages_graph_reads_the_jobs_once_and_their_latest_runs_by_key(tmp_pa
     job's facets), 40 of its 113 ms at 10^6 events. Each latest run's state is a seek of the runs' key."""
     from include.lineage.api import data
     from include.lineage.queries import LineageQueries
-    from tests.unit.test_newest_runs import _events as dag_events
 
     with LineageStore(f"sqlite:///{tmp_path / 'store.db'}") as store:
-        store.ingest(
-            dag_events(
-                [
-                    {
-                        "job": "dag_a",
-                        "hour": hour,
-                        "started": True,
-                        "child": False,
-                        "id": f"{hour:08d}-0000-4000-8000-000000000000",
-                    }
-                    for hour in range(3)
-                ]
-            )
-        )
+        store.ingest(_dag_runs(3))
         graph = None
 
         def draw():

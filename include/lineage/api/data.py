@@ -97,8 +97,9 @@ def graph(queries: LineageQueries, as_of: str | None = None) -> dict:
                 )
             )
         }
-        latest_state = _latest_states(conn, {row.latest_run_id: row.node_id for row in jobs if row.latest_run_id})
-        if as_of is not None:
+        if as_of is None:
+            latest_state = _latest_states(conn, {row.latest_run_id: row.node_id for row in jobs if row.latest_run_id})
+        else:
             latest_state = _states_then(conn, latest_then, as_of)
             dataset_info = _versions_then(conn, dataset_info, as_of)
         picker = _recent_dag_runs(

@@ -91,6 +91,7 @@ def test_a_transaction_writes_each_run_link_job_and_dataset_row_once_at_its_end(
     assert writes["lineage_runs"] <= 2, writes  # one insert of the new runs, one update of the stored
     # one upsert of the links, one update of the write times of outputs stored for runs whose times moved
     assert writes["lineage_run_datasets"] <= 2, writes
+    assert sum(1 for statement in sent if statement.startswith("INSERT INTO lineage_run_datasets")) == 1, writes
     assert writes["lineage_column_edges"] == 1, writes
     assert writes["lineage_events"] == pages, writes
     new_jobs = {e["job"]["name"] for e in second} - known_jobs

@@ -104,21 +104,20 @@ class PendingWrites:
         self.runs: dict[str, dict | None] = {}  # run id -> its row as this transaction leaves it; None: not stored
         self._new_runs: set[str] = set()  # ... to insert
         self._changed_runs: set[str] = set()  # ... stored, to update
-        self._stored_before: set[str] = set()  # runs stored by an earlier transaction
+        # runs stored by an earlier transaction -> the ``written_at`` their stored outputs hold
+        self._stored_before: dict[str, str | None] = {}
         self._stored_io: dict[str, set[tuple[str, str, str]]] = {}  # ... their (direction, namespace, name) then
         self._run_io: dict[str, set[tuple[str, str, str]]] = {}  # ... and this transaction's, of every run
         self._links: dict[tuple[str, int, str], int | None] = {}  # (run, dataset, direction) -> version id
         self._written_links: dict[tuple[str, int, str], tuple[int | None, str | None]] = {}  # -> (version, written_at)
-        self._stored_written: dict[str, str | None] = {}  # stored run -> ``written_at`` its stored outputs hold
         self._latest: dict[int, tuple[str | None, str | None, int | None]] = {}  # job id -> (run, time, version)
         self._current_versions: dict[int, tuple[str, int]] = {}  # dataset id -> (event time, version id)
 
     def clear(self) -> None:
         for kept in (self.runs, self._stored_io, self._run_io, self._links, self._written_links, self._latest):
             kept.clear()
-        for kept in (self._current_versions, self._stored_before, self._stored_written, self._new_runs):
+        for kept in (self._current_versions, self._stored_before, self._new_runs, self._changed_runs):
             kept.clear()
-        self._changed_runs.clear()
         self._column_edges.clear()
 
     # ---------------------------------------------------------------- runs
@@ -130,8 +129,7 @@ class PendingWrites:
             self.runs.update(dict.fromkeys(chunk))
             for row in conn.execute(select(runs_table).where(runs_table.c.id.in_(chunk))):
                 self.runs[row.id] = dict(row._mapping)
-                self._stored_before.add(row.id)
-                self._stored_written[row.id] = written_at(self.runs[row.id])
+                self._stored_before[row.id] = written_at(self.runs[row.id])
 
     def run(self, conn: Connection, run_id: str) -> dict | None:
         """The run's row as this transaction sees it, or None when it is not stored."""
@@ -211,11 +209,11 @@ class PendingWrites:
         """The outputs earlier transactions stored for a run whose times this one moved: their ``written_at`` set to
         the run's new time (one statement a run, run id and direction a seek of the primary key)."""
         rows = []
-        for run_id, stored in sorted(self._stored_written.items(), key=lambda item: item[0]):
+        for run_id, stored in sorted(self._stored_before.items(), key=lambda item: item[0]):
             now = written_at(self.runs.get(run_id))
             if now != stored:
                 rows.append({"p_run": run_id, "p_written": now})
-                self._stored_written[run_id] = now
+                self._stored_before[run_id] = now
         if rows:
             _write(conn, RETIME_OUTPUTS, rows)
 

@@ -234,9 +234,10 @@ def _run_of_job(conn: Connection, node: Node, as_of: str | None) -> str:
 
 def _run_of_dataset(conn: Connection, node: Node, as_of: str | None) -> str:
     """The run that wrote the dataset's version current at ``as_of`` (default: now): the latest write that had ended
-    by then; of a writer and its parent run that both report the write, the parent (a task, not its Spark job)."""
+    by then; of a writer and its parent run that both report the write, the parent (a task, not its Spark job). When
+    a run wrote is its output link's ``written_at`` (its run's end, else its state's time, else its start)."""
     r, rd, d = runs_table, run_datasets_table, datasets_table
-    written = func.coalesce(r.c.ended_at, r.c.state_time, r.c.started_at)
+    written = rd.c.written_at
     writers = conn.execute(
         select(r.c.id, r.c.parent_run_id)
         .join(rd, rd.c.run_id == r.c.id)

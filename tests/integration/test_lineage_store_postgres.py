@@ -83,6 +83,13 @@ def store_url(postgres_store) -> str:
     return postgres_store[0]
 
 
+def _database(postgres_store, name: str) -> str:
+    """The URL of a database ``name`` of the module's cluster, made for the lineage role if it is not there."""
+    url, cluster, _password = postgres_store
+    cluster.ensure_database(name, "lineage")
+    return url.rsplit("/", 1)[0] + f"/{name}"
+
+
 def _post_all(url: str, events: list[dict]) -> None:
     session = requests.Session()
     for start in range(0, len(events), BATCH):
@@ -251,9 +258,7 @@ def test_a_value_postgresql_refuses_in_a_deferred_row_names_its_event_and_stores
     store takes the batch again, writing each event's rows with it, and the error names the file and line."""
     from include.lineage.errors import InvalidEventError
 
-    url, cluster, password = postgres_store
-    cluster.ensure_database("deferred_refused", "lineage")
-    url = url.rsplit("/", 1)[0] + "/deferred_refused"
+    url = _database(postgres_store, "deferred_refused")
     events = _events(seed=52)[:6]
     events[4] = dict(
         events[4],
@@ -281,9 +286,7 @@ def test_a_refused_deferred_row_written_while_a_later_event_is_read_still_names_
     run must not be blamed on the event being read."""
     from include.lineage.errors import InvalidEventError
 
-    url, cluster, _password = postgres_store
-    cluster.ensure_database("deferred_mid_batch", "lineage")
-    url = url.rsplit("/", 1)[0] + "/deferred_mid_batch"
+    url = _database(postgres_store, "deferred_mid_batch")
 
     def run_event(kind: str, run_id: str, job: str, inputs: list[str], facets: dict | None = None) -> dict:
         return {
@@ -323,10 +326,7 @@ def test_a_nul_postgresql_refuses_in_what_a_batch_reads_at_once_names_its_event_
     nothing of the file is stored. Before, a NUL in a job's name or a run id escaped as a bare ValueError."""
     from include.lineage.errors import InvalidEventError
 
-    url, cluster, _password = postgres_store
-    name = "nul_" + where.split()[-2].strip("'s")
-    cluster.ensure_database(name, "lineage")
-    url = url.rsplit("/", 1)[0] + f"/{name}"
+    url = _database(postgres_store, "nul_" + where.split()[-2].strip("'s"))
     events = _events(seed=53)[:6]
     with LineageStore(url) as store:
         store.ingest(events[:3])  # what the next batch names is stored: its reads find rows
@@ -354,11 +354,7 @@ def test_a_batch_leaves_a_postgresql_store_as_an_event_per_transaction_leaves_it
     events (the SQLite twin: tests/unit/test_store_batch_writes.py)."""
     from tests.unit.test_store_batch_writes import _late, _tables
 
-    url, cluster, _password = postgres_store
-    urls = []
-    for name in ("per_event", "per_batch"):
-        cluster.ensure_database(name, "lineage")
-        urls.append(url.rsplit("/", 1)[0] + f"/{name}")
+    urls = [_database(postgres_store, name) for name in ("per_event", "per_batch")]
     events = _late(600, seed=12)
     with LineageStore(urls[0]) as one, LineageStore(urls[1]) as batch:
         one.ingest(events, batch_size=1)
@@ -377,9 +373,7 @@ def test_a_post_postgresql_refuses_in_a_group_is_refused_alone_and_the_others_st
     from include.lineage.api import posts
     from include.lineage.store.schema import dead_letters_table
 
-    url, cluster, _password = postgres_store
-    cluster.ensure_database("group_commit", "lineage")
-    url = url.rsplit("/", 1)[0] + "/group_commit"
+    url = _database(postgres_store, "group_commit")
     events = _events(seed=54)[:30]
     bad = json.loads(json.dumps(events[12]))
     bad["job"]["name"] += "\x00"
@@ -507,17 +501,13 @@ def test_0014_fills_the_audits_on_postgresql_as_ingest_writes_them(postgres_stor
     thousands of audits) and writes what ingest writes (tests/unit/test_store_migrations.py on SQLite)."""
     from tests.unit.test_store_migrations import check_0014_fills_the_audits
 
-    url, cluster, _ = postgres_store
-    cluster.ensure_database("audits_filled", "lineage")
-    check_0014_fills_the_audits(url.rsplit("/", 1)[0] + "/audits_filled")
+    check_0014_fills_the_audits(_database(postgres_store, "audits_filled"))
 
 
 def test_0015_fills_the_write_times_on_postgresql_as_ingest_keeps_them(postgres_store):
     from tests.unit.test_store_migrations import check_0015_fills_the_write_times
 
-    url, cluster, _ = postgres_store
-    cluster.ensure_database("write_times_filled", "lineage")
-    check_0015_fills_the_write_times(url.rsplit("/", 1)[0] + "/write_times_filled")
+    check_0015_fills_the_write_times(_database(postgres_store, "write_times_filled"))
 
 
 def test_a_runs_provenance_finds_each_latest_write_as_one_index_entry_on_postgresql(store_url):
@@ -554,6 +544,4 @@ def test_a_runs_provenance_finds_each_latest_write_as_one_index_entry_on_postgre
 def test_0016_leaves_room_for_hot_rows_on_postgresql(postgres_store):
     from tests.unit.test_store_migrations import check_0016_leaves_room_for_hot_rows
 
-    url, cluster, _ = postgres_store
-    cluster.ensure_database("hot_rows", "lineage")
-    check_0016_leaves_room_for_hot_rows(url.rsplit("/", 1)[0] + "/hot_rows")
+    check_0016_leaves_room_for_hot_rows(_database(postgres_store, "hot_rows"))

@@ -545,3 +545,9 @@ def test_0016_leaves_room_for_hot_rows_on_postgresql(postgres_store):
     from tests.unit.test_store_migrations import check_0016_leaves_room_for_hot_rows
 
     check_0016_leaves_room_for_hot_rows(_database(postgres_store, "hot_rows"))
+
+
+def test_0017_holds_run_starts_in_the_version_index_on_postgresql(postgres_store):
+    from tests.unit.test_store_migrations import check_0017_holds_run_starts_in_the_version_index
+
+    check_0017_holds_run_starts_in_the_version_index(_database(postgres_store, "run_starts"))

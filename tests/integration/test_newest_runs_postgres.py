@@ -1,6 +1,7 @@
 """``queries.sql.newest_runs`` on a real PostgreSQL (a cluster of the test's own on loopback): the newest runs of some
 jobs or job versions are those a sort of all their runs gives, with and without a floor, and they are read in a
-statement per chunk of keys, not one per key (2,056 round trips for a hub's impact at 10^6 events, Trap 63).
+statement per chunk of keys, not one per key (2,056 round trips for a hub's impact at 10^6 events, Trap 63), from the
+index alone (a page of the table a run listed without the start's columns in it, Trap 66).
 
 The expected answers come from the generated events themselves, as in tests/unit/test_newest_runs.py."""
 
@@ -10,7 +11,7 @@ import random
 import uuid
 
 import pytest
-from sqlalchemy import event, select
+from sqlalchemy import create_engine, event, select
 
 from include.lineage.queries import LineageQueries
 from include.lineage.queries.sql import newest_runs
@@ -28,8 +29,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 @pytest.fixture(scope="module")
 def store(paths):
     folder = paths.var / "postgres-newest-runs"
-    with throwaway_postgres(folder, "lineage", ("newest",), "newest_runs is checked on PostgreSQL") as made:
-        with LineageStore(made[0]["newest"]) as opened:
+    with throwaway_postgres(folder, "lineage", ("newest", "plans"), "newest_runs is checked on PostgreSQL") as made:
+        with LineageStore(made[0]["newest"]) as opened, LineageStore(made[0]["plans"]) as other:
+            opened.plans_store = other  # type: ignore[attr-defined]  # a database of its own for the plans' test
             yield opened
 
 
@@ -88,7 +90,7 @@ def test_the_newest_runs_of_jobs_and_of_a_hubs_readers_are_a_sorts_and_read_a_st
                 store, lambda n=limit: newest_runs(conn, runs_table.c.job_id, jobs, n)
             )
             assert [run_id for _, run_id in every] == [run_id for _, run_id in expected[:limit]]
-            assert len(statements) == (2 if limit <= len(JOBS) else 1 + len(JOBS)), statements
+            assert len(statements) == 2, statements  # each job's newest start; the runs (above a floor or all)
             top = newest_runs(conn, runs_table.c.job_id, jobs, limit, [runs_table.c.parent_run_id.is_(None)])
             assert [run_id for _, run_id in top] == roots[:limit]
     assert len(versions) > 5  # more keys than some answers list
@@ -98,14 +100,89 @@ def test_the_newest_runs_of_jobs_and_of_a_hubs_readers_are_a_sorts_and_read_a_st
         answer, statements = _statements_on_runs(store, lambda n=listed: queries.impact("file:/hub", runs=n))
         assert [run["id"] for run in answer["runs"]] == [run_id for _, run_id in hub_reads[:listed]]
         assert answer["runsTotal"] == len(reads)
-        if listed < len(versions):  # a count, each version's newest start, the runs above the floor, their summaries
-            assert len(statements) == 4, statements
-        else:  # fewer versions than runs listed: each version's own newest runs
-            assert len(statements) == 3 + len(versions), statements
+        # a count, each version's newest start, the runs (above the floor, or with fewer versions than runs listed
+        # all of theirs, sorted by the database), their summaries
+        assert len(statements) == 4, statements
     # a window most versions have no run in: those are not asked one by one (a hub's thousands of versions, few of
     # them run since the date asked)
     since = _time(36)
     recent = sorted(((_time(read["hour"]), read["id"]) for read in reads if _time(read["hour"]) >= since), reverse=True)
     answer, statements = _statements_on_runs(store, lambda: queries.impact("file:/hub", since=since))
     assert [run["id"] for run in answer["runs"]] == [run_id for _, run_id in recent]
-    assert 0 < len(recent) < len(versions) and len(statements) <= 3 + len(recent), statements
+    assert 0 < len(recent) < len(versions) and len(statements) == 4, statements
+
+
+def _plan_nodes(plan: dict):
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from _plan_nodes(child)
+
+
+def test_an_impacts_runs_are_counted_paged_and_sorted_from_the_version_index_alone(store):
+    """Every statement of an impact that reads runs by their start (the count, each version's newest start, the runs
+    above a floor or all of a few versions', with and without a window) reads ``lineage_runs`` by an index-only scan
+    of ``ix_lineage_runs_version_start``: the start is an expression of three columns, which PostgreSQL computes from
+    the index only when they are in it (Trap 66). Planned as the statements ran, after a vacuum (an index-only scan
+    needs the pages marked visible), bitmap and sequential scans priced out (a test's table is small)."""
+    plans_store = store.plans_store
+    rng = random.Random(66)
+    readers = [f"dag.reader{i}" for i in range(6)]
+    reads = [
+        {
+            "job": rng.choice(readers),
+            "inputs": {"/hub"} | ({f"/side/{rng.randrange(4)}"} if rng.random() < 0.5 else set()),
+            "start_inputs": set(),
+            "outputs": set(),
+            "hour": rng.randrange(0, 40),
+            "started": rng.random() < 0.8,
+            "id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+        }
+        for _ in range(120)
+    ]
+    plans_store.ingest(impact_events(reads))
+    queries = LineageQueries(plans_store)
+    executed: list[tuple[str, object]] = []
+
+    def record(conn, cursor, statement, parameters, context, executemany):
+        executed.append((statement, parameters))
+
+    event.listen(plans_store.engine, "before_cursor_execute", record)
+    try:
+        answers = [
+            queries.impact("file:/hub", runs=listed, since=since) for listed in (1, 100) for since in (None, _time(30))
+        ]
+    finally:
+        event.remove(plans_store.engine, "before_cursor_execute", record)
+    assert all(answer["runs"] for answer in answers)
+    by_start = [(sql, params) for sql, params in executed if "FROM lineage_runs" in sql and "coalesce(" in sql]
+    counts = [(sql, params) for sql, params in executed if "count(*)" in sql and "FROM lineage_runs" in sql]
+    assert len(by_start) >= 8 and len(counts) == 4, executed  # newest starts and runs, four answers; their counts
+    engine = create_engine(plans_store.url, isolation_level="AUTOCOMMIT")  # VACUUM runs outside a transaction
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql("VACUUM ANALYZE lineage_runs")
+    finally:
+        engine.dispose()
+    with plans_store.engine.connect() as conn:  # a transaction, rolled back: the indexes dropped in it come back
+        cursor = conn.connection.dbapi_connection.cursor()
+        # a test's table is a few pages, where any index is as cheap as another: the runs' other indexes dropped
+        cursor.execute(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'lineage_runs' AND indexname NOT IN "
+            "('lineage_runs_pkey', 'ix_lineage_runs_version_start')"
+        )
+        others = [name for (name,) in cursor.fetchall()]
+        assert "ix_lineage_runs_job_start" in others, others
+        for name in others:
+            cursor.execute(f"DROP INDEX {name}")
+        cursor.execute("SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off")
+        try:
+            for sql, params in by_start + counts:
+                cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
+                reads = [
+                    (node["Node Type"], node.get("Index Name"))
+                    for node in _plan_nodes(cursor.fetchone()[0][0]["Plan"])
+                    if node.get("Relation Name") == "lineage_runs"
+                ]
+                assert reads == [("Index Only Scan", "ix_lineage_runs_version_start")], (sql, reads)
+        finally:
+            conn.rollback()

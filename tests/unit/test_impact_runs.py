@@ -7,7 +7,6 @@ tested on a few jobs."""
 
 from __future__ import annotations
 
-import functools
 import json
 import shutil
 import uuid
@@ -79,7 +78,11 @@ def _expected(runs: list[dict], answer: dict, since: str | None) -> list[str]:
 @pytest.fixture
 def tiny_chunks(monkeypatch):
     """Two jobs (or versions) a query, so that a handful of them make several chunks whose pages are merged."""
-    tiny = functools.partial(sql.chunks, size=2)
+    chunks = sql.chunks
+
+    def tiny(values, size=sql.CHUNK):  # whatever size the caller asks for
+        return chunks(values, 2)
+
     monkeypatch.setattr(impact_query, "chunks", tiny)
     monkeypatch.setattr(sql, "chunks", tiny)  # ``newest_runs``' own
 

@@ -433,3 +433,30 @@ def check_0016_leaves_room_for_hot_rows(url: str) -> None:
         assert conn.execute(options).all() == [("lineage_datasets", filled), ("lineage_jobs", filled)]
         assert conn.execute(rows).all() == jobs
     engine.dispose()
+
+
+def check_0017_holds_run_starts_in_the_version_index(url: str) -> None:
+    """On PostgreSQL (tests/integration/test_lineage_store_postgres.py): a new store's ``ix_lineage_runs_version_start``
+    includes the columns a run's start is computed from; 0016's has only its key, and 0017 adds them again."""
+    from sqlalchemy import text
+
+    from bench.history import History
+    from include.lineage.store.schema import RUN_START_COLUMNS
+
+    definition = text("SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_lineage_runs_version_start'")
+    included = f"INCLUDE ({', '.join(RUN_START_COLUMNS)})"
+    with LineageStore(url) as store:
+        store.ingest(list(History(300, seed=17).events()), batch_size=30)
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        assert conn.execute(definition).scalar_one().endswith(included)
+        runs = conn.execute(text("SELECT count(*) FROM lineage_runs")).scalar_one()
+    assert runs > 10
+    with migrate.migration_lock(engine) as conn:
+        config = migrate.alembic_config(conn)
+        command.downgrade(config, "0016")
+        assert "INCLUDE" not in conn.execute(definition).scalar_one()
+        command.upgrade(config, "head")
+        assert conn.execute(definition).scalar_one().endswith(included)
+        assert conn.execute(text("SELECT count(*) FROM lineage_runs")).scalar_one() == runs
+    engine.dispose()

@@ -36,7 +36,7 @@ from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from include.lineage.errors import LineageError
 
-HEAD = "0016"  # the newest revision under migrations/versions/ (the fast path compares with it, without Alembic)
+HEAD = "0017"  # the newest revision under migrations/versions/ (the fast path compares with it, without Alembic)
 FIRST = "0001"  # the tables ``metadata.create_all`` made before there were migrations
 VERSION_TABLE = "lineage_alembic_version"
 MIGRATIONS = Path(__file__).with_name("migrations")

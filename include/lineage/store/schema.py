@@ -213,6 +213,9 @@ dataset_versions_table = Table(
     UniqueConstraint("dataset_id", "version"),
 )
 
+# The columns a run's start is computed from (``queries.sql.run_start``).
+RUN_START_COLUMNS = ("started_at", "first_event_time", "state_time")
+
 runs_table = Table(
     "lineage_runs",
     metadata,
@@ -250,12 +253,15 @@ Index(
 # version a run has just left (a seek on the first column; a scan of every run without), and an impact's runs are
 # those of the job versions that read the impacted data (a run's version is its inputs, outputs and code): counted
 # and paged newest first from this index alone, never from each run's own input rows (a hub of a year's store was
-# read by a million runs).
+# read by a million runs). On PostgreSQL the index also holds the start's columns: it reads an expression's value from
+# an index only when the columns it is computed from are in it (else a row of the table a run: one page each, a
+# run's row being KB of facets; Trap 66).
 Index(
     "ix_lineage_runs_version_start",
     runs_table.c.job_version_id,
     func.coalesce(runs_table.c.started_at, runs_table.c.first_event_time, runs_table.c.state_time),
     runs_table.c.id,
+    postgresql_include=RUN_START_COLUMNS,
 )
 
 # A run read (input) or wrote (output) a dataset, in a version when one was known. An output's ``written_at`` is when

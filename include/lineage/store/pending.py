@@ -185,7 +185,7 @@ class PendingWrites:
         if run_id in self._stored_before:
             stored = self._stored_io.get(run_id)
             if stored is None:
-                stored = self._stored_io[run_id] = set(conn.execute(SELECT_RUN_IO, {"p_run": run_id}).tuples())
+                stored = self._stored_io[run_id] = set(map(tuple, conn.execute(SELECT_RUN_IO, {"p_run": run_id})))
         return stored | self._run_io.get(run_id, set())
 
     def flush_run_datasets(self, conn: Connection) -> None:

@@ -566,9 +566,9 @@ def _sqlite_pragmas(engine: Engine) -> None:
         # the endpoint) then wait for each other instead of failing to upgrade a read lock. Readers never wait (WAL).
         dbapi_connection.isolation_level = "IMMEDIATE"
         cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA busy_timeout=30000")  # first: setting the journal mode may wait for a lock too
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute("PRAGMA busy_timeout=30000")
         # Reads through a memory map of the file (the OS's page cache, shared by connections), not SQLite's 2 MiB
         # page cache per connection: the nodes of a 2,220-node answer cost 8 ms with the cache, 3 ms mapped.
         cursor.execute("PRAGMA mmap_size=1073741824")

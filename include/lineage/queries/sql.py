@@ -137,7 +137,8 @@ _PAGE_KEY = re.compile(r":page_key\b")
 
 @functools.lru_cache(maxsize=8)
 def _named_parameters(dialect_class: type) -> object:
-    """A dialect of the connection's kind that writes ``:name`` parameters (what ``fetch_rows`` takes)."""
+    """A dialect of the connection's kind that writes ``:name`` parameters, the text's own around the page (sqlite3
+    takes them; ``_pyformat`` spells them for psycopg2)."""
     return dialect_class(paramstyle="named")
 
 

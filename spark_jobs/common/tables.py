@@ -38,10 +38,24 @@ def ensure_table(spark, table: str, schema, partitioned_by: str | None = None, p
     partitioning = f" PARTITIONED BY ({partitioned_by})" if partitioned_by else ""
     table_properties = {"format-version": "2", "write.merge.mode": "copy-on-write", **(properties or {})}
     rendered = ", ".join(f"'{key}'='{value}'" for key, value in table_properties.items())
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {settings.CatalogSettings.current().name}.{settings.ICEBERG_NAMESPACE}")
+    ensure_namespace(spark)
     spark.sql(
         f"CREATE TABLE IF NOT EXISTS {qualified(table)} ({columns}) USING iceberg{partitioning} TBLPROPERTIES ({rendered})"
     )
+
+
+def ensure_namespace(spark) -> None:
+    """CREATE NAMESPACE IF NOT EXISTS, whoever else creates it at the same moment. The REST catalog's JDBC store
+    answers the second of two concurrent creations of a namespace with a server error (the unique key of its
+    ``iceberg_namespace_properties``: "Failed to execute: INSERT INTO iceberg_namespace_properties"), not with "already
+    exists", which ``IF NOT EXISTS`` would pass over: seen when the fleet ran the taxi and weather DAGs at once on a new
+    catalog (Trap 67). The namespace then exists, which is all this asks; any other failure is raised."""
+    namespace = f"{settings.CatalogSettings.current().name}.{settings.ICEBERG_NAMESPACE}"
+    try:
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
+    except Exception:
+        if not spark.catalog.databaseExists(namespace):
+            raise
 
 
 def table_property(spark, table: str, key: str) -> str | None:

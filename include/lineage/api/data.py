@@ -18,7 +18,7 @@ from include.lineage.api.audits import audit_runs as audit_runs
 from include.lineage.api.audits import blocked_of, blocked_spans, blocked_summary, blocked_tables
 from include.lineage.queries import DEFAULT_DEPTH, LineageQueries, Node, closure_downstream, parse_instant
 from include.lineage.queries.problems import facet_problems
-from include.lineage.queries.sql import chunks, newest_runs
+from include.lineage.queries.sql import chunks, newest_runs, run_start
 from include.lineage.queries.walks import as_of_edges
 from include.lineage.store import iter_events
 from include.lineage.store.schema import (
@@ -459,7 +459,7 @@ def as_of_data(queries: LineageQueries) -> dict:
         events_table,
         nodes_table,
     )
-    started = func.coalesce(r.c.started_at, r.c.first_event_time, r.c.state_time)
+    started = run_start()
     with queries.store.engine.connect() as conn:
         keys = dict(conn.execute(select(n.c.id, n.c.key)).all())
         created = {

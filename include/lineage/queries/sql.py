@@ -14,7 +14,7 @@ from sqlalchemy import bindparam, func, select
 from sqlalchemy.engine import Connection
 
 from include.lineage.store import ancestry
-from include.lineage.store.schema import job_versions_table, jobs_table, runs_table
+from include.lineage.store.schema import RUN_START_COLUMNS, job_versions_table, jobs_table, runs_table
 
 DEFAULT_DEPTH = 20  # Marquez's default
 CHUNK = 500
@@ -59,12 +59,7 @@ def run_start():
     """When a run started: its START event, else its earliest event (``first_event_time``, where the store keeps
     it), else its latest state change."""
     r = runs_table
-    first = r.c.get("first_event_time")
-    return (
-        func.coalesce(r.c.started_at, first, r.c.state_time)
-        if first is not None
-        else func.coalesce(r.c.started_at, r.c.state_time)
-    )
+    return func.coalesce(*(r.c[name] for name in RUN_START_COLUMNS if name in r.c))
 
 
 def newest_runs(conn: Connection, column, keys: Iterable, limit: int, where: Iterable = ()) -> list[tuple[str, str]]:

@@ -213,7 +213,7 @@ dataset_versions_table = Table(
     UniqueConstraint("dataset_id", "version"),
 )
 
-# The columns a run's start is computed from (``queries.sql.run_start``).
+# The columns a run's start is computed from, first set first (``queries.sql.run_start``, the runs' start indexes).
 RUN_START_COLUMNS = ("started_at", "first_event_time", "state_time")
 
 runs_table = Table(
@@ -240,13 +240,21 @@ runs_table = Table(
     Column("first_event_time", String(32)),  # the earliest event time of the run: its time among the job's runs
     Column("facet_times", Text),  # {facet name: [event time, event id]} of the event each facet came from
 )
+
+
+def _run_start():
+    """When a run started, as the indexes below hold it: the first of ``RUN_START_COLUMNS`` set (the queries order
+    by the same expression, ``queries.sql.run_start``, or the index is not theirs)."""
+    return func.coalesce(*(runs_table.c[name] for name in RUN_START_COLUMNS))
+
+
 # A job's latest run started by an instant (the as-of walk, ``lineage run-at``) is one seek: the index holds the very
 # expression those queries order by (``queries.sql.run_start``); without it each question read every run of the job,
 # which grows with history.
 Index(
     "ix_lineage_runs_job_start",
     runs_table.c.job_id,
-    func.coalesce(runs_table.c.started_at, runs_table.c.first_event_time, runs_table.c.state_time),
+    _run_start(),
     runs_table.c.id,
 )
 # The runs of a job version, by when they started. ``statements.RUN_USING_VERSION`` asks whether any run still has a
@@ -259,7 +267,7 @@ Index(
 Index(
     "ix_lineage_runs_version_start",
     runs_table.c.job_version_id,
-    func.coalesce(runs_table.c.started_at, runs_table.c.first_event_time, runs_table.c.state_time),
+    _run_start(),
     runs_table.c.id,
     postgresql_include=RUN_START_COLUMNS,
 )

@@ -75,14 +75,19 @@ def _expected(runs: list[dict], answer: dict, since: str | None) -> list[str]:
     return [run_id for _, run_id in sorted(found, reverse=True)]
 
 
+CHUNKS = sql.chunks
+
+
+def at_most(size: int):
+    """``sql.chunks`` with lists of at most ``size``, whatever size its caller asks for (the keys of an ``IN`` and the
+    pages joined in one statement alike)."""
+    return lambda values, asked=sql.CHUNK: CHUNKS(values, min(asked, size))
+
+
 @pytest.fixture
 def tiny_chunks(monkeypatch):
     """Two jobs (or versions) a query, so that a handful of them make several chunks whose pages are merged."""
-    chunks = sql.chunks
-
-    def tiny(values, size=sql.CHUNK):  # whatever size the caller asks for
-        return chunks(values, 2)
-
+    tiny = at_most(2)
     monkeypatch.setattr(impact_query, "chunks", tiny)
     monkeypatch.setattr(sql, "chunks", tiny)  # ``newest_runs``' own
 

@@ -19,10 +19,9 @@ from include.lineage.queries import LineageQueries, sql
 from include.lineage.queries.sql import newest_runs
 from include.lineage.store import LineageStore
 from include.lineage.store.schema import jobs_table, runs_table
-from tests.unit.test_impact_runs import _time
+from tests.unit.test_impact_runs import _time, at_most
 from tests.unit.test_lineage_store import NS, _event, _parent
 
-CHUNKS = sql.chunks
 JOBS = {"dag_a": "DAG", "dag_b": "DAG", "dag_a.task": "TASK", "spark_app": "JOB"}
 
 RUN = st.fixed_dictionaries(
@@ -48,12 +47,6 @@ def _events(runs: list[dict]) -> list[dict]:
     return events
 
 
-def _at_most(size: int):
-    """``sql.chunks`` with lists of at most ``size``, whatever size its caller asks for (the keys of an ``IN`` and the
-    pages joined in one statement alike)."""
-    return lambda values, asked=sql.CHUNK: CHUNKS(values, min(asked, size))
-
-
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     runs=st.lists(RUN, min_size=1, max_size=30, unique_by=lambda run: run["id"]),
@@ -70,7 +63,7 @@ def test_the_newest_runs_of_some_jobs_are_those_a_sort_of_all_their_runs_gives(
     shutil.copyfile(empty_store_file, folder / "store.db")
     with LineageStore(f"sqlite:///{folder / 'store.db'}") as store:
         store.ingest(_events(runs))
-        with store.engine.connect() as conn, mock.patch.object(sql, "chunks", _at_most(chunk)):
+        with store.engine.connect() as conn, mock.patch.object(sql, "chunks", at_most(chunk)):
             ids = dict(conn.execute(select(jobs_table.c.name, jobs_table.c.id)).all())
             keys = [ids[job] for job in jobs if job in ids]
             roots = newest_runs(conn, runs_table.c.job_id, keys, limit, [runs_table.c.parent_run_id.is_(None)])

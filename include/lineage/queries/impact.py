@@ -3,18 +3,18 @@ what it wrote, transitively)."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
 from include.core.jsontext import loads
 from include.lineage.queries.names import Node, Subgraph, edges_among, nodes_of
 from include.lineage.queries.runs import descendant_runs, resolve_run, run_summary
-from include.lineage.queries.sql import chunks, closure_downstream, newest_runs, run_start
+from include.lineage.queries.sql import chunks, closure_downstream, fetch_rows, in_list, newest_runs_counted, run_start
 from include.lineage.store.schema import (
     dataset_versions_table,
     datasets_table,
-    job_versions_table,
-    jobs_table,
     run_datasets_table,
     runs_table,
 )
@@ -45,12 +45,7 @@ def runs_reading(
             reverse=True,
         )
         return _summaries(conn, [run_id for _, run_id in newest]), len(newest)
-    total = 0
-    for chunk in chunks(versions):  # from ``ix_lineage_runs_version_start`` alone: it holds every column asked
-        total += conn.execute(
-            select(func.count()).select_from(r).where(r.c.job_version_id.in_(chunk), *window)
-        ).scalar()
-    newest = newest_runs(conn, r.c.job_version_id, versions, limit, window) if limit else []
+    newest, total = newest_runs_counted(conn, r.c.job_version_id, versions, limit or 0, window)
     return _summaries(conn, [run_id for _, run_id in newest]), total
 
 
@@ -59,32 +54,48 @@ def _versions_reading(conn: Connection, sub: Subgraph) -> list[int]:
     inputs and outputs of all its events and its code (``store.ingest``), so the runs that read a dataset are those of
     the versions that list it: found from the versions (thousands), never run by run (a hub of a year's store: a
     million runs, each with its own input rows). Names compare as the versions spell them (``namespace:name``)."""
-    d, j, jv = datasets_table, jobs_table, job_versions_table
-    dataset_node_ids = [n.id for n in sub.nodes.values() if n.kind == "dataset"]
-    names = {
-        f"{namespace}:{name}"
-        for chunk in chunks(dataset_node_ids)
-        for namespace, name in conn.execute(select(d.c.namespace, d.c.name).where(d.c.node_id.in_(chunk)))
-    }
+    # a dataset node is named as its dataset's row (the store finds one by the other's namespace and name)
+    names = {f"{n.namespace}:{n.name}" for n in sub.nodes.values() if n.kind == "dataset"}
     versions = []
     for chunk in chunks([n.id for n in sub.jobs()]):
-        query = select(jv.c.id, jv.c.inputs).join(j, j.c.id == jv.c.job_id).where(j.c.node_id.in_(chunk))
-        versions += [version for version, inputs in conn.execute(query) if names.intersection(loads(inputs or "[]"))]
+        placeholders, params = in_list(chunk)
+        versions += [
+            version
+            for version, inputs in fetch_rows(conn, _VERSIONS_OF_JOB_NODES.format(placeholders), params)
+            if names.intersection(loads(inputs or "[]"))
+        ]
     return versions
+
+
+_VERSIONS_OF_JOB_NODES = (
+    "SELECT v.id, v.inputs FROM lineage_job_versions v JOIN lineage_jobs j ON j.id = v.job_id WHERE j.node_id IN ({})"
+)
 
 
 def _summaries(conn: Connection, run_ids: list[str]) -> list[dict]:
     """The runs' summaries (the columns ``run_summary`` reads, never a run's facets), in the order given."""
-    r, j = runs_table, jobs_table
     found = {}
     for chunk in chunks(run_ids):
-        query = (
-            select(r.c.id, r.c.state, r.c.started_at, r.c.ended_at, j.c.namespace, j.c.name)
-            .join(j, j.c.id == r.c.job_id)
-            .where(r.c.id.in_(chunk))
+        placeholders, params = in_list(chunk)
+        found.update(
+            (row[0], run_summary(_Summary(*row))) for row in fetch_rows(conn, _SUMMARIES.format(placeholders), params)
         )
-        found.update((row.id, run_summary(row)) for row in conn.execute(query))
     return [found[run_id] for run_id in run_ids if run_id in found]
+
+
+class _Summary(NamedTuple):  # a row of ``_SUMMARIES``, as ``run_summary`` reads it
+    id: str
+    state: str | None
+    started_at: str | None
+    ended_at: str | None
+    namespace: str
+    name: str
+
+
+_SUMMARIES = (
+    "SELECT r.id, r.state, r.started_at, r.ended_at, j.namespace, j.name"
+    " FROM lineage_runs r JOIN lineage_jobs j ON j.id = r.job_id WHERE r.id IN ({})"
+)
 
 
 def impact_of_run(conn: Connection, run_ref: str, store_url: str) -> dict:

@@ -220,6 +220,24 @@ def test_a_name_two_datasets_symlinks_claim_names_both_and_resolving_it_is_ambig
     assert queries.resolve("dataset:file:/archive/trips").name == "/archive/trips"  # each by its own id
 
 
+def test_a_nodes_own_key_wins_over_the_same_text_another_dataset_claims_as_a_name(store):
+    """A key and the aliases are asked in one statement (``names._NODE_BY_KEY_OR_ALIAS``), the key's match first: a
+    dataset whose symlink claims another's key as its table name does not make that key ambiguous, and its own
+    names still find it."""
+    keyed = _event("write", str(uuid.uuid4()), outputs=[("pg://h", "5432:db.t")])  # its key: dataset:pg://h:5432:db.t
+    claiming = _event("copy", str(uuid.uuid4()), outputs=[("file", "/y")])
+    claiming["outputs"][0]["facets"] = {
+        "symlinks": {"identifiers": [{"namespace": "x", "name": "dataset:pg://h:5432:db.t", "type": "TABLE"}]}
+    }
+    store.ingest([keyed, claiming])
+    queries = LineageQueries(store)
+    # no dataset (pg://h:5432, db.t): the id is read as a key, which the claiming dataset's alias also spells
+    assert queries.resolve("dataset:pg://h:5432:db.t")[3:5] == ("pg://h", "5432:db.t")
+    assert queries.resolve("/y")[3:5] == ("file", "/y")  # an alias alone
+    with pytest.raises(UnknownNodeError):
+        queries.resolve("dataset:pg://nowhere:db.t")
+
+
 # ----------------------------------------------------------------------------- a store of the previous release
 def test_upgrading_a_store_of_the_previous_release_recomputes_every_events_key_from_its_payload(tmp_path):
     old = tmp_path / "old.db"

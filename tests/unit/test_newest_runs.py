@@ -70,9 +70,21 @@ def test_the_newest_runs_of_some_jobs_are_those_a_sort_of_all_their_runs_gives(
             every = newest_runs(conn, runs_table.c.job_id, keys, limit)
         expected = sorted(((_time(run["hour"]), run["id"]) for run in runs if run["job"] in jobs), reverse=True)
         # (the store spells instants its own way: compared by run id, in order)
-        assert [run_id for _, run_id in every] == [run_id for _, run_id in expected[:limit]]
+        assert [run.id for run in every] == [run_id for _, run_id in expected[:limit]]
         roots_expected = [i for _, i in expected if not next(r for r in runs if r["id"] == i)["child"]]
-        assert [run_id for _, run_id in roots] == roots_expected[:limit]
+        assert [run.id for run in roots] == roots_expected[:limit]
+        # each run listed with what a list shows of it (``sql.ListedRun``), from its own row
+        generated = {run["id"]: run for run in runs}
+        for listed in every + roots:
+            run = generated[listed.id]
+            hours = (run["hour"], run["hour"] + 1) if run["started"] else (None, run["hour"])
+            assert (listed.job_id, listed.state) == (ids[run["job"]], "COMPLETED"), listed
+            shown = (listed.start, listed.started_at, listed.ended_at)
+            assert [instant and instant[:13] for instant in shown] == [
+                _time(hours[0] if run["started"] else run["hour"])[:13],
+                hours[0] is not None and _time(hours[0])[:13] or None,
+                _time(hours[1])[:13],
+            ], listed
         # the page's picker: the newest DAG runs (of DAG-level jobs, without a parent), each with its job
         picker = data.graph(LineageQueries(store))["runs"]
         dag_runs = sorted(
@@ -101,7 +113,7 @@ def test_a_run_of_the_floors_start_in_a_later_job_still_wins_by_its_id(empty_sto
         with store.engine.connect() as conn:
             ids = dict(conn.execute(select(jobs_table.c.name, jobs_table.c.id)).all())
             newest = newest_runs(conn, runs_table.c.job_id, [ids["dag_a"], ids["dag_b"]], 1)
-    assert [run_id for _, run_id in newest] == [high]
+    assert [run.id for run in newest] == [high]
 
 
 def test_no_keys_no_runs(empty_store_file, tmp_path):

@@ -83,13 +83,18 @@ def _explained_while(store: LineageStore, table: str, call) -> list[tuple[str, l
         connection.close()
 
 
+_RUNS_KEY = "sqlite_autoindex_lineage_runs_1"  # the runs' primary key (a text id: an index of its own)
+
+
 def _assert_pages_in_index_order(plan: list[str], index: str, keys: int) -> None:
     """``queries.sql.newest_runs``' pages joined in one statement: each key's page a search of ``index`` in its order
     (no sort of all the key's runs: the page's LIMIT stops the read); what is sorted is a page's rows once read (SQLite
-    merges the pages: ``SCAN page_<i>`` then a sort), never a key's runs as the search finds them."""
+    merges the pages: ``SCAN page_<i>`` then a sort), never a key's runs as the search finds them; then the runs
+    listed, each read from its row by its key (``sql._with_listed``)."""
     reads = [step for step in plan if "lineage_runs" in step]
-    assert len(reads) == keys, plan
-    assert all(step.startswith(f"SEARCH lineage_runs USING INDEX {index}") for step in reads), plan
+    assert len(reads) == keys + 1, plan
+    assert all(step.startswith(f"SEARCH lineage_runs USING INDEX {index}") for step in reads[:-1]), plan
+    assert reads[-1] == f"SEARCH r USING INDEX {_RUNS_KEY} (id=?)", plan
     sorts = [at for at, step in enumerate(plan) if "TEMP B-TREE" in step]
     assert sorts and all(plan[at - 1].startswith("SCAN page_") for at in sorts), plan
 
@@ -149,9 +154,13 @@ def test_the_year_answers_read_runs_by_their_indexes_never_every_run(tmp_path):
             "SEARCH lineage_runs USING INDEX ix_lineage_runs_version_start (job_version_id=?)" in step
             for step in newest_plan
         ), newest_plan
-        assert floor_plan[0] == (
-            "SEARCH lineage_runs USING INDEX ix_lineage_runs_version_start (job_version_id=? AND <expr>>?)"
-        ), floor_plan
+        # the runs above the floor in the index's order (no sort), then the listed ones' rows by their key
+        assert floor_plan == [
+            "MATERIALIZE anon_1",
+            "SEARCH lineage_runs USING INDEX ix_lineage_runs_version_start (job_version_id=? AND <expr>>?)",
+            "SCAN anon_1",
+            f"SEARCH lineage_runs USING INDEX {_RUNS_KEY} (id=?)",
+        ], floor_plan
         for plan in (newest_plan, floor_plan):
             assert not [step for step in plan if step.startswith("SCAN lineage_runs")], plan
     with LineageStore(f"sqlite:///{tmp_path / 'audits.db'}") as store:

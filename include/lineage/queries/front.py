@@ -62,10 +62,14 @@ class LineageQueries:
         """Upstream and downstream together (the CLI's directed walks; Marquez's own graph is ``marquez_lineage``)."""
         return self._walk(ref, "both", depth, as_of, all_history)
 
-    def _walk(self, ref: str, direction: str, depth: int, as_of: str | None, all_history: bool) -> Subgraph:
+    def _walk(
+        self, ref: str, direction: str, depth: int, as_of: str | None, all_history: bool, conn: Connection | None = None
+    ) -> Subgraph:
         as_of = parse_instant(as_of) if as_of is not None else None
-        with self.store.engine.connect() as conn:
-            return walks.walk(conn, self.resolve(ref, conn), direction, depth, as_of, all_history)
+        if conn is None:
+            with self.store.engine.connect() as own:
+                return walks.walk(own, self.resolve(ref, own), direction, depth, as_of, all_history)
+        return walks.walk(conn, self.resolve(ref, conn), direction, depth, as_of, all_history)
 
     # ------------------------------------------------------------------------- Marquez's GET /api/v1/lineage
     def marquez_model(self) -> MarquezModel:
@@ -112,8 +116,8 @@ class LineageQueries:
         runs that read the data to list, newest first (None: all); ``runsTotal`` counts them all."""
         if runs is not None and runs < 0:
             raise LineageError(f"runs={runs}: list 0 or more runs (None: all of them)")
-        sub = self.downstream(ref, depth, as_of=as_of, all_history=all_history)
-        with self.store.engine.connect() as conn:
+        with self.store.engine.connect() as conn:  # one connection: a checkout less of every answer
+            sub = self._walk(ref, "downstream", depth, as_of, all_history, conn)
             listed, total = impact.runs_reading(conn, sub, since, runs)
         return {"subgraph": sub, "runs": listed, "runsTotal": total, "since": since}
 

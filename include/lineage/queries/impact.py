@@ -30,7 +30,7 @@ def runs_reading(
     """The newest ``limit`` runs (every one with ``limit=None``) of the downstream subgraph's jobs that read any of
     its datasets, newest first by when they started (``run_start``), and how many such runs there are in all. With
     ``sub.as_of``, only runs started by then; with ``since``, only those started at or after it."""
-    versions = _versions_reading(conn, sub)
+    versions, job_names = _versions_reading(conn, sub)
     r, start = runs_table, run_start()
     window = ([start <= sub.as_of] if sub.as_of is not None else []) + ([start >= since] if since is not None else [])
     if limit is None:  # every one: read, then counted as read
@@ -45,30 +45,36 @@ def runs_reading(
             reverse=True,
         )
         return _summaries(conn, [run_id for _, run_id in newest]), len(newest)
-    newest, total = newest_runs_counted(conn, r.c.job_version_id, versions, limit or 0, window)
-    return _summaries(conn, [run_id for _, run_id in newest]), total
+    newest, total = newest_runs_counted(conn, r.c.job_version_id, versions, limit, window)
+    # each run listed with its summary, from the version index (on PostgreSQL: revision 0018), its job from the versions
+    return [
+        run_summary(_Summary(run.id, run.state, run.started_at, run.ended_at, *job_names[run.job_id])) for run in newest
+    ], total
 
 
-def _versions_reading(conn: Connection, sub: Subgraph) -> list[int]:
-    """The ids of the versions of the subgraph's jobs that read one of its datasets. A run's job version is the
+def _versions_reading(conn: Connection, sub: Subgraph) -> tuple[list[int], dict[int, tuple[str, str]]]:
+    """The ids of the versions of the subgraph's jobs that read one of its datasets, and those jobs' names by their
+    ids (job id -> namespace, name). A run's job version is the
     inputs and outputs of all its events and its code (``store.ingest``), so the runs that read a dataset are those of
     the versions that list it: found from the versions (thousands), never run by run (a hub of a year's store: a
     million runs, each with its own input rows). Names compare as the versions spell them (``namespace:name``)."""
     # a dataset node is named as its dataset's row (the store finds one by the other's namespace and name)
     names = {f"{n.namespace}:{n.name}" for n in sub.nodes.values() if n.kind == "dataset"}
-    versions = []
+    versions, job_names = [], {}
     for chunk in chunks([n.id for n in sub.jobs()]):
         placeholders, params = in_list(chunk)
-        versions += [
-            version
-            for version, inputs in fetch_rows(conn, _VERSIONS_OF_JOB_NODES.format(placeholders), params)
-            if names.intersection(loads(inputs or "[]"))
-        ]
-    return versions
+        for version, inputs, job_id, namespace, name in fetch_rows(
+            conn, _VERSIONS_OF_JOB_NODES.format(placeholders), params
+        ):
+            if names.intersection(loads(inputs or "[]")):
+                versions.append(version)
+                job_names[job_id] = (namespace, name)
+    return versions, job_names
 
 
 _VERSIONS_OF_JOB_NODES = (
-    "SELECT v.id, v.inputs FROM lineage_job_versions v JOIN lineage_jobs j ON j.id = v.job_id WHERE j.node_id IN ({})"
+    "SELECT v.id, v.inputs, j.id, j.namespace, j.name FROM lineage_job_versions v JOIN lineage_jobs j"
+    " ON j.id = v.job_id WHERE j.node_id IN ({})"
 )
 
 

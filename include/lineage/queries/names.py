@@ -108,9 +108,11 @@ _NODE_COLUMNS = "id, key, kind, namespace, name, label"  # Node's fields, in ord
 _NODE_BY_IDENTITY = (
     f"SELECT {_NODE_COLUMNS} FROM lineage_nodes WHERE kind = :kind AND namespace = :namespace AND name = :name"
 )
-_NODE_BY_KEY = f"SELECT {_NODE_COLUMNS} FROM lineage_nodes WHERE key = :ref"
-_NODE_BY_ALIAS = (
-    "SELECT DISTINCT n.id, n.key, n.kind, n.namespace, n.name, n.label FROM lineage_nodes n"
+# A node's key wins over its aliases (a name several nodes' aliases share may be one node's key); both asked at once,
+# the key's match ranked first (one round trip where a key, then an alias, were two).
+_NODE_BY_KEY_OR_ALIAS = (
+    f"SELECT {_NODE_COLUMNS}, 0 AS rank FROM lineage_nodes WHERE key = :ref"
+    " UNION SELECT n.id, n.key, n.kind, n.namespace, n.name, n.label, 1 FROM lineage_nodes n"
     " JOIN lineage_node_aliases a ON a.node_id = n.id WHERE a.alias = :ref"
 )
 
@@ -127,9 +129,9 @@ def resolve(conn: Connection, ref: str, store_url: str) -> Node:
         kind, namespace, name = parsed
         rows = fetch_rows(conn, _NODE_BY_IDENTITY, {"kind": kind, "namespace": namespace, "name": name})
     if not rows:
-        rows = fetch_rows(conn, _NODE_BY_KEY, {"ref": ref})
-    if not rows:
-        rows = fetch_rows(conn, _NODE_BY_ALIAS, {"ref": ref})
+        ranked = fetch_rows(conn, _NODE_BY_KEY_OR_ALIAS, {"ref": ref})
+        best = min((rank for *_, rank in ranked), default=None)
+        rows = list({row[0]: row[:-1] for row in ranked if row[-1] == best}.values())  # a node once, by its id
     if len(rows) == 1:
         return Node(*rows[0])
     if len(rows) > 1:

@@ -151,10 +151,7 @@ NOAA_BASE_URL = _define(
     "sources",
 )
 SAMPLE_SOURCE_PORT = _define(
-    "SAMPLE_SOURCE_PORT",
-    "18080",
-    "port of the sample-file server (`pipeline sample-source`) on 127.0.0.1",
-    "sources",
+    "SAMPLE_SOURCE_PORT", "18080", "port of the sample-file server (`pipeline sample-source`) on 127.0.0.1", "sources"
 )
 DEMO_ROWS_PER_MONTH = _define(
     "DEMO_ROWS_PER_MONTH", "300000", "taxi trips generated per month for the demo", "sources", minimum=1
@@ -162,6 +159,12 @@ DEMO_ROWS_PER_MONTH = _define(
 # -- lineage
 LINEAGE_STORE_URL = _define(
     "LINEAGE_STORE_URL", None, "SQLAlchemy URL of the lineage store; unset: SQLite `var/lineage/store.db`", "lineage"
+)
+LINEAGE_STORE_PREPARE = _define(
+    "LINEAGE_STORE_PREPARE",
+    "on",
+    "PostgreSQL store: prepare the questions a connection asks again (`off` behind a PgBouncer in transaction mode)",
+    "lineage",
 )
 LINEAGE_FACETS_BUDGET_SECONDS = _define(
     "LINEAGE_FACETS_BUDGET_SECONDS",
@@ -306,13 +309,11 @@ BENCH_INGEST_EVENTS = _define(
     "BENCH_INGEST_EVENTS", "2000", "events posted to `lineage serve` per ingest-throughput figure", "bench", minimum=1
 )
 
-
 ICEBERG_NAMESPACE = "nyc_taxi"
 OPENLINEAGE_NAMESPACE = "nyc_taxi_pipeline"
 LOCAL_REST_HOST = "127.0.0.1"
 DEFAULT_REST_PORT = 18181
 DEFAULT_SPARK_MASTER = "local[*]"
-
 
 # The Spark line of pyspark and of the Spark-side jars (iceberg-spark-runtime-4.1_2.13, openlineage-spark_2.13):
 # tests/integration/test_stack.py checks all three agree. Spark 4 runs with ANSI mode on (its default,

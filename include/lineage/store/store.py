@@ -30,16 +30,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy import (
-    Table,
-    bindparam,
-    create_engine,
-    event,
-    func,
-    select,
-    text,
-    update,
-)
+from sqlalchemy import Table, bindparam, create_engine, event, func, select, text, update
 from sqlalchemy.engine import Connection, Engine
 
 from include.core import settings
@@ -47,7 +38,7 @@ from include.core.collector import cyclic_gc_paused
 from include.core.jsontext import loads
 from include.lineage.errors import InvalidEventError, LineageError, UnreadableEventFileError
 from include.lineage.events import SourcedEvent, check_event, dataset_key, job_key, read_event_file
-from include.lineage.store import ancestry, migrate
+from include.lineage.store import ancestry, migrate, prepared
 from include.lineage.store.batch_reads import CHUNK, in_chunks, read_datasets, rows_of_pairs
 from include.lineage.store.bulk import execute_many
 from include.lineage.store.ingest import EventIngest, FacetRow
@@ -587,6 +578,8 @@ def _postgres_session(engine: Engine) -> None:
         cursor.execute("SELECT set_config('jit', 'off', false) WHERE current_setting('jit', true) IS NOT NULL")
         cursor.close()
         dbapi_connection.commit()  # the SET outside any transaction the pool's first user begins
+
+    prepared.enable(engine)  # the questions a connection asks again, planned once there
 
 
 def iter_events(store: LineageStore, run_id: str | None = None) -> Iterator[dict]:

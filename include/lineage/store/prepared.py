@@ -1,12 +1,13 @@
 """PostgreSQL's prepared statements for the store's repeated reads, one set per connection.
 
 PostgreSQL plans a statement each time it is sent as text, and the store's questions are short index walks written
-as a few joins: planning is most of their time (run provenance at 10^5 events: 4.3 ms of planning for 1.6 ms of
-execution; prepared, the whole round trip took 1.3 ms against 6.8). A read the store sends again on a connection is
-prepared there (``PREPARE``) and then executed by name; PostgreSQL itself plans the first five executions for their
-values, then keeps a generic plan if it costs no more (``plan_cache_mode``). psycopg2, unlike psycopg 3, never
-prepares anything itself: SQLAlchemy's reads are prepared at the driver's call (``do_execute``, after every
-``before_cursor_execute`` listener has seen the statement as written), ``queries.sql.fetch_rows``' by its own call.
+as a few joins: planning is most of their time (Trap 69; run provenance at 10^5 events: 4.3 ms of planning for
+1.6 ms of execution; prepared, the whole round trip took 1.3 ms against 6.8). A read the store sends again on a
+connection is prepared there (``PREPARE``) and then executed by name; PostgreSQL itself plans the first five
+executions for their values, then keeps a generic plan if it costs no more (``plan_cache_mode``). psycopg2, unlike
+psycopg 3, never prepares anything itself: SQLAlchemy's reads are prepared at the driver's call (``do_execute``,
+after every ``before_cursor_execute`` listener has seen the statement as written), ``queries.sql.fetch_rows``' by
+its own call.
 
 A connection's prepared statements live as long as it does and survive a rolled-back transaction; the least recently
 used go (``DEALLOCATE``) past ``MOST_PREPARED``. A PREPARE that PostgreSQL refuses (a parameter whose type it cannot
@@ -120,6 +121,6 @@ def enable(engine: Engine) -> None:
             return False  # SQLAlchemy executes it as written
         try:
             statements = context.root_connection.connection.info.get(INFO_KEY)
-        except NotImplementedError:  # the dialect's first look at a new connection: no pool entry, no ``info``
+        except NotImplementedError:  # the dialect's first look at a connection: no pool entry (Trap 70)
             return False
         return statements is not None and statements.run(cursor, statement, parameters)

@@ -124,6 +124,10 @@ def test_the_newest_runs_are_listed_and_every_one_counted(
         assert [run["id"] for run in answer["runs"]] == expected[:listed]
         every = queries.impact(f"dataset:{FILE}:{focus}", since=since, runs=None)
         assert [run["id"] for run in every["runs"]] == expected and every["runsTotal"] == len(expected)
+        # the runs listed carry what the index's pages and the versions gave them, as every run's read by its key does
+        assert answer["runs"] == every["runs"][:listed]
+        job_of = {run["id"]: run["job"] for run in runs}
+        assert all(run["job"]["name"] == job_of[run["id"]] and run["state"] for run in answer["runs"]), answer["runs"]
 
 
 @pytest.fixture

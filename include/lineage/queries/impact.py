@@ -46,7 +46,7 @@ def runs_reading(
         )
         return _summaries(conn, [run_id for _, run_id in newest]), len(newest)
     newest, total = newest_runs_counted(conn, r.c.job_version_id, versions, limit, window)
-    # each run listed with its summary, from the version index (on PostgreSQL: revision 0018), its job from the versions
+    # each run listed with its summary, read with the pages (``sql._with_listed``), its job's name with the versions
     return [
         run_summary(_Summary(run.id, run.state, run.started_at, run.ended_at, *job_names[run.job_id])) for run in newest
     ], total
@@ -54,10 +54,10 @@ def runs_reading(
 
 def _versions_reading(conn: Connection, sub: Subgraph) -> tuple[list[int], dict[int, tuple[str, str]]]:
     """The ids of the versions of the subgraph's jobs that read one of its datasets, and those jobs' names by their
-    ids (job id -> namespace, name). A run's job version is the
-    inputs and outputs of all its events and its code (``store.ingest``), so the runs that read a dataset are those of
-    the versions that list it: found from the versions (thousands), never run by run (a hub of a year's store: a
-    million runs, each with its own input rows). Names compare as the versions spell them (``namespace:name``)."""
+    ids (job id -> namespace, name). A run's job version is the inputs and outputs of all its events and its code
+    (``store.ingest``), so the runs that read a dataset are those of the versions that list it: found from the
+    versions (thousands), never run by run (a hub of a year's store: a million runs, each with its own input rows).
+    Names compare as the versions spell them (``namespace:name``)."""
     # a dataset node is named as its dataset's row (the store finds one by the other's namespace and name)
     names = {f"{n.namespace}:{n.name}" for n in sub.nodes.values() if n.kind == "dataset"}
     versions, job_names = [], {}

@@ -1,10 +1,12 @@
 """``store/prepared.py`` on a real PostgreSQL (a cluster of the test's own on loopback): a read the store sends again
 on a connection is prepared there and executed by name, with the answers it had as text; what PostgreSQL refuses to
-prepare runs as text without breaking the transaction; a connection keeps at most ``MOST_PREPARED``; and
-``LINEAGE_STORE_PREPARE=off`` prepares nothing. What PostgreSQL holds is read from ``pg_prepared_statements``."""
+prepare runs as text without breaking the transaction; a connection keeps at most ``MOST_PREPARED``; a session
+that lost its statements fails one question, not every later one; and ``LINEAGE_STORE_PREPARE=off`` prepares
+nothing. What PostgreSQL holds is read from ``pg_prepared_statements``."""
 
 from __future__ import annotations
 
+import psycopg2.errors
 import pytest
 from sqlalchemy import event, func, select
 
@@ -103,10 +105,25 @@ def test_a_connection_keeps_the_most_recently_used_and_survives_a_rollback(url, 
                 assert fetch_rows(conn, sql, {"v": value}) == [(texts.index(sql) + value,)]
         held = _prepared_texts(conn)
         assert held == ["SELECT 2 + CAST($1 AS integer)", "SELECT 3 + CAST($1 AS integer)"], held
-        conn.rollback()  # prepared statements are not undone by a rollback
+        conn.connection.rollback()  # the driver's own: prepared statements are not undone by a rollback
         assert fetch_rows(conn, texts[3], {"v": 5}) == [(8,)]
         assert fetch_rows(conn, texts[0], {"v": 5}) == [(5,)]  # evicted: counted again, as text
         assert _prepared_texts(conn) == held
+
+
+def test_a_session_that_lost_its_statements_fails_one_question_and_prepares_them_again(url):
+    sql = "SELECT CAST(:v AS integer) * 2"
+    with LineageStore(url) as store, store.engine.connect() as conn:
+        for value in (1, 2):
+            assert fetch_rows(conn, sql, {"v": value}) == [(value * 2,)]
+        assert _prepared_texts(conn) == ["SELECT CAST($1 AS integer) * 2"]
+        conn.connection.cursor().execute("DEALLOCATE ALL")  # what a pooler's reset or a DISCARD ALL does
+        with pytest.raises(psycopg2.errors.InvalidSqlStatementName):
+            fetch_rows(conn, sql, {"v": 3})
+        conn.connection.rollback()  # the driver's own: its cursor's transaction, which SQLAlchemy did not begin
+        for value in (4, 5, 6):  # counted again as text, then prepared again
+            assert fetch_rows(conn, sql, {"v": value}) == [(value * 2,)]
+        assert _prepared_texts(conn) == ["SELECT CAST($1 AS integer) * 2"]
 
 
 def test_nothing_is_prepared_when_the_setting_says_off(url, monkeypatch):

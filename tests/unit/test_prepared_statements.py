@@ -4,6 +4,7 @@ prepares, refuses and keeps): tests/integration/test_prepared_statements_postgre
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -28,3 +29,18 @@ def test_the_store_s_own_texts_keep_casts_and_literal_percents():
         "SELECT CAST($1 AS TEXT)::text, x LIKE '%' || $2, $1 FROM t WHERE a = $3",
         ("run", "part", "part_2"),
     )
+
+
+def test_a_setting_other_than_on_or_off_is_refused_naming_it(monkeypatch):
+    from sqlalchemy import create_engine
+
+    from include.core.settings import SettingError
+    from include.lineage.store import prepared
+
+    monkeypatch.setenv("LINEAGE_STORE_PREPARE", "sometimes")
+    engine = create_engine("postgresql+psycopg2://nobody@127.0.0.1:1/none")  # never connected
+    try:
+        with pytest.raises(SettingError, match="LINEAGE_STORE_PREPARE must be one of on, off, not 'sometimes'"):
+            prepared.enable(engine)
+    finally:
+        engine.dispose()

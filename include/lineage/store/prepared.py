@@ -22,6 +22,7 @@ import re
 from collections import Counter, OrderedDict
 
 import psycopg2
+import psycopg2.errors
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
@@ -80,7 +81,12 @@ class PreparedStatements:
             return False
         name, names = entry
         arguments = f"({', '.join(['%s'] * len(names))})" if names else ""
-        cursor.execute(f"EXECUTE {name}{arguments}", [params[parameter] for parameter in names])
+        try:
+            cursor.execute(f"EXECUTE {name}{arguments}", [params[parameter] for parameter in names])
+        except psycopg2.errors.InvalidSqlStatementName:  # the session lost them (``DEALLOCATE ALL``, ``DISCARD``)
+            self.prepared.clear()  # this statement fails; the next ones are counted and prepared again
+            self.uses.clear()
+            raise
         return True
 
     def _prepare(self, cursor, sql: str) -> tuple[str, tuple[str, ...]] | None:
@@ -107,8 +113,9 @@ _READ = re.compile(r"\s*(SELECT|WITH)\b", re.IGNORECASE)  # what is prepared of 
 
 def enable(engine: Engine) -> None:
     """Give each new PostgreSQL connection of ``engine`` its prepared statements, and run the reads SQLAlchemy
-    executes on it through them, unless ``LINEAGE_STORE_PREPARE`` says no."""
-    if not settings.LINEAGE_STORE_PREPARE.flag():
+    executes on it through them, unless ``LINEAGE_STORE_PREPARE`` says ``off`` (a SettingError naming it for anything
+    but ``on`` and ``off``)."""
+    if settings.LINEAGE_STORE_PREPARE.choice(("on", "off")) == "off":
         return
 
     @event.listens_for(engine, "connect")

@@ -12,8 +12,9 @@ its own call.
 A connection's prepared statements live as long as it does and survive a rolled-back transaction; the least recently
 used go (``DEALLOCATE``) past ``MOST_PREPARED``. A PREPARE that PostgreSQL refuses (a parameter whose type it cannot
 infer) is undone by a savepoint and the text runs as plain text, never asked again on that connection: never an
-aborted transaction. Behind a PgBouncer in transaction mode a connection's statements do not follow its client:
-``LINEAGE_STORE_PREPARE=off``.
+aborted transaction. A session that lost them (``DEALLOCATE ALL``, ``DISCARD ALL``) fails the one question that
+finds out, and its connection counts and prepares again. Behind a PgBouncer in transaction mode a connection's
+statements do not follow its client: ``LINEAGE_STORE_PREPARE=off``.
 """
 
 from __future__ import annotations

@@ -21,10 +21,13 @@ DEFAULT_DEPTH = 20  # Marquez's default
 CHUNK = 500
 
 
+_NAMED_PARAMETER = re.compile(r"(?<![:\w]):(\w+)")  # ``:name``, never a ``::type`` cast
+
+
 @functools.lru_cache(maxsize=64)
 def _pyformat(sql: str) -> str:
     """``:name`` parameters as ``%(name)s`` (psycopg2's paramstyle), a literal ``%`` doubled."""
-    return prepared.NAMED_PARAMETER.sub(r"%(\1)s", sql.replace("%", "%%"))
+    return _NAMED_PARAMETER.sub(r"%(\1)s", sql.replace("%", "%%"))
 
 
 def fetch_rows(conn: Connection, sql: str, params: dict) -> list[tuple]:
@@ -38,9 +41,10 @@ def fetch_rows(conn: Connection, sql: str, params: dict) -> list[tuple]:
         if conn.dialect.name == "sqlite":
             cursor.execute(sql, params)  # sqlite3 takes :name
         else:  # prepared once used again on the connection (store/prepared.py), where it may be
+            text = _pyformat(sql)
             statements = conn.connection.info.get(prepared.INFO_KEY)
-            if statements is None or not statements.run(cursor, _pyformat(sql), params):
-                cursor.execute(_pyformat(sql), params)
+            if statements is None or not statements.run(cursor, text, params):
+                cursor.execute(text, params)
         return cursor.fetchall()
     finally:
         cursor.close()

@@ -34,7 +34,6 @@ PREPARE_AFTER = 2  # a text's uses on one connection before it is prepared there
 MOST_PREPARED = 256  # statements one connection keeps (an ``IN`` list of each length is a text of its own)
 MOST_COUNTED = 4096  # texts counted towards ``PREPARE_AFTER`` before the count starts again
 
-NAMED_PARAMETER = re.compile(r"(?<![:\w]):(\w+)")  # ``:name``, never a ``::type`` cast
 _PYFORMAT_PARAMETER = re.compile(r"%\((\w+)\)s|%%")  # psycopg2's ``%(name)s``, and a literal ``%`` doubled
 
 

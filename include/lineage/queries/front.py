@@ -6,6 +6,7 @@ query of its own."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from contextlib import nullcontext
 
 from sqlalchemy.engine import Connection
 
@@ -66,10 +67,8 @@ class LineageQueries:
         self, ref: str, direction: str, depth: int, as_of: str | None, all_history: bool, conn: Connection | None = None
     ) -> Subgraph:
         as_of = parse_instant(as_of) if as_of is not None else None
-        if conn is None:
-            with self.store.engine.connect() as own:
-                return walks.walk(own, self.resolve(ref, own), direction, depth, as_of, all_history)
-        return walks.walk(conn, self.resolve(ref, conn), direction, depth, as_of, all_history)
+        with nullcontext(conn) if conn is not None else self.store.engine.connect() as using:
+            return walks.walk(using, self.resolve(ref, using), direction, depth, as_of, all_history)
 
     # ------------------------------------------------------------------------- Marquez's GET /api/v1/lineage
     def marquez_model(self) -> MarquezModel:
